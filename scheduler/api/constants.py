@@ -1,0 +1,25 @@
+"""The user-facing names of troupe (DESIGN.md, "The user-facing contract")."""
+
+GROUP = "scheduling.troupe.dev"
+VERSION = "v1alpha2"
+API_VERSION = f"{GROUP}/{VERSION}"
+PODGROUP_PLURAL = "podgroups"
+WORKLOAD_PLURAL = "workloads"
+
+DEFAULT_SCHEDULER_NAME = "troupe-scheduler"
+POD_GROUP_LABEL = f"{GROUP}/pod-group"
+
+# PodGroup condition, as upstream scheduling.k8s.io/v1alpha2.
+POD_GROUP_SCHEDULED = "PodGroupScheduled"
+REASON_SCHEDULED = "Scheduled"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
+
+# Victim condition (preemption, later).
+DISRUPTION_TARGET = "DisruptionTarget"
+REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+
+# Pod condition and event reasons, as upstream kube-scheduler.
+POD_SCHEDULED = "PodScheduled"
+EVENT_SCHEDULED = "Scheduled"
+EVENT_FAILED_SCHEDULING = "FailedScheduling"

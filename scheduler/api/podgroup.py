@@ -1,0 +1,165 @@
+"""pydantic models of PodGroup and Workload (scheduling.troupe.dev/v1alpha2).
+
+They mirror upstream scheduling.k8s.io/v1alpha2. The CRD schema rejects bad
+objects at admission; these models re-validate what the scheduler reads so
+that an object written around the schema (an older CRD, a direct etcd write)
+becomes a `SchedulerError` on the group, not a crash.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+
+class BasicSchedulingPolicy(_Model):
+    pass
+
+
+class GangSchedulingPolicy(_Model):
+    min_count: int = Field(alias="minCount", ge=1)
+
+
+class SchedulingPolicy(_Model):
+    basic: BasicSchedulingPolicy | None = None
+    gang: GangSchedulingPolicy | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "SchedulingPolicy":
+        if (self.basic is None) == (self.gang is None):
+            raise ValueError("exactly one of basic or gang must be set")
+        return self
+
+
+class TopologyConstraint(_Model):
+    key: str = Field(min_length=1)
+
+
+class SchedulingConstraints(_Model):
+    topology: list[TopologyConstraint] = Field(default_factory=list, max_length=1)
+
+
+class ResourceClaim(_Model):
+    name: str
+    resource_claim_name: str | None = Field(default=None, alias="resourceClaimName")
+    resource_claim_template_name: str | None = Field(default=None, alias="resourceClaimTemplateName")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ResourceClaim":
+        if (self.resource_claim_name is None) == (self.resource_claim_template_name is None):
+            raise ValueError("exactly one of resourceClaimName or resourceClaimTemplateName must be set")
+        return self
+
+
+class WorkloadTemplateRef(_Model):
+    workload_name: str = Field(alias="workloadName")
+    pod_group_template_name: str = Field(alias="podGroupTemplateName")
+
+
+class PodGroupTemplateRef(_Model):
+    workload: WorkloadTemplateRef | None = None
+
+
+DisruptionMode = Literal["Pod", "PodGroup"]
+
+
+class PodGroupSpec(_Model):
+    pod_group_template_ref: PodGroupTemplateRef | None = Field(default=None, alias="podGroupTemplateRef")
+    scheduling_policy: SchedulingPolicy = Field(alias="schedulingPolicy")
+    scheduling_constraints: SchedulingConstraints | None = Field(default=None, alias="schedulingConstraints")
+    resource_claims: list[ResourceClaim] = Field(default_factory=list, alias="resourceClaims", max_length=4)
+    disruption_mode: DisruptionMode | None = Field(default=None, alias="disruptionMode")
+    priority_class_name: str | None = Field(default=None, alias="priorityClassName")
+    priority: int | None = None
+
+
+class Condition(_Model):
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    observed_generation: int | None = Field(default=None, alias="observedGeneration")
+    last_transition_time: str | None = Field(default=None, alias="lastTransitionTime")
+
+
+class PodGroupStatus(_Model):
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class ObjectMeta(_Model):
+    name: str
+    namespace: str = "default"
+    uid: str = ""
+    generation: int = 0
+    resource_version: str = Field(default="", alias="resourceVersion")
+    creation_timestamp: str = Field(default="", alias="creationTimestamp")
+
+
+class PodGroup(_Model):
+    metadata: ObjectMeta
+    spec: PodGroupSpec
+    status: PodGroupStatus = Field(default_factory=PodGroupStatus)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.metadata.namespace, self.metadata.name)
+
+    @property
+    def is_gang(self) -> bool:
+        return self.spec.scheduling_policy.gang is not None
+
+    @property
+    def min_count(self) -> int:
+        gang = self.spec.scheduling_policy.gang
+        return gang.min_count if gang else 1
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.status.conditions if c.type == type_), None)
+
+
+class PodGroupTemplate(_Model):
+    name: str
+    scheduling_policy: SchedulingPolicy = Field(alias="schedulingPolicy")
+    scheduling_constraints: SchedulingConstraints | None = Field(default=None, alias="schedulingConstraints")
+    resource_claims: list[ResourceClaim] = Field(default_factory=list, alias="resourceClaims", max_length=4)
+    disruption_mode: DisruptionMode | None = Field(default=None, alias="disruptionMode")
+    priority_class_name: str | None = Field(default=None, alias="priorityClassName")
+    priority: int | None = None
+
+
+class WorkloadSpec(_Model):
+    pod_group_templates: list[PodGroupTemplate] = Field(alias="podGroupTemplates", min_length=1, max_length=8)
+
+
+class Workload(_Model):
+    metadata: ObjectMeta
+    spec: WorkloadSpec
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.metadata.namespace, self.metadata.name)
+
+    def template(self, name: str) -> PodGroupTemplate | None:
+        return next((t for t in self.spec.pod_group_templates if t.name == name), None)
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """`spec.schedulingPolicy.gang.minCount: Input should be greater than or equal to 1`."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+    return "; ".join(parts)
+
+
+def parse_podgroup(body: Mapping[str, Any]) -> PodGroup:
+    return PodGroup.model_validate(body)
+
+
+def parse_workload(body: Mapping[str, Any]) -> Workload:
+    return Workload.model_validate(body)

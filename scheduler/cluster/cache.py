@@ -1,0 +1,184 @@
+"""The scheduler's cache: nodes, every scheduler's pods, PodGroups, Workloads.
+
+Fed by the watch handlers; read by the scheduling loop through `snapshot()`.
+Pods placed by troupe are *assumed* onto their node as soon as the decision is
+made, so the next cycle sees the capacity as used before the API confirms the
+binding; a failed binding is *forgotten*. No I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from ..api.objects import PODS, NodeInfo, PodInfo
+from ..api.podgroup import PodGroup, Workload
+from .nodetable import NodeTable
+from .snapshot import Snapshot
+
+GroupKey = tuple[str, str]  # (namespace, PodGroup name)
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidObject:
+    """An object the scheduler read but cannot use; `message` says why."""
+
+    message: str
+
+
+@dataclass(slots=True)
+class _Accounted:
+    node: str
+    vector: np.ndarray
+    nonzero: tuple[int, int]
+
+
+class ClusterCache:
+    def __init__(self) -> None:
+        self.table = NodeTable()
+        self.pods: dict[str, PodInfo] = {}
+        self.assumed: dict[str, str] = {}  # pod uid -> node, until the API confirms
+        self._accounted: dict[str, _Accounted] = {}
+        self.groups: dict[GroupKey, PodGroup | InvalidObject] = {}
+        self.workloads: dict[GroupKey, Workload | InvalidObject] = {}
+        self.priority_classes: dict[str, int] = {}
+        self._members: dict[GroupKey, set[str]] = {}
+        self._live: dict[GroupKey, int] = {}  # members not terminal and not deleting
+
+    # ------------------------------------------------------------------ nodes
+
+    def upsert_node(self, node: NodeInfo) -> None:
+        self.table.set_node(node)
+
+    def remove_node(self, name: str) -> None:
+        self.table.remove_node(name)
+
+    def node(self, name: str) -> NodeInfo | None:
+        row = self.table.row.get(name)
+        return None if row is None else self.table.nodes[row]
+
+    @property
+    def node_count(self) -> int:
+        return int(self.table.valid[: len(self.table.names)].sum())
+
+    # ------------------------------------------------------------------- pods
+
+    def _account(self, uid: str) -> None:
+        """Make the table reflect where pod `uid` runs (or that it runs nowhere)."""
+        pod = self.pods.get(uid)
+        node = ""
+        if pod is not None and not pod.terminal:
+            node = pod.node_name or self.assumed.get(uid, "")
+        old = self._accounted.get(uid)
+        if old is not None and old.node == node:
+            return
+        if old is not None:
+            self.table.add_usage(old.node, old.vector, old.nonzero, -1)
+            del self._accounted[uid]
+        if node and pod is not None:
+            requests = dict(pod.requests)
+            requests[PODS] = 1
+            vec = self.table.vector(requests)
+            nonzero = (pod.nonzero_cpu, pod.nonzero_memory)
+            self.table.add_usage(node, vec, nonzero, +1)
+            self._accounted[uid] = _Accounted(node, vec, nonzero)
+
+    def upsert_pod(self, pod: PodInfo) -> PodInfo | None:
+        old = self.pods.get(pod.uid)
+        if old is not None:
+            self._count_live(old, -1)
+        self._count_live(pod, +1)
+        self.pods[pod.uid] = pod
+        if pod.node_name:
+            # The API's word replaces our assumption (it may even name another node).
+            self.assumed.pop(pod.uid, None)
+        if old is not None and old.group_name != pod.group_name:
+            self._unlink(old)
+        if pod.group_name:
+            self._members.setdefault((pod.namespace, pod.group_name), set()).add(pod.uid)
+        if old is None or old.node_name != pod.node_name or old.terminal != pod.terminal or old.requests != pod.requests:
+            if old is not None and old.requests != pod.requests:
+                self._drop_accounting(pod.uid)
+            self._account(pod.uid)
+        return old
+
+    def remove_pod(self, uid: str) -> PodInfo | None:
+        old = self.pods.pop(uid, None)
+        self.assumed.pop(uid, None)
+        self._account(uid)
+        if old is not None:
+            self._count_live(old, -1)
+            self._unlink(old)
+        return old
+
+    def _count_live(self, pod: PodInfo, sign: int) -> None:
+        if pod.group_name and not pod.terminal and not pod.deleting:
+            key = (pod.namespace, pod.group_name)
+            count = self._live.get(key, 0) + sign
+            if count:
+                self._live[key] = count
+            else:
+                self._live.pop(key, None)
+
+    def _drop_accounting(self, uid: str) -> None:
+        old = self._accounted.pop(uid, None)
+        if old is not None:
+            self.table.add_usage(old.node, old.vector, old.nonzero, -1)
+
+    def _unlink(self, pod: PodInfo) -> None:
+        if pod.group_name:
+            key = (pod.namespace, pod.group_name)
+            members = self._members.get(key)
+            if members is not None:
+                members.discard(pod.uid)
+                if not members:
+                    del self._members[key]
+
+    def assume(self, uid: str, node: str) -> None:
+        if uid in self.pods and not self.pods[uid].node_name:
+            self.assumed[uid] = node
+            self._account(uid)
+
+    def forget(self, uid: str) -> None:
+        if self.assumed.pop(uid, None) is not None:
+            self._account(uid)
+
+    def placed_node(self, uid: str) -> str:
+        """Where the pod is bound or assumed, "" if nowhere."""
+        pod = self.pods.get(uid)
+        if pod is None:
+            return ""
+        return pod.node_name or self.assumed.get(uid, "")
+
+    # ----------------------------------------------------------------- groups
+
+    def upsert_group(self, key: GroupKey, group: PodGroup | InvalidObject) -> None:
+        self.groups[key] = group
+
+    def remove_group(self, key: GroupKey) -> None:
+        self.groups.pop(key, None)
+
+    def upsert_workload(self, key: GroupKey, workload: Workload | InvalidObject) -> None:
+        self.workloads[key] = workload
+
+    def remove_workload(self, key: GroupKey) -> None:
+        self.workloads.pop(key, None)
+
+    def members(self, key: GroupKey) -> Iterator[PodInfo]:
+        for uid in sorted(self._members.get(key, ())):
+            yield self.pods[uid]
+
+    def live_member_count(self, key: GroupKey) -> int:
+        """Pods of the group that exist and can still run (not terminal, not deleting)."""
+        return self._live.get(key, 0)
+
+    def placed_member_count(self, key: GroupKey) -> int:
+        """Pods of the group bound or assumed to a node, and still running."""
+        return sum(1 for p in self.members(key) if not p.terminal and (p.node_name or p.uid in self.assumed))
+
+    # --------------------------------------------------------------- snapshot
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(self.table)

@@ -1,0 +1,127 @@
+"""The columnar node table the cache keeps up to date incrementally.
+
+Rows are nodes, columns are resources. A row is created the first time a node
+or a pod bound to it is seen (pods can arrive before their node), and is
+recycled once neither the node nor any pod on it remains. `valid` marks rows
+whose Node object exists.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from ..api.objects import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo
+
+BASE_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
+
+
+class NodeTable:
+    def __init__(self, capacity: int = 64) -> None:
+        self.resources: list[str] = list(BASE_RESOURCES)
+        self.column: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
+        self.names: list[str] = []
+        self.row: dict[str, int] = {}
+        self.nodes: list[NodeInfo | None] = []
+        self._free: list[int] = []
+        self.alloc = np.zeros((capacity, len(self.resources)), dtype=np.int64)
+        self.req = np.zeros_like(self.alloc)
+        self.nonzero = np.zeros((capacity, 2), dtype=np.int64)  # cpu, memory for scoring
+        self.pod_count = np.zeros(capacity, dtype=np.int64)  # pods on the row (valid node or not)
+        self.valid = np.zeros(capacity, dtype=bool)
+        # Bumped whenever labels, taints or the set of nodes change: filters that
+        # read only those (and the pod spec) may reuse results across cycles.
+        self.static_generation = 0
+
+    # --------------------------------------------------------------- columns
+
+    def column_of(self, resource: str) -> int:
+        col = self.column.get(resource)
+        if col is None:
+            col = len(self.resources)
+            self.resources.append(resource)
+            self.column[resource] = col
+            pad = np.zeros((self.alloc.shape[0], 1), dtype=np.int64)
+            self.alloc = np.hstack([self.alloc, pad])
+            self.req = np.hstack([self.req, pad.copy()])
+        return col
+
+    def vector(self, amounts: Mapping[str, int]) -> np.ndarray:
+        """Amounts as a row over the current columns (adding columns as needed)."""
+        cols = [(self.column_of(name), amount) for name, amount in amounts.items()]
+        vec = np.zeros(len(self.resources), dtype=np.int64)
+        for col, amount in cols:
+            vec[col] = amount
+        return vec
+
+    # ------------------------------------------------------------------ rows
+
+    def _grow(self) -> None:
+        n = self.alloc.shape[0] * 2
+        for name in ("alloc", "req", "nonzero"):
+            old = getattr(self, name)
+            new = np.zeros((n, old.shape[1]), dtype=old.dtype)
+            new[: old.shape[0]] = old
+            setattr(self, name, new)
+        for name in ("pod_count", "valid"):
+            old = getattr(self, name)
+            new = np.zeros(n, dtype=old.dtype)
+            new[: old.shape[0]] = old
+            setattr(self, name, new)
+
+    def ensure_row(self, name: str) -> int:
+        idx = self.row.get(name)
+        if idx is not None:
+            return idx
+        if self._free:
+            idx = self._free.pop()
+            self.names[idx] = name
+            self.nodes[idx] = None
+        else:
+            idx = len(self.names)
+            if idx >= self.alloc.shape[0]:
+                self._grow()
+            self.names.append(name)
+            self.nodes.append(None)
+        self.row[name] = idx
+        return idx
+
+    def _maybe_release(self, idx: int) -> None:
+        if self.nodes[idx] is None and self.pod_count[idx] == 0:
+            del self.row[self.names[idx]]
+            self.names[idx] = ""
+            self.alloc[idx] = 0
+            self.req[idx] = 0
+            self.nonzero[idx] = 0
+            self._free.append(idx)
+
+    def set_node(self, node: NodeInfo) -> None:
+        idx = self.ensure_row(node.name)
+        old = self.nodes[idx]
+        vec = self.vector(node.allocatable)
+        self.alloc[idx] = 0
+        self.alloc[idx, : vec.shape[0]] = vec
+        self.nodes[idx] = node
+        self.valid[idx] = True
+        if old is None or old.labels != node.labels or old.taints != node.taints or old.unschedulable != node.unschedulable:
+            self.static_generation += 1
+
+    def remove_node(self, name: str) -> None:
+        idx = self.row.get(name)
+        if idx is None or self.nodes[idx] is None:
+            return
+        self.nodes[idx] = None
+        self.valid[idx] = False
+        self.alloc[idx] = 0
+        self.static_generation += 1
+        self._maybe_release(idx)
+
+    def add_usage(self, node_name: str, requests: np.ndarray, nonzero: tuple[int, int], sign: int) -> None:
+        idx = self.ensure_row(node_name)
+        self.req[idx, : requests.shape[0]] += sign * requests
+        self.nonzero[idx, 0] += sign * nonzero[0]
+        self.nonzero[idx, 1] += sign * nonzero[1]
+        self.pod_count[idx] += sign
+        if sign < 0:
+            self._maybe_release(idx)

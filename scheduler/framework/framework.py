@@ -1,0 +1,198 @@
+"""A profile's plugins, instantiated and wired to the extension points.
+
+`Framework` is what the rest of the scheduler calls: run the PreEnqueue gate,
+find a node for one pod (`algorithm.schedule_pod` uses `run_filters` and
+`run_scores`), and Permit a group's placements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Hashable
+
+import numpy as np
+
+from ..api.config import EXTENSION_POINTS, Profile
+from ..api.objects import PodInfo
+from ..cluster.snapshot import Snapshot
+from .interface import (
+    CycleState,
+    FilterPlugin,
+    FilterResult,
+    GroupContext,
+    Handle,
+    PermitPlugin,
+    Plugin,
+    PostFilterPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    ScorePlugin,
+    Status,
+)
+from .registry import Registry
+
+# The default profile, in upstream's order (filters run in this order and a
+# node rejected by one is not shown to the next, as upstream).
+DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
+    "preEnqueue": [("SchedulingGates", None), ("GangScheduling", None)],
+    "preFilter": [],
+    "filter": [
+        ("NodeUnschedulable", None),
+        ("NodeName", None),
+        ("TaintToleration", None),
+        ("NodeAffinity", None),
+        ("NodeResourcesFit", None),
+    ],
+    "postFilter": [],
+    "score": [("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1)],
+    "permit": [("GangScheduling", None)],
+    "placementGenerate": [],
+    "placementScore": [],
+}
+
+_POINT_TYPES: dict[str, type[Plugin]] = {
+    "preEnqueue": PreEnqueuePlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "score": ScorePlugin,
+    "permit": PermitPlugin,
+}
+
+
+class ProfileError(ValueError):
+    """The profile names a plugin that does not exist or cannot serve the point."""
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedScore:
+    plugin: ScorePlugin
+    weight: int
+
+
+def resolve_plugins(profile: Profile, point: str) -> list[tuple[str, int | None]]:
+    """Upstream merge rules: defaults minus `disabled` (`*` disables all), then
+    `enabled` appended (or, for a default already there, its weight replaced)."""
+    chosen = profile.plugins.point(point)
+    disabled = {p.name for p in chosen.disabled}
+    result = [] if "*" in disabled else [(n, w) for n, w in DEFAULT_PLUGINS[point] if n not in disabled]
+    for ref in chosen.enabled:
+        for i, (name, _) in enumerate(result):
+            if name == ref.name:
+                result[i] = (name, ref.weight if ref.weight is not None else result[i][1])
+                break
+        else:
+            result.append((ref.name, ref.weight))
+    return result
+
+
+class Framework:
+    def __init__(self, profile: Profile, registry: Registry, handle: Handle) -> None:
+        self.profile = profile
+        self.scheduler_name = profile.scheduler_name
+        self.handle = handle
+        instances: dict[str, Plugin] = {}
+
+        def instance(name: str, point: str) -> Plugin:
+            cls = registry.get(name)
+            if cls is None:
+                raise ProfileError(
+                    f"profile {profile.scheduler_name}: plugins.{point}: unknown plugin {name!r} "
+                    f"(known: {', '.join(registry.names())})"
+                )
+            want = _POINT_TYPES.get(point)
+            if want is not None and not issubclass(cls, want):
+                raise ProfileError(f"profile {profile.scheduler_name}: plugin {name} does not implement {point}")
+            if name not in instances:
+                try:
+                    instances[name] = cls(profile.args_for(name), handle)
+                except (ValueError, TypeError, KeyError) as exc:
+                    raise ProfileError(f"profile {profile.scheduler_name}: pluginConfig {name}: {exc}") from None
+            return instances[name]
+
+        plugins = {point: [(instance(n, point), w) for n, w in resolve_plugins(profile, point)] for point in EXTENSION_POINTS}
+        self.pre_enqueue: list[PreEnqueuePlugin] = [p for p, _ in plugins["preEnqueue"]]  # type: ignore[misc]
+        self.pre_filter: list[PreFilterPlugin] = [p for p, _ in plugins["preFilter"]]  # type: ignore[misc]
+        self.filters: list[FilterPlugin] = [p for p, _ in plugins["filter"]]  # type: ignore[misc]
+        self.post_filter: list[PostFilterPlugin] = [p for p, _ in plugins["postFilter"]]  # type: ignore[misc]
+        self.scores = [WeightedScore(p, w or 1) for p, w in plugins["score"]]  # type: ignore[arg-type]
+        self.permits: list[PermitPlugin] = [p for p, _ in plugins["permit"]]  # type: ignore[misc]
+        self.plugins = instances
+        # Results of static filters/scores, valid for one (static generation, row count).
+        self._static_key: tuple[int, int] = (-1, -1)
+        self._static_filters: dict[tuple[int, Hashable], FilterResult] = {}
+        self._static_scores: dict[tuple[int, Hashable], np.ndarray] = {}
+
+    # ------------------------------------------------------------- PreEnqueue
+
+    def run_pre_enqueue(self, pod: PodInfo) -> Status:
+        for plugin in self.pre_enqueue:
+            status = plugin.pre_enqueue(pod)
+            if not status.ok:
+                return status
+        return Status.success()
+
+    # -------------------------------------------------------- PreFilter/Filter
+
+    def run_pre_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        for plugin in self.pre_filter:
+            status = plugin.pre_filter(state, pod, snapshot)
+            if not status.ok:
+                return status
+        return Status.success()
+
+    def _check_static(self, snapshot: Snapshot) -> None:
+        key = (snapshot.static_generation, len(snapshot))
+        if key != self._static_key or len(self._static_filters) + len(self._static_scores) > 4096:
+            self._static_key = key
+            self._static_filters.clear()
+            self._static_scores.clear()
+
+    def run_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[np.ndarray, list[tuple[np.ndarray, FilterResult]]]:
+        """Returns the feasible mask and, per plugin, (candidates it saw, its result)."""
+        self._check_static(snapshot)
+        candidates = snapshot.valid.copy()
+        trail: list[tuple[np.ndarray, FilterResult]] = []
+        for i, plugin in enumerate(self.filters):
+            if plugin.static:
+                ck = (i, plugin.sign_pod(pod))
+                result = self._static_filters.get(ck)
+                if result is None:
+                    result = plugin.filter(state, pod, snapshot)
+                    self._static_filters[ck] = result
+            else:
+                result = plugin.filter(state, pod, snapshot)
+            trail.append((candidates, result))
+            candidates = candidates & result.feasible
+            if not candidates.any():
+                break
+        return candidates, trail
+
+    # ------------------------------------------------------------------ Score
+
+    def run_scores(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        total = np.zeros(len(rows), dtype=np.int64)
+        for i, ws in enumerate(self.scores):
+            plugin = ws.plugin
+            if plugin.static_score:
+                ck = (i, plugin.sign_pod(pod))
+                full = self._static_scores.get(ck)
+                if full is None:
+                    all_rows = np.flatnonzero(snapshot.valid)
+                    full = np.zeros(len(snapshot), dtype=np.int64)
+                    full[all_rows] = plugin.score(state, pod, snapshot, all_rows)
+                    self._static_scores[ck] = full
+                raw = full[rows]
+            else:
+                raw = plugin.score(state, pod, snapshot, rows)
+            total += np.asarray(plugin.normalize(raw), dtype=np.int64) * ws.weight
+        return total
+
+    # ----------------------------------------------------------------- Permit
+
+    def run_permit(self, group: GroupContext) -> Status:
+        for plugin in self.permits:
+            status = plugin.permit(group)
+            if not status.ok:
+                return status
+        return Status.success()

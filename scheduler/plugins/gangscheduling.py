@@ -1,0 +1,48 @@
+"""GangScheduling: a gang waits until it can be tried whole, and binds whole or not at all.
+
+PreEnqueue (as upstream's GangScheduling plugin): a pod of a PodGroup stays out
+of the active queue until its PodGroup exists and, for a gang, at least
+`minCount` of its pods exist. Permit: the group's pods already bound plus those
+placed in this cycle must reach `minCount`; otherwise the cycle's placements
+are discarded (the decision is atomic).
+"""
+
+from __future__ import annotations
+
+from ..api.objects import PodInfo
+from ..api.podgroup import PodGroup
+from ..framework.interface import GroupContext, PermitPlugin, PreEnqueuePlugin, Status
+
+
+class GangScheduling(PreEnqueuePlugin, PermitPlugin):
+    name = "GangScheduling"
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        group_name = pod.group_name
+        if group_name is None:
+            return Status.success()
+        cache = self.handle.cache
+        key = (pod.namespace, group_name)
+        group = cache.groups.get(key)
+        if group is None:
+            return Status.unschedulable(
+                f"waiting for PodGroup {pod.namespace}/{group_name} to be created", plugin=self.name
+            )
+        if not isinstance(group, PodGroup) or not group.is_gang:
+            return Status.success()
+        have = cache.live_member_count(key)
+        if have < group.min_count:
+            return Status.unschedulable(
+                f"waiting for pods of PodGroup {pod.namespace}/{group_name}: "
+                f"minCount is {group.min_count}, {have} exist",
+                plugin=self.name,
+            )
+        return Status.success()
+
+    def permit(self, group: GroupContext) -> Status:
+        if not group.is_gang:
+            return Status.success()
+        placed = group.placed_before + group.placed_now
+        if placed >= group.min_count:
+            return Status.success()
+        return Status.unschedulable(f"needs {group.min_count} pods, {placed} fit", plugin=self.name)

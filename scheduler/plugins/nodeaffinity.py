@@ -1,0 +1,70 @@
+"""NodeAffinity: spec.nodeSelector and required node affinity filter; preferred
+node affinity scores (upstream pkg/scheduler/framework/plugins/nodeaffinity).
+
+`addedAffinity` in the plugin args applies to every pod of the profile, as
+upstream's NodeAffinityArgs."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..api.objects import NodeInfo, NodeSelectorTerm, PodInfo, PreferredTerm, parse_node_selector_term
+from ..cluster.snapshot import Snapshot
+from ..framework.interface import CycleState, Handle, NodeFilterPlugin, ScorePlugin
+
+REASON = "node(s) didn't match Pod's node affinity/selector"
+MAX_NODE_SCORE = 100
+
+
+class NodeAffinity(NodeFilterPlugin, ScorePlugin):
+    name = "NodeAffinity"
+
+    def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
+        super().__init__(args, handle)
+        added = (args.get("addedAffinity") or {})
+        req = added.get("requiredDuringSchedulingIgnoredDuringExecution")
+        self.added_required: tuple[NodeSelectorTerm, ...] | None = (
+            tuple(parse_node_selector_term(t) for t in req.get("nodeSelectorTerms") or ()) if req is not None else None
+        )
+        self.added_preferred = tuple(
+            PreferredTerm(int(p.get("weight", 0)), parse_node_selector_term(p.get("preference")))
+            for p in added.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+        )
+
+    static_score = True
+
+    def sign_pod(self, pod: PodInfo) -> object:
+        return (tuple(sorted(pod.node_selector.items())), pod.required_affinity, pod.preferred_affinity)
+
+    def filter_node(self, pod: PodInfo, node: NodeInfo) -> str | None:
+        labels = node.labels
+        for k, v in pod.node_selector.items():
+            if labels.get(k) != v:
+                return REASON
+        for terms in (self.added_required, pod.required_affinity):
+            # Terms are ORed; a present but empty list matches nothing.
+            if terms is not None and not any(t.matches(labels, node.name) for t in terms):
+                return REASON
+        return None
+
+    def unresolvable_reasons(self, reasons):  # type: ignore[no-untyped-def]
+        return frozenset(reasons)
+
+    def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        terms = self.added_preferred + pod.preferred_affinity
+        out = np.zeros(len(rows), dtype=np.int64)
+        if not terms:
+            return out
+        for i, row in enumerate(rows):
+            node = snapshot.nodes[row]
+            if node is not None:
+                out[i] = sum(p.weight for p in terms if p.weight and p.term.matches(node.labels, node.name))
+        return out
+
+    def normalize(self, scores: np.ndarray) -> np.ndarray:
+        top = int(scores.max()) if len(scores) else 0
+        if top == 0:
+            return scores
+        return scores * MAX_NODE_SCORE // top

@@ -1,0 +1,27 @@
+"""NodeUnschedulable: nodes with spec.unschedulable take only pods that tolerate
+the `node.kubernetes.io/unschedulable:NoSchedule` taint (upstream)."""
+
+from __future__ import annotations
+
+from ..api.objects import NodeInfo, PodInfo, Taint
+from ..framework.interface import NodeFilterPlugin
+
+_UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+REASON = "node(s) were unschedulable"
+
+
+class NodeUnschedulable(NodeFilterPlugin):
+    name = "NodeUnschedulable"
+
+    def sign_pod(self, pod: PodInfo) -> object:
+        return pod.tolerations
+
+    def filter_node(self, pod: PodInfo, node: NodeInfo) -> str | None:
+        if not node.unschedulable:
+            return None
+        if any(t.tolerates(_UNSCHEDULABLE_TAINT) for t in pod.tolerations):
+            return None
+        return REASON
+
+    def unresolvable_reasons(self, reasons):  # type: ignore[no-untyped-def]
+        return frozenset(reasons)

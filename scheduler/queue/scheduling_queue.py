@@ -1,0 +1,359 @@
+"""The scheduling queue, as upstream's, at group granularity.
+
+The unit of queueing is a *scheduling unit*: all pending pods of one PodGroup,
+or a single pod that belongs to no group. A unit is in exactly one place:
+
+- gated:          PreEnqueue said wait (no PodGroup yet, fewer than minCount pods, scheduling gates)
+- active:         a heap ordered by priority (high first), then first-seen time
+- backoff:        failed recently; returns to active when its backoff expires
+- unschedulable:  tried and did not fit; waits for a cluster event that may help
+                  (or for `max_unschedulable` seconds, upstream's periodic flush)
+- in flight:      being scheduled; pods that arrive meanwhile are kept and
+                  merged into the next attempt
+
+No pod is ever dropped: a pod leaves the queue only when it is bound, deleted,
+or stops being ours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import heapq
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from ..api.objects import PodInfo
+
+UnitKey = tuple[str, ...]  # ("group", namespace, name) or ("pod", uid)
+
+
+def group_unit(namespace: str, name: str) -> UnitKey:
+    return ("group", namespace, name)
+
+
+def pod_unit(uid: str) -> UnitKey:
+    return ("pod", uid)
+
+
+def unit_of(pod: PodInfo) -> UnitKey:
+    group = pod.group_name
+    return group_unit(pod.namespace, group) if group else pod_unit(pod.uid)
+
+
+class State(enum.Enum):
+    GATED = "gated"
+    ACTIVE = "active"
+    BACKOFF = "backoff"
+    UNSCHEDULABLE = "unschedulable"
+    IN_FLIGHT = "in-flight"
+
+
+@dataclass(slots=True)
+class QueuedPod:
+    pod: PodInfo
+    first_seen: float
+
+
+@dataclass(slots=True)
+class Unit:
+    key: UnitKey
+    pods: dict[str, QueuedPod] = field(default_factory=dict)
+    state: State = State.GATED
+    attempts: int = 0
+    backoff_until: float = 0.0
+    unschedulable_since: float = 0.0
+    gate_message: str = ""
+    heap_version: int = 0
+    in_flight: frozenset[str] = frozenset()  # uids handed to the current attempt
+    dirty: bool = False  # something changed while in flight: retry at once
+    # Heap order of the unit, kept up to date incrementally (units can hold
+    # thousands of pods; recomputing per added pod would be quadratic).
+    priority: int = 0
+    first_seen: float = 0.0
+
+    def include(self, queued: QueuedPod) -> None:
+        if len(self.pods) == 1:
+            self.priority, self.first_seen = queued.pod.priority, queued.first_seen
+        else:
+            self.priority = max(self.priority, queued.pod.priority)
+            self.first_seen = min(self.first_seen, queued.first_seen)
+
+    def recompute(self) -> None:
+        self.priority = max((q.pod.priority for q in self.pods.values()), default=0)
+        self.first_seen = min((q.first_seen for q in self.pods.values()), default=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class PoppedUnit:
+    key: UnitKey
+    pods: list[PodInfo]
+    first_seen: dict[str, float]
+    attempts: int
+
+
+# Gate(unit key, pods) -> None to admit, or the message saying what the unit waits for.
+Gate = Callable[[UnitKey, list[PodInfo]], "str | None"]
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        gate: Gate,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        max_unschedulable: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._gate = gate
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_unschedulable = max_unschedulable
+        self._clock = clock
+        self._units: dict[UnitKey, Unit] = {}
+        self._unit_of_pod: dict[str, UnitKey] = {}
+        self._active: list[tuple[int, float, int, UnitKey, int]] = []
+        self._backoff: list[tuple[float, int, UnitKey, int]] = []
+        self._seq = itertools.count()
+        self._wakeup = asyncio.Event()
+
+    # ------------------------------------------------------------ inspection
+
+    def __len__(self) -> int:
+        """Pending pods (all states, in-flight included)."""
+        return len(self._unit_of_pod)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._unit_of_pod
+
+    def unit(self, key: UnitKey) -> Unit | None:
+        return self._units.get(key)
+
+    def units(self) -> Iterable[Unit]:
+        return self._units.values()
+
+    def counts(self) -> dict[str, int]:
+        """Pending pods per state (for the scheduler_pending_pods metric)."""
+        out = {s.value: 0 for s in State}
+        for u in self._units.values():
+            out[u.state.value] += len(u.pods)
+        return out
+
+    # ------------------------------------------------------------ transitions
+
+    def _push_active(self, unit: Unit) -> None:
+        unit.state = State.ACTIVE
+        unit.heap_version += 1
+        heapq.heappush(self._active, (-unit.priority, unit.first_seen, next(self._seq), unit.key, unit.heap_version))
+        self._wakeup.set()
+
+    def _push_backoff(self, unit: Unit) -> None:
+        unit.state = State.BACKOFF
+        unit.heap_version += 1
+        heapq.heappush(self._backoff, (unit.backoff_until, next(self._seq), unit.key, unit.heap_version))
+        self._wakeup.set()
+
+    def _admit(self, unit: Unit) -> None:
+        """Gated or waiting unit: run the gate, then active or backoff."""
+        message = self._gate(unit.key, [q.pod for q in unit.pods.values()])
+        if message is not None:
+            unit.state = State.GATED
+            unit.gate_message = message
+            unit.heap_version += 1
+            return
+        unit.gate_message = ""
+        if unit.backoff_until > self._clock():
+            self._push_backoff(unit)
+        else:
+            self._push_active(unit)
+
+    def _backoff_duration(self, attempts: int) -> float:
+        return min(self.initial_backoff * (2 ** max(attempts - 1, 0)), self.max_backoff)
+
+    # ---------------------------------------------------------------- events
+
+    def add(self, pod: PodInfo) -> None:
+        """A pending pod appeared (or changed). Idempotent."""
+        key = unit_of(pod)
+        old_key = self._unit_of_pod.get(pod.uid)
+        if old_key is not None and old_key != key:
+            self.delete(pod.uid)  # its group label changed
+        unit = self._units.get(key)
+        if unit is None:
+            unit = self._units[key] = Unit(key)
+        queued = unit.pods.get(pod.uid)
+        if queued is not None:
+            priority_changed = queued.pod.priority != pod.priority
+            queued.pod = pod
+            if priority_changed:
+                unit.recompute()
+                if unit.state == State.ACTIVE:
+                    self._push_active(unit)
+            if unit.state == State.GATED:
+                self._admit(unit)
+            return
+        queued = unit.pods[pod.uid] = QueuedPod(pod, self._clock())
+        unit.include(queued)
+        self._unit_of_pod[pod.uid] = key
+        if unit.state == State.IN_FLIGHT:
+            unit.dirty = True
+        elif unit.state in (State.GATED, State.UNSCHEDULABLE):
+            # More pods of the group can make it schedulable.
+            self._admit(unit)
+        elif unit.state == State.ACTIVE:
+            self._push_active(unit)  # priority or first-seen may have changed
+
+    def delete(self, uid: str) -> None:
+        """The pod was deleted, bound elsewhere, or is no longer ours."""
+        key = self._unit_of_pod.pop(uid, None)
+        if key is None:
+            return
+        unit = self._units[key]
+        gone = unit.pods.pop(uid, None)
+        if gone is not None and (gone.pod.priority >= unit.priority or gone.first_seen <= unit.first_seen):
+            unit.recompute()
+        if not unit.pods and unit.state != State.IN_FLIGHT:
+            unit.heap_version += 1
+            del self._units[key]
+        elif unit.state == State.GATED:
+            self._admit(unit)
+
+    def activate(self, key: UnitKey) -> None:
+        """Something that concerns this unit changed (its PodGroup appeared or
+        changed): re-run the gate, and retry it if it was waiting."""
+        unit = self._units.get(key)
+        if unit is None:
+            return
+        if unit.state == State.IN_FLIGHT:
+            unit.dirty = True
+        elif unit.state in (State.GATED, State.UNSCHEDULABLE):
+            self._admit(unit)
+
+    def regate(self, key: UnitKey) -> None:
+        """The unit's gate may now say wait (e.g. its PodGroup was deleted)."""
+        unit = self._units.get(key)
+        if unit is None or unit.state == State.IN_FLIGHT:
+            if unit is not None:
+                unit.dirty = True
+            return
+        message = self._gate(unit.key, [q.pod for q in unit.pods.values()])
+        if message is not None:
+            unit.state = State.GATED
+            unit.gate_message = message
+            unit.heap_version += 1
+
+    def move_all_to_active_or_backoff(self) -> int:
+        """A cluster event that may help any unschedulable unit (node added,
+        capacity freed). Returns how many units moved."""
+        moved = 0
+        for unit in list(self._units.values()):
+            if unit.state == State.UNSCHEDULABLE:
+                self._admit(unit)
+                moved += 1
+            elif unit.state == State.IN_FLIGHT:
+                unit.dirty = True
+        return moved
+
+    # -------------------------------------------------------------- popping
+
+    def _flush(self, now: float) -> None:
+        while self._backoff and self._backoff[0][0] <= now:
+            _, _, key, version = heapq.heappop(self._backoff)
+            unit = self._units.get(key)
+            if unit is not None and unit.heap_version == version and unit.state == State.BACKOFF:
+                self._push_active(unit)
+        for unit in list(self._units.values()):
+            if unit.state == State.UNSCHEDULABLE and now - unit.unschedulable_since >= self.max_unschedulable:
+                self._admit(unit)
+
+    def pop_nowait(self) -> PoppedUnit | None:
+        self._flush(self._clock())
+        while self._active:
+            _, _, _, key, version = heapq.heappop(self._active)
+            unit = self._units.get(key)
+            if unit is None or unit.heap_version != version or unit.state != State.ACTIVE:
+                continue
+            unit.state = State.IN_FLIGHT
+            unit.heap_version += 1
+            unit.dirty = False
+            unit.in_flight = frozenset(unit.pods)
+            unit.attempts += 1
+            return PoppedUnit(
+                key,
+                [q.pod for q in unit.pods.values()],
+                {uid: q.first_seen for uid, q in unit.pods.items()},
+                unit.attempts,
+            )
+        return None
+
+    def _next_deadline(self) -> float | None:
+        deadlines = [t for t, _, key, v in self._backoff[:1]]
+        deadlines += [
+            u.unschedulable_since + self.max_unschedulable for u in self._units.values() if u.state == State.UNSCHEDULABLE
+        ]
+        return min(deadlines) if deadlines else None
+
+    async def pop(self) -> PoppedUnit:
+        while True:
+            popped = self.pop_nowait()
+            if popped is not None:
+                return popped
+            self._wakeup.clear()
+            deadline = self._next_deadline()
+            timeout = None if deadline is None else max(deadline - self._clock(), 0.001)
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    def done(self, key: UnitKey, placed: Iterable[str], unschedulable: bool, error: bool = False) -> None:
+        """The attempt of `key` ended. `placed` pods leave the queue (they are
+        binding); the others go back with their original first-seen times."""
+        unit = self._units.get(key)
+        if unit is None:
+            return
+        for uid in placed:
+            if unit.pods.pop(uid, None) is not None:
+                self._unit_of_pod.pop(uid, None)
+        unit.recompute()
+        attempted = unit.in_flight
+        unit.in_flight = frozenset()
+        if not unit.pods:
+            del self._units[key]
+            return
+        new_pods = any(uid not in attempted for uid in unit.pods)
+        if error:
+            unit.backoff_until = self._clock() + self._backoff_duration(unit.attempts)
+            self._admit(unit)
+        elif unschedulable and not unit.dirty and not new_pods:
+            unit.backoff_until = self._clock() + self._backoff_duration(unit.attempts)
+            unit.state = State.UNSCHEDULABLE
+            unit.unschedulable_since = self._clock()
+            unit.heap_version += 1
+            self._wakeup.set()  # the flush deadline changed
+        elif unschedulable:
+            # Something changed while it was being tried: retry after backoff.
+            unit.backoff_until = self._clock() + self._backoff_duration(unit.attempts)
+            self._admit(unit)
+        else:
+            # Success, with pods left over (they arrived meanwhile, or are the
+            # extra pods of a gang that did not fit).
+            unit.backoff_until = 0.0
+            if new_pods or unit.dirty:
+                self._admit(unit)
+            else:
+                unit.backoff_until = self._clock() + self._backoff_duration(unit.attempts)
+                unit.state = State.UNSCHEDULABLE
+                unit.unschedulable_since = self._clock()
+                unit.heap_version += 1
+
+    def requeue(self, pod: PodInfo, backoff: bool = True) -> None:
+        """A pod whose binding failed comes back (with backoff)."""
+        self.add(pod)
+        unit = self._units[unit_of(pod)]
+        if backoff and unit.state == State.ACTIVE:
+            unit.attempts += 1
+            unit.backoff_until = self._clock() + self._backoff_duration(unit.attempts)
+            self._push_backoff(unit)

@@ -1,0 +1,74 @@
+"""`troupe run`: wire the scheduler to a cluster and run until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import kopf
+from kubernetes_asyncio import client
+
+from ..api.config import SchedulerConfiguration
+from ..framework.registry import Registry
+from .binder import Binder
+from .handlers import build_registry, operator_settings
+from .health import start_health_server
+from .kube import connection_info, load_configuration
+from .ratelimit import TokenBucket
+from .scheduler import Scheduler
+from .status import StatusWriter
+
+log = logging.getLogger(__name__)
+
+STALL_SECONDS = 60.0
+
+
+async def run(config: SchedulerConfiguration, registry: Registry, kubeconfig: str | None) -> int:
+    cfg = await load_configuration(kubeconfig)
+    cc = config.client_connection
+    # One connection pool for binds and status writes; every watch holds a connection of its own in kopf.
+    cfg.connection_pool_maxsize = max(cc.bind_concurrency + 8, 32)
+    api_client = client.ApiClient(cfg)
+    scheduler = Scheduler(config, registry)
+    bucket = TokenBucket(cc.qps, cc.burst)
+    scheduler.binder = Binder(client.CoreV1Api(api_client), bucket, cc.bind_concurrency, scheduler.on_bound, scheduler.on_bind_failed)
+    writer = StatusWriter(api_client, bucket)
+    scheduler.writer = writer
+
+    def healthy() -> bool:
+        # Stalled = work is waiting but no cycle ran for a long time.
+        return len(scheduler.queue) == 0 or time.monotonic() - scheduler.last_cycle < STALL_SECONDS or not scheduler.synced.is_set()
+
+    health = await start_health_server(config.health_bind_address, healthy, scheduler.synced.is_set)
+    log.info(
+        "troupe starting: profiles %s, API %s, health on %s",
+        ", ".join(scheduler.frameworks), cfg.host, config.health_bind_address,
+    )
+    loop_task = asyncio.create_task(scheduler.run(), name="scheduling loop")
+    operator = asyncio.create_task(
+        kopf.operator(
+            registry=build_registry(scheduler, await connection_info(cfg)),
+            settings=operator_settings(),
+            clusterwide=True,
+            standalone=True,
+            memo=kopf.Memo(scheduler=scheduler),
+        ),
+        name="kopf operator",
+    )
+    rc = 0
+    try:
+        done, _ = await asyncio.wait({loop_task, operator}, return_when=asyncio.FIRST_COMPLETED)
+        if loop_task in done and not loop_task.cancelled() and loop_task.exception() is not None:
+            log.error("scheduling loop crashed", exc_info=loop_task.exception())
+            rc = 1
+    finally:
+        for task in (loop_task, operator):
+            task.cancel()
+        await asyncio.gather(loop_task, operator, return_exceptions=True)
+        await writer.flush(timeout=5)
+        await writer.close()
+        await health.cleanup()
+        await api_client.close()
+    log.info("troupe stopped")
+    return rc

@@ -1,0 +1,101 @@
+"""Binding through the pods/binding subresource, with bounded concurrency and a client-side rate limit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+import aiohttp
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ..api.objects import PodInfo
+from .ratelimit import TokenBucket
+
+log = logging.getLogger(__name__)
+
+MAX_RETRIES_429 = 5
+
+
+class Binder:
+    def __init__(
+        self,
+        api: client.CoreV1Api,
+        bucket: TokenBucket,
+        concurrency: int,
+        on_bound: Callable[[PodInfo, str], None],
+        on_failed: Callable[[PodInfo, str, str], None],
+    ) -> None:
+        self._api = api
+        self._bucket = bucket
+        self._sem = asyncio.Semaphore(concurrency)
+        self._on_bound = on_bound
+        self._on_failed = on_failed
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    def submit(self, pod: PodInfo, node: str) -> None:
+        task = asyncio.create_task(self._bind(pod, node), name=f"bind {pod.key}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def _bind(self, pod: PodInfo, node: str) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        async with self._sem:
+            for _ in range(MAX_RETRIES_429 + 1):
+                await self._bucket.acquire()
+                try:
+                    # _preload_content=False: the client cannot deserialize the
+                    # Status the server answers with into a V1Binding.
+                    resp = await self._api.create_namespaced_pod_binding(
+                        pod.name, pod.namespace, body, _preload_content=False
+                    )
+                    resp.release()
+                except ApiException as exc:
+                    if exc.status == 429:
+                        retry_after = _retry_after(exc)
+                        log.info("bind %s: throttled by the server, retrying in %.1fs", pod.key, retry_after)
+                        self._bucket.pause(retry_after)
+                        continue
+                    if exc.status == 409:
+                        # Already bound (by an earlier attempt of ours or by someone
+                        # else): the watch brings the node it is on.
+                        log.info("bind %s: already bound (409)", pod.key)
+                        return
+                    self._on_failed(pod, node, f"Binding rejected: {exc.status} {exc.reason}: {_message(exc)}")
+                    return
+                except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                    self._on_failed(pod, node, f"Binding failed: {type(exc).__name__}: {exc}")
+                    return
+                self._on_bound(pod, node)
+                return
+            self._on_failed(pod, node, "Binding failed: the API server kept answering 429 Too Many Requests")
+
+
+def _retry_after(exc: ApiException) -> float:
+    try:
+        return max(float((exc.headers or {}).get("Retry-After", 1)), 0.1)
+    except ValueError:
+        return 1.0
+
+
+def _message(exc: ApiException) -> str:
+    import json
+
+    try:
+        return str(json.loads(exc.body).get("message", exc.body))
+    except (TypeError, ValueError):
+        return str(exc.body)

@@ -1,0 +1,53 @@
+"""Connecting to the API server: one credential source for our client and kopf's."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+
+import kopf
+from kubernetes_asyncio import client, config
+
+
+class ConnectError(Exception):
+    pass
+
+
+async def load_configuration(kubeconfig: str | None) -> client.Configuration:
+    """--kubeconfig, else in-cluster service account, else $KUBECONFIG / ~/.kube/config."""
+    cfg = client.Configuration()
+    try:
+        if kubeconfig:
+            if not Path(kubeconfig).is_file():
+                raise ConnectError(f"--kubeconfig {kubeconfig}: no such file")
+            await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=cfg)
+        else:
+            await config.load_kube_config(client_configuration=cfg)
+    except config.ConfigException as exc:
+        raise ConnectError(
+            f"cannot load Kubernetes credentials ({exc}); pass --kubeconfig FILE or run in a pod with a ServiceAccount"
+        ) from None
+    return cfg
+
+
+async def connection_info(cfg: client.Configuration) -> kopf.ConnectionInfo:
+    """The same credentials in the form kopf's login handler returns."""
+    header = cfg.get_api_key_with_prefix("BearerToken")
+    if inspect.isawaitable(header):
+        header = await header
+    scheme, token = None, None
+    if header:
+        parts = header.split(" ", 1)
+        scheme, token = (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0])
+    return kopf.ConnectionInfo(
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        scheme=scheme,
+        token=token,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+    )

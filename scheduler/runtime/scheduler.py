@@ -1,0 +1,311 @@
+"""The live scheduler: turns watch events into cache and queue updates, runs
+the single scheduling loop, and applies decisions through the binder and the
+status writer.
+
+Everything here runs on one asyncio loop. A cycle (snapshot, algorithm,
+decision) has no `await` inside, so no event can change the cache half-way
+through a decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Mapping, Protocol
+
+from pydantic import ValidationError
+
+from ..api import constants as C
+from ..api.config import SchedulerConfiguration
+from ..api.objects import ObjectError, PodInfo, parse_node, parse_pod
+from ..api.podgroup import PodGroup, describe_validation_error, parse_podgroup, parse_workload
+from ..cluster.cache import ClusterCache, InvalidObject
+from ..framework.framework import Framework
+from ..framework.interface import Handle
+from ..framework.registry import Registry
+from ..podgroup.cycle import GroupDecision, error_decision, order_pods, schedule_group
+from ..queue.scheduling_queue import PoppedUnit, SchedulingQueue, UnitKey, group_unit
+from . import metrics
+
+log = logging.getLogger(__name__)
+
+
+class BinderLike(Protocol):
+    def submit(self, pod: PodInfo, node: str) -> None: ...
+
+
+class WriterLike(Protocol):
+    def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None: ...
+    def pod_unschedulable(self, pod: PodInfo, message: str) -> None: ...
+    def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None: ...
+    def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None: ...
+    def forget_pod(self, uid: str) -> None: ...
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfiguration, registry: Registry) -> None:
+        self.config = config
+        self.cache = ClusterCache()
+        handle = Handle(self.cache)
+        self.frameworks: dict[str, Framework] = {
+            p.scheduler_name: Framework(p, registry, handle) for p in config.profiles
+        }
+        q = config.queue
+        self.queue = SchedulingQueue(
+            self._gate,
+            initial_backoff=q.pod_initial_backoff_seconds,
+            max_backoff=q.pod_max_backoff_seconds,
+            max_unschedulable=q.max_unschedulable_seconds,
+        )
+        self.binder: BinderLike | None = None
+        self.writer: WriterLike | None = None
+        self.synced = asyncio.Event()  # the initial listing is in the cache
+        self.last_cycle = time.monotonic()
+        self._gated_reported: dict[str, str] = {}
+
+    # ------------------------------------------------------------- helpers
+
+    def is_ours(self, pod: PodInfo) -> bool:
+        return pod.scheduler_name in self.frameworks
+
+    def is_pending(self, pod: PodInfo) -> bool:
+        return self.is_ours(pod) and not pod.node_name and not pod.terminal and not pod.deleting
+
+    def _gate(self, key: UnitKey, pods: list[PodInfo]) -> str | None:
+        """PreEnqueue for a unit: the first pod a plugin holds back holds the unit back."""
+        for pod in pods:
+            fwk = self.frameworks.get(pod.scheduler_name)
+            if fwk is None:
+                continue
+            status = fwk.run_pre_enqueue(pod)
+            if not status.ok:
+                self._report_gated(pod, status.message)
+                return status.message
+        return None
+
+    def _report_gated(self, pod: PodInfo, message: str) -> None:
+        # Say once per pod and message why it waits (the event and the pod condition).
+        # Not before the cache is synced: counts seen during the initial listing are partial.
+        if self._gated_reported.get(pod.uid) == message or self.writer is None or not self.synced.is_set():
+            return
+        self._gated_reported[pod.uid] = message
+        self.writer.pod_unschedulable(pod, message)
+        self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")
+        for other in self._group_pods(pod):
+            if other.uid != pod.uid and self._gated_reported.get(other.uid) != message and self.is_pending(other):
+                self._gated_reported[other.uid] = message
+                self.writer.pod_unschedulable(other, message)
+
+    def _group_pods(self, pod: PodInfo) -> list[PodInfo]:
+        if not pod.group_name:
+            return []
+        return list(self.cache.members((pod.namespace, pod.group_name)))
+
+    # --------------------------------------------------------------- events
+
+    def on_pod(self, body: Mapping[str, Any]) -> None:
+        try:
+            pod = parse_pod(body)
+        except ObjectError as exc:
+            meta = body.get("metadata") or {}
+            log.warning("ignoring pod %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
+            return
+        old = self.cache.upsert_pod(pod)
+        if self.is_pending(pod):
+            self.queue.add(pod)
+        else:
+            self.queue.delete(pod.uid)
+            self._gated_reported.pop(pod.uid, None)
+        if pod.group_name and (old is None or old.group_name != pod.group_name or old.terminal != pod.terminal):
+            # Membership changed: the gang may now have minCount pods.
+            self.queue.activate(group_unit(pod.namespace, pod.group_name))
+        if old is not None and old.node_name and not old.terminal and pod.terminal:
+            self.queue.move_all_to_active_or_backoff()  # capacity freed
+
+    def on_pod_deleted(self, body: Mapping[str, Any]) -> None:
+        uid = str((body.get("metadata") or {}).get("uid") or "")
+        old = self.cache.remove_pod(uid)
+        self.queue.delete(uid)
+        self._gated_reported.pop(uid, None)
+        if self.writer is not None:
+            self.writer.forget_pod(uid)
+        if old is None:
+            return
+        if old.node_name and not old.terminal:
+            self.queue.move_all_to_active_or_backoff()
+        if old.group_name:
+            self.queue.regate(group_unit(old.namespace, old.group_name))
+
+    def on_node(self, body: Mapping[str, Any]) -> None:
+        try:
+            node = parse_node(body)
+        except ObjectError as exc:
+            log.warning("ignoring node %s: %s", (body.get("metadata") or {}).get("name"), exc)
+            return
+        if self.cache.node(node.name) == node:
+            return  # a heartbeat: nothing the scheduler reads changed
+        self.cache.upsert_node(node)
+        self.queue.move_all_to_active_or_backoff()
+
+    def on_node_deleted(self, body: Mapping[str, Any]) -> None:
+        self.cache.remove_node(str((body.get("metadata") or {}).get("name") or ""))
+
+    def on_podgroup(self, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        try:
+            group: PodGroup | InvalidObject = parse_podgroup(body)
+        except ValidationError as exc:
+            group = InvalidObject(describe_validation_error(exc))
+            log.warning("PodGroup %s/%s is invalid: %s", *key, group.message)
+        old = self.cache.groups.get(key)
+        self.cache.upsert_group(key, group)
+        if isinstance(old, PodGroup) and isinstance(group, PodGroup) and old.spec == group.spec:
+            return  # only our own status write came back
+        self.queue.activate(group_unit(*key))
+
+    def on_podgroup_deleted(self, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        self.cache.remove_group(key)
+        self.queue.regate(group_unit(*key))
+
+    def on_workload(self, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        try:
+            self.cache.upsert_workload(key, parse_workload(body))
+        except ValidationError as exc:
+            self.cache.upsert_workload(key, InvalidObject(describe_validation_error(exc)))
+
+    def on_workload_deleted(self, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        self.cache.remove_workload((str(meta.get("namespace") or "default"), str(meta.get("name") or "")))
+
+    def on_priority_class(self, body: Mapping[str, Any], deleted: bool = False) -> None:
+        name = str((body.get("metadata") or {}).get("name") or "")
+        if deleted:
+            self.cache.priority_classes.pop(name, None)
+        else:
+            try:
+                self.cache.priority_classes[name] = int(body.get("value") or 0)
+            except (TypeError, ValueError):
+                log.warning("ignoring PriorityClass %s: value is not an integer", name)
+
+    # ----------------------------------------------------------------- loop
+
+    async def run(self) -> None:
+        await self.synced.wait()
+        log.info("cache synced: %d nodes, %d pods; scheduling", self.cache.node_count, len(self.cache.pods))
+        for unit in list(self.queue.units()):
+            self.queue.activate(unit.key)  # gates judged on partial data: judge again, and report
+        while True:
+            popped = await self.queue.pop()
+            self.last_cycle = time.monotonic()
+            self.schedule_unit(popped)
+            metrics.observe_queue(self.queue)
+            await asyncio.sleep(0)  # let watch events in between cycles
+
+    def schedule_unit(self, popped: PoppedUnit) -> GroupDecision | None:
+        start = time.perf_counter()
+        try:
+            decision = self._decide(popped)
+        except Exception as exc:  # a bug must not stop the scheduler or lose pods
+            log.exception("scheduling %s failed", popped.key)
+            pods = [p for p in (self.cache.pods.get(q.uid) for q in popped.pods) if p is not None]
+            decision = error_decision(None, pods, f"internal error: {type(exc).__name__}: {exc}")
+        if decision is None:
+            return None
+        self._apply(popped, decision)
+        metrics.observe_attempt(decision, time.perf_counter() - start)
+        return decision
+
+    def _decide(self, popped: PoppedUnit) -> GroupDecision | None:
+        pods = [p for p in (self.cache.pods.get(q.uid) for q in popped.pods) if p is not None and self.is_pending(p)]
+        group_key = (popped.key[1], popped.key[2]) if popped.key[0] == "group" else None
+        if not pods:
+            self.queue.done(popped.key, [q.uid for q in popped.pods], unschedulable=False)
+            return None
+        group: PodGroup | None = None
+        if group_key is not None:
+            found = self.cache.groups.get(group_key)
+            if found is None:
+                # Deleted after the unit was admitted: back to waiting.
+                self.queue.done(popped.key, [], unschedulable=True)
+                self.queue.regate(popped.key)
+                return None
+            if isinstance(found, InvalidObject):
+                return error_decision(group_key, pods, f"PodGroup {group_key[0]}/{group_key[1]} is invalid: {found.message}")
+            group = found
+            names = sorted({p.scheduler_name for p in self.cache.members(group_key) if not p.terminal})
+            if len(names) > 1:
+                return error_decision(
+                    group_key, pods,
+                    f"pods of PodGroup {group_key[0]}/{group_key[1]} name different schedulerName values "
+                    f"({', '.join(names)}); a group is placed by one scheduler",
+                )
+        fwk = self.frameworks[pods[0].scheduler_name]
+        placed_before = self.cache.placed_member_count(group_key) if group_key else 0
+        ordered = order_pods(pods, popped.first_seen)
+        return schedule_group(fwk, self.cache.snapshot(), group_key, group, ordered, placed_before)
+
+    def _apply(self, popped: PoppedUnit, decision: GroupDecision) -> None:
+        # Assume first, all together: the next cycle must see this capacity used.
+        for placement in decision.placements:
+            self.cache.assume(placement.pod.uid, placement.node)
+        self.queue.done(
+            popped.key,
+            [p.pod.uid for p in decision.placements],
+            unschedulable=bool(decision.unplaced),
+            error=decision.outcome == C.REASON_SCHEDULER_ERROR,
+        )
+        if self.binder is not None:
+            for placement in decision.placements:
+                self.binder.submit(placement.pod, placement.node)
+        if self.writer is None:
+            return
+        group = self.cache.groups.get(decision.group_key) if decision.group_key else None
+        if isinstance(group, PodGroup):
+            self._write_group_status(group, decision)
+        for pod, why in decision.unplaced:
+            message = why
+            if decision.group_key is not None:
+                message = f"PodGroup {decision.group_key[0]}/{decision.group_key[1]}: {why}"
+            self.writer.pod_unschedulable(pod, message)
+            self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")
+
+    def _write_group_status(self, group: PodGroup, decision: GroupDecision) -> None:
+        assert self.writer is not None
+        current = group.condition(C.POD_GROUP_SCHEDULED)
+        if decision.scheduled:
+            self.writer.group_condition(group, "True", C.REASON_SCHEDULED, decision.message)
+        elif current is not None and current.status == "True" and decision.outcome == C.REASON_UNSCHEDULABLE:
+            # Once scheduled, a group stays scheduled (as upstream); pods that do
+            # not fit later say so on their own conditions.
+            pass
+        else:
+            self.writer.group_condition(group, "False", decision.outcome, decision.message)
+            self.writer.group_event(group, "Warning", C.EVENT_FAILED_SCHEDULING, decision.message, "Scheduling")
+
+    # --------------------------------------------------------------- binder
+
+    def on_bound(self, pod: PodInfo, node: str) -> None:
+        metrics.POD_BINDINGS.labels(result="bound").inc()
+        self._gated_reported.pop(pod.uid, None)
+        if self.writer is not None:
+            self.writer.forget_pod(pod.uid)
+            self.writer.pod_event(
+                pod, "Normal", C.EVENT_SCHEDULED, f"Successfully assigned {pod.namespace}/{pod.name} to {node}", "Binding"
+            )
+
+    def on_bind_failed(self, pod: PodInfo, node: str, message: str) -> None:
+        metrics.POD_BINDINGS.labels(result="failed").inc()
+        log.warning("bind %s -> %s: %s", pod.key, node, message)
+        self.cache.forget(pod.uid)
+        current = self.cache.pods.get(pod.uid)
+        if current is not None and self.is_pending(current):
+            self.queue.requeue(current)
+        if self.writer is not None and current is not None:
+            self.writer.pod_event(current, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Binding")
+        self.queue.move_all_to_active_or_backoff()  # the capacity it held is free again

@@ -1,0 +1,214 @@
+"""Writing what the scheduler decided where users look: PodGroup conditions,
+pod conditions and Events.
+
+Writes are queued and done by a few workers so they never block the
+scheduling loop; a newer write to the same object replaces a queued older
+one; writes that would change nothing are skipped (as upstream, which patches
+a pod condition only when it changes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import socket
+import time
+from collections import OrderedDict
+from typing import Any, Awaitable, Callable
+
+import aiohttp
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ..api import constants as C
+from ..api.objects import PodInfo
+from ..api.podgroup import PodGroup
+from .ratelimit import TokenBucket
+
+log = logging.getLogger(__name__)
+
+EVENT_DEDUPE_SECONDS = 600.0
+MAX_NOTE = 1024
+
+
+def now_rfc3339() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class StatusWriter:
+    def __init__(self, api_client: client.ApiClient, bucket: TokenBucket, workers: int = 4) -> None:
+        self._core = client.CoreV1Api(api_client)
+        self._custom = client.CustomObjectsApi(api_client)
+        self._events = client.EventsV1Api(api_client)
+        self._bucket = bucket
+        self._pending: OrderedDict[tuple[str, ...], Callable[[], Awaitable[None]]] = OrderedDict()
+        self._wakeup = asyncio.Event()
+        self._workers = [asyncio.create_task(self._work(), name=f"status writer {i}") for i in range(workers)]
+        self._pod_conditions: dict[str, tuple[str, str]] = {}
+        self._events_seen: OrderedDict[tuple[str, str, str], float] = OrderedDict()
+        self._busy = 0
+        self.instance = f"troupe-scheduler-{socket.gethostname()}"
+
+    # --------------------------------------------------------------- plumbing
+
+    def _enqueue(self, key: tuple[str, ...], write: Callable[[], Awaitable[None]]) -> None:
+        self._pending.pop(key, None)
+        self._pending[key] = write
+        self._wakeup.set()
+
+    async def _work(self) -> None:
+        while True:
+            if not self._pending:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            _, write = self._pending.popitem(last=False)
+            self._busy += 1
+            try:
+                await self._bucket.acquire()
+                await write()
+            except ApiException as exc:
+                if exc.status == 429:
+                    self._bucket.pause(1.0)
+                log.warning("status write failed: %s %s", exc.status, exc.reason)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                log.warning("status write failed: %s", exc)
+            except Exception:  # never let a bad write kill a worker
+                log.exception("status write failed")
+            finally:
+                self._busy -= 1
+
+    async def flush(self, timeout: float = 10.0) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (self._pending or self._busy) and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+
+    async def close(self) -> None:
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+
+    def forget_pod(self, uid: str) -> None:
+        self._pod_conditions.pop(uid, None)
+
+    # ------------------------------------------------------------- PodGroups
+
+    def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
+        current = group.condition(C.POD_GROUP_SCHEDULED)
+        generation = group.metadata.generation
+        if (
+            current is not None
+            and current.status == status
+            and current.reason == reason
+            and current.message == message
+            and current.observed_generation == generation
+        ):
+            return
+        transition = current.last_transition_time if current is not None and current.status == status else None
+        condition = {
+            "type": C.POD_GROUP_SCHEDULED,
+            "status": status,
+            "reason": reason,
+            "message": message[:32768],
+            "observedGeneration": generation,
+            "lastTransitionTime": transition or now_rfc3339(),
+        }
+        others = [c.model_dump(by_alias=True, exclude_none=True) for c in group.status.conditions if c.type != C.POD_GROUP_SCHEDULED]
+        body = {"status": {"conditions": others + [condition]}}
+        ns, name = group.key
+
+        async def write() -> None:
+            try:
+                await self._custom.patch_namespaced_custom_object_status(
+                    C.GROUP, C.VERSION, ns, C.PODGROUP_PLURAL, name, body,
+                    _content_type="application/merge-patch+json",
+                )
+            except ApiException as exc:
+                if exc.status != 404:  # deleted meanwhile: nothing to report on
+                    raise
+
+        self._enqueue(("podgroup", ns, name), write)
+
+    # ------------------------------------------------------------------ pods
+
+    def pod_unschedulable(self, pod: PodInfo, message: str) -> None:
+        if self._pod_conditions.get(pod.uid) == (C.REASON_UNSCHEDULABLE, message):
+            return
+        self._pod_conditions[pod.uid] = (C.REASON_UNSCHEDULABLE, message)
+        body = {
+            "status": {
+                "conditions": [{
+                    "type": C.POD_SCHEDULED,
+                    "status": "False",
+                    "reason": C.REASON_UNSCHEDULABLE,
+                    "message": message[:32768],
+                    "lastProbeTime": None,
+                    "lastTransitionTime": now_rfc3339(),
+                }]
+            }
+        }
+
+        async def write() -> None:
+            try:
+                await self._core.patch_namespaced_pod_status(
+                    pod.name, pod.namespace, body, _content_type="application/strategic-merge-patch+json"
+                )
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+        self._enqueue(("pod", pod.uid), write)
+
+    # ---------------------------------------------------------------- events
+
+    def event(self, regarding: dict[str, str], type_: str, reason: str, note: str, action: str) -> None:
+        """An events.k8s.io/v1 Event; the same note on the same object is posted
+        at most once per EVENT_DEDUPE_SECONDS."""
+        loop_time = asyncio.get_running_loop().time()
+        dedupe = (regarding.get("uid", "") or regarding["name"], reason, note)
+        last = self._events_seen.get(dedupe)
+        if last is not None and loop_time - last < EVENT_DEDUPE_SECONDS:
+            return
+        self._events_seen[dedupe] = loop_time
+        self._events_seen.move_to_end(dedupe)
+        while len(self._events_seen) > 50_000:
+            self._events_seen.popitem(last=False)
+        ns = regarding.get("namespace") or "default"
+        body: dict[str, Any] = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            # Named as upstream's recorder names events: <object>.<unix nanos in hex>.
+            "metadata": {"name": f"{regarding['name']}.{time.time_ns():x}", "namespace": ns},
+            "eventTime": now_micro(),
+            "reportingController": "troupe-scheduler",
+            "reportingInstance": self.instance[:128],
+            "action": action,
+            "reason": reason,
+            "note": note[:MAX_NOTE],
+            "type": type_,
+            "regarding": regarding,
+        }
+
+        async def write() -> None:
+            await self._events.create_namespaced_event(ns, body)
+
+        self._enqueue(("event", *dedupe), write)
+
+    def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None:
+        self.event(
+            {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
+            type_, reason, note, action,
+        )
+
+    def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
+        self.event(
+            {"apiVersion": C.API_VERSION, "kind": "PodGroup", "namespace": group.metadata.namespace,
+             "name": group.metadata.name, "uid": group.metadata.uid},
+            type_, reason, note, action,
+        )
