@@ -1,0 +1,472 @@
+"""Generates crds/*.yaml (the CRD schemas of PodGroup and Workload).
+
+Run `python hack/gen-crds.py crds` and review the diff.
+"""
+import copy, sys, yaml
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+LABEL_KEY = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+             r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def label(desc):
+    return {"type": "string", "description": desc, "minLength": 1, "maxLength": 63, "pattern": DNS_LABEL}
+
+
+def subdomain(desc):
+    return {"type": "string", "description": desc, "minLength": 1, "maxLength": 253, "pattern": DNS_SUBDOMAIN}
+
+
+def path_segment(desc, field):
+    return {
+        "type": "string", "description": desc, "minLength": 1, "maxLength": 253, "pattern": r"^[^/%]+$",
+        "x-kubernetes-validations": [{
+            "rule": "self != '.' && self != '..'",
+            "message": f"{field}: must be a path segment name (not '.' or '..')",
+        }],
+    }
+
+
+def scheduling_policy(desc):
+    return {
+        "type": "object",
+        "description": desc,
+        "properties": {
+            "basic": {
+                "type": "object",
+                "description": "Basic specifies that the pods in this group are scheduled using "
+                               "standard Kubernetes scheduling behavior. It is intentionally empty: "
+                               "its presence selects the basic policy.",
+            },
+            "gang": {
+                "type": "object",
+                "description": "Gang specifies that the pods in this group are scheduled with "
+                               "all-or-nothing semantics.",
+                "required": ["minCount"],
+                "properties": {
+                    "minCount": {
+                        "type": "integer", "format": "int32", "minimum": 1,
+                        "description": "MinCount is the minimum number of pods that must be schedulable "
+                                       "or scheduled at the same time for the scheduler to admit the "
+                                       "entire group. It must be a positive integer.",
+                    },
+                },
+            },
+        },
+        "x-kubernetes-validations": [{
+            "rule": "has(self.basic) != has(self.gang)",
+            "message": "schedulingPolicy: exactly one of basic or gang must be set",
+        }],
+    }
+
+
+def scheduling_constraints(desc):
+    return {
+        "type": "object",
+        "description": desc,
+        "properties": {
+            "topology": {
+                "type": "array",
+                "description": "Topology defines the topology constraints for the pod group. Currently "
+                               "only a single topology constraint can be specified.",
+                "maxItems": 1,
+                "x-kubernetes-list-type": "atomic",
+                "items": {
+                    "type": "object",
+                    "description": "TopologyConstraint defines a topology constraint for a PodGroup.",
+                    "required": ["key"],
+                    "properties": {
+                        "key": {
+                            "type": "string",
+                            "description": "Key is the key of the node label representing the topology "
+                                           "domain. All pods within the PodGroup must be colocated within "
+                                           "the same domain instance. Example: topology.kubernetes.io/rack.",
+                            "minLength": 1,
+                            "maxLength": 317,
+                            "pattern": LABEL_KEY,
+                            "x-kubernetes-validations": [{
+                                "rule": "!self.contains('/') || self.indexOf('/') <= 253",
+                                "message": "topology.key: the prefix of a label key must be at most 253 characters",
+                            }],
+                        },
+                    },
+                },
+            },
+        },
+    }
+
+
+def resource_claims(desc):
+    return {
+        "type": "array",
+        "description": desc,
+        "maxItems": 4,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["name"],
+        "items": {
+            "type": "object",
+            "description": "PodGroupResourceClaim references exactly one ResourceClaim, either directly "
+                           "or by naming a ResourceClaimTemplate which is then turned into a ResourceClaim "
+                           "for the PodGroup.",
+            "required": ["name"],
+            "properties": {
+                "name": label("Name uniquely identifies this resource claim inside the PodGroup. "
+                              "It must be a DNS label."),
+                "resourceClaimName": subdomain(
+                    "ResourceClaimName is the name of a ResourceClaim in the same namespace as this "
+                    "PodGroup; it is reserved for the PodGroup instead of its individual pods. Exactly "
+                    "one of resourceClaimName and resourceClaimTemplateName must be set."),
+                "resourceClaimTemplateName": subdomain(
+                    "ResourceClaimTemplateName is the name of a ResourceClaimTemplate in the same "
+                    "namespace as this PodGroup, used to create a ResourceClaim bound to the PodGroup "
+                    "(recorded in status.resourceClaimStatuses). Exactly one of resourceClaimName and "
+                    "resourceClaimTemplateName must be set."),
+            },
+            "x-kubernetes-validations": [{
+                "rule": "has(self.resourceClaimName) != has(self.resourceClaimTemplateName)",
+                "message": "resourceClaims: exactly one of resourceClaimName or resourceClaimTemplateName must be set",
+            }],
+        },
+    }
+
+
+def disruption_mode(desc, default=None):
+    s = {"type": "string", "description": desc, "enum": ["Pod", "PodGroup"]}
+    if default:
+        s["default"] = default
+    return s
+
+
+def priority_class_name(desc):
+    return subdomain(desc)
+
+
+def priority(desc):
+    return {"type": "integer", "format": "int32", "minimum": -2147483648, "maximum": 1000000000,
+            "description": desc}
+
+
+template = {
+    "type": "object",
+    "description": "PodGroupTemplate represents a template for a set of pods with a scheduling policy.",
+    "required": ["name", "schedulingPolicy"],
+    "properties": {
+        "name": label("Name is a unique identifier for the PodGroupTemplate within the Workload. "
+                      "It must be a DNS label. This field is immutable."),
+        "schedulingPolicy": scheduling_policy(
+            "SchedulingPolicy defines the scheduling policy for this PodGroupTemplate. "
+            "Exactly one of basic or gang must be set."),
+        "schedulingConstraints": scheduling_constraints(
+            "SchedulingConstraints defines optional scheduling constraints (e.g. topology) for this "
+            "PodGroupTemplate."),
+        "resourceClaims": resource_claims(
+            "ResourceClaims defines which ResourceClaims may be shared among Pods in the group (at most 4). "
+            "Pods consume them by defining a claim in their own spec.resourceClaims that matches the "
+            "PodGroup's claim exactly. This field is immutable."),
+        "disruptionMode": disruption_mode(
+            "DisruptionMode defines the mode in which a PodGroup created from this template can be "
+            "disrupted. One of Pod, PodGroup."),
+        "priorityClassName": priority_class_name(
+            "PriorityClassName indicates the priority that should be considered when scheduling a pod "
+            "group created from this template. Without it, pod groups get the global default priority "
+            "class if one exists, otherwise priority zero."),
+        "priority": priority(
+            "Priority is the value of priority of pod groups created from this template; normally "
+            "populated from priorityClassName. The higher the value, the higher the priority."),
+    },
+}
+
+workload_spec = {
+    "type": "object",
+    "description": "Spec defines the desired behavior of a Workload.",
+    "required": ["podGroupTemplates"],
+    "properties": {
+        "controllerRef": {
+            "type": "object",
+            "description": "ControllerRef is an optional reference to the controlling object, such as a "
+                           "Deployment or Job, so tools can link back to the original workload "
+                           "definition. This field is immutable.",
+            "required": ["kind", "name"],
+            "properties": {
+                "apiGroup": {
+                    "type": "string",
+                    "description": "APIGroup is the group for the resource being referenced. If empty, "
+                                   "the kind must be in the core API group. It must be a DNS subdomain.",
+                    "maxLength": 253,
+                    # empty string means the core group, so allow "" as well
+                    "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$",
+                },
+                "kind": path_segment("Kind is the type of resource being referenced. It must be a path "
+                                     "segment name.", "controllerRef.kind"),
+                "name": path_segment("Name is the name of resource being referenced. It must be a path "
+                                     "segment name.", "controllerRef.name"),
+            },
+        },
+        "podGroupTemplates": {
+            "type": "array",
+            "description": "PodGroupTemplates is the list of templates that make up the Workload, keyed "
+                           "by name. At least 1 and at most 8 templates. This field is immutable.",
+            "minItems": 1,
+            "maxItems": 8,
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name"],
+            "items": template,
+            "x-kubernetes-validations": [{
+                "rule": "self == oldSelf",
+                "message": "podGroupTemplates is immutable",
+            }],
+        },
+    },
+    "x-kubernetes-validations": [{
+        "rule": "has(self.controllerRef) == has(oldSelf.controllerRef) && "
+                "(!has(self.controllerRef) || self.controllerRef == oldSelf.controllerRef)",
+        "message": "controllerRef is immutable",
+        "fieldPath": ".controllerRef",
+    }],
+}
+
+condition = {
+    "type": "object",
+    "description": "Condition contains details for one aspect of the current state of this PodGroup "
+                   "(standard metav1.Condition).",
+    "required": ["type", "status", "lastTransitionTime", "reason", "message"],
+    "properties": {
+        "type": {
+            "type": "string",
+            "description": "Type of condition in CamelCase or in foo.example.com/CamelCase, e.g. "
+                           "PodGroupScheduled or DisruptionTarget.",
+            "maxLength": 316,
+            "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+        },
+        "status": {
+            "type": "string",
+            "description": "Status of the condition, one of True, False, Unknown.",
+            "enum": ["True", "False", "Unknown"],
+        },
+        "observedGeneration": {
+            "type": "integer", "format": "int64", "minimum": 0,
+            "description": "ObservedGeneration is the .metadata.generation that the condition was set "
+                           "based upon.",
+        },
+        "lastTransitionTime": {
+            "type": "string", "format": "date-time",
+            "description": "LastTransitionTime is the last time the condition transitioned from one "
+                           "status to another.",
+        },
+        "reason": {
+            "type": "string",
+            "description": "Reason is a programmatic CamelCase identifier of the condition's last "
+                           "transition, e.g. Scheduled, Unschedulable, SchedulerError, "
+                           "PreemptionByScheduler.",
+            "minLength": 1,
+            "maxLength": 1024,
+            "pattern": r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+        },
+        "message": {
+            "type": "string",
+            "description": "Message is a human readable message indicating details about the transition.",
+            "maxLength": 32768,
+        },
+    },
+}
+
+podgroup_spec = {
+    "type": "object",
+    "description": "Spec defines the desired state of the PodGroup. The whole spec is immutable once "
+                   "the PodGroup is created.",
+    "required": ["schedulingPolicy"],
+    "properties": {
+        "podGroupTemplateRef": {
+            "type": "object",
+            "description": "PodGroupTemplateRef references an optional PodGroup template within another "
+                           "object (e.g. a Workload) that was used to create the PodGroup. Exactly one "
+                           "reference must be set. This field is immutable.",
+            "properties": {
+                "workload": {
+                    "type": "object",
+                    "description": "Workload references the PodGroupTemplate within the Workload object "
+                                   "that was used to create the PodGroup.",
+                    "required": ["workloadName", "podGroupTemplateName"],
+                    "properties": {
+                        "workloadName": subdomain("WorkloadName is the name of the Workload object "
+                                                  "(same namespace)."),
+                        "podGroupTemplateName": label("PodGroupTemplateName is the name of the "
+                                                      "PodGroupTemplate within the Workload object."),
+                    },
+                },
+            },
+            "x-kubernetes-validations": [{
+                "rule": "has(self.workload)",
+                "message": "podGroupTemplateRef: exactly one of workload must be set",
+            }],
+        },
+        "schedulingPolicy": scheduling_policy(
+            "SchedulingPolicy defines the scheduling policy for this instance of the PodGroup, normally "
+            "copied from a PodGroupTemplate. Exactly one of basic or gang must be set. This field is "
+            "immutable."),
+        "schedulingConstraints": scheduling_constraints(
+            "SchedulingConstraints defines optional scheduling constraints (e.g. topology) for this "
+            "PodGroup. This field is immutable."),
+        "resourceClaims": resource_claims(
+            "ResourceClaims defines which ResourceClaims may be shared among Pods in the group (at most 4). "
+            "Pods consume them by defining a claim in their own spec.resourceClaims that matches the "
+            "PodGroup's claim exactly (same name, same ResourceClaim or ResourceClaimTemplate). This "
+            "field is immutable."),
+        "disruptionMode": disruption_mode(
+            "DisruptionMode defines the mode in which this PodGroup can be disrupted. One of Pod, "
+            "PodGroup. Defaults to Pod. This field is immutable.", default="Pod"),
+        "priorityClassName": priority_class_name(
+            "PriorityClassName defines the priority that should be considered when scheduling this pod "
+            "group; resolved like priorityClassName on a PodGroupTemplate. This field is immutable."),
+        "priority": priority(
+            "Priority is the value of priority of this pod group; normally populated from "
+            "priorityClassName. The higher the value, the higher the priority. This field is immutable."),
+    },
+    "x-kubernetes-validations": [{
+        "rule": "self == oldSelf",
+        "message": "spec is immutable",
+    }],
+}
+
+podgroup_status = {
+    "type": "object",
+    "description": "Status represents the current observed state of the PodGroup.",
+    "properties": {
+        "conditions": {
+            "type": "array",
+            "description": "Conditions represent the latest observations of the PodGroup's state. Known "
+                           "types: PodGroupScheduled (reasons Scheduled, Unschedulable, SchedulerError) "
+                           "and DisruptionTarget (reason PreemptionByScheduler).",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+            "items": condition,
+        },
+        "resourceClaimStatuses": {
+            "type": "array",
+            "description": "Status of resource claims: for each spec.resourceClaims entry that references "
+                           "a ResourceClaimTemplate, the name of the generated ResourceClaim.",
+            "maxItems": 4,
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name"],
+            "items": {
+                "type": "object",
+                "description": "PodGroupResourceClaimStatus stores the generated ResourceClaim name for "
+                               "one PodGroupResourceClaim.",
+                "required": ["name"],
+                "properties": {
+                    "name": label("Name matches the name of an entry in spec.resourceClaims."),
+                    "resourceClaimName": subdomain(
+                        "ResourceClaimName is the name of the ResourceClaim generated for the PodGroup in "
+                        "its namespace. If unset, generating a ResourceClaim was not necessary."),
+                },
+            },
+        },
+    },
+}
+
+
+def crd(plural, kind, short, list_kind, desc, spec, status, columns, rules=None):
+    schema = {
+        "type": "object",
+        "description": desc,
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."},
+            "kind": {"type": "string", "description": "Kind is a string value representing the REST resource this object represents."},
+            "metadata": {"type": "object"},
+            "spec": spec,
+        },
+    }
+    if status:
+        schema["properties"]["status"] = status
+    if rules:
+        schema["x-kubernetes-validations"] = rules
+    names = {"kind": kind, "listKind": list_kind, "plural": plural, "singular": kind.lower()}
+    if short:
+        names["shortNames"] = short
+    version = {
+        "name": "v1alpha2",
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": schema},
+        "additionalPrinterColumns": columns,
+    }
+    if status:
+        version["subresources"] = {"status": {}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.scheduling.troupe.dev",
+            "labels": {"app.kubernetes.io/name": "troupe", "app.kubernetes.io/part-of": "troupe"},
+        },
+        "spec": {
+            "group": "scheduling.troupe.dev",
+            "names": names,
+            "scope": "Namespaced",
+            "versions": [version],
+        },
+    }
+
+
+pg = crd("podgroups", "PodGroup", ["pg"], "PodGroupList",
+         "PodGroup represents a runtime instance of pods grouped together and scheduled by troupe as a "
+         "unit. Pods join a group with the label scheduling.troupe.dev/pod-group: <name>. Mirrors "
+         "scheduling.k8s.io/v1alpha2 PodGroup.",
+         podgroup_spec, podgroup_status, [
+             {"name": "Policy", "type": "string", "jsonPath": ".spec.schedulingPolicy",
+              "description": "The scheduling policy: {\"basic\":{}} or {\"gang\":{\"minCount\":N}}."},
+             {"name": "MinCount", "type": "integer", "jsonPath": ".spec.schedulingPolicy.gang.minCount",
+              "description": "Gang minCount (empty for the basic policy)."},
+             {"name": "Scheduled", "type": "string",
+              "jsonPath": ".status.conditions[?(@.type==\"PodGroupScheduled\")].reason",
+              "description": "Reason of the PodGroupScheduled condition."},
+             {"name": "Workload", "type": "string", "priority": 1,
+              "jsonPath": ".spec.podGroupTemplateRef.workload.workloadName",
+              "description": "The Workload this group was created from."},
+             {"name": "Template", "type": "string", "priority": 1,
+              "jsonPath": ".spec.podGroupTemplateRef.workload.podGroupTemplateName",
+              "description": "The PodGroupTemplate this group was created from."},
+             {"name": "Priority", "type": "integer", "priority": 1, "jsonPath": ".spec.priority",
+              "description": "Priority of the group."},
+             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+         ], rules=[{
+             # Upstream: each status entry must match the name of an entry in spec.resourceClaims.
+             "rule": "!has(self.status) || !has(self.status.resourceClaimStatuses) || "
+                     "self.status.resourceClaimStatuses.all(s, has(self.spec.resourceClaims) && "
+                     "self.spec.resourceClaims.exists(c, c.name == s.name))",
+             "message": "status.resourceClaimStatuses: each name must match an entry in spec.resourceClaims",
+             "fieldPath": ".status.resourceClaimStatuses",
+         }])
+
+wl = crd("workloads", "Workload", None, "WorkloadList",
+         "Workload expresses scheduling constraints used when managing the lifecycle of a workload "
+         "(scheduling, preemption, eviction) as a set of PodGroupTemplates. Mirrors "
+         "scheduling.k8s.io/v1alpha2 Workload.",
+         workload_spec, None, [
+             {"name": "Controller-Kind", "type": "string", "jsonPath": ".spec.controllerRef.kind",
+              "description": "Kind of the controlling object."},
+             {"name": "Controller", "type": "string", "jsonPath": ".spec.controllerRef.name",
+              "description": "Name of the controlling object."},
+             {"name": "First-Template", "type": "string", "jsonPath": ".spec.podGroupTemplates[0].name",
+              "description": "Name of the first PodGroupTemplate."},
+             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+         ])
+
+
+class Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data):
+        return True
+
+
+HEADER = """# Mirrors the upstream Go types of scheduling.k8s.io/v1alpha2 (k8s.io/api v0.36) field
+# for field; only the API group differs. Validation is OpenAPI + CEL so that a bad
+# object is refused by the apiserver with a message naming the field.
+"""
+
+for obj, path in ((pg, "podgroups"), (wl, "workloads")):
+    with open(f"{sys.argv[1]}/{path}.scheduling.troupe.dev.yaml", "w") as f:
+        f.write(HEADER)
+        f.write("---\n")
+        yaml.dump(obj, f, Dumper=Dumper, sort_keys=False, width=100, default_flow_style=False)

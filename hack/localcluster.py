@@ -1,0 +1,656 @@
+#!/usr/bin/env python3
+"""A throwaway Kubernetes control plane (etcd + kube-apiserver) on loopback.
+
+Used by the integration tests and the demo; also a CLI::
+
+    python hack/localcluster.py up [--workdir DIR]
+
+What you get, and what you do not:
+
+* etcd and kube-apiserver on free 127.0.0.1 ports, state in a temporary
+  directory (removed by ``stop()`` unless ``keep=True``; a ``workdir`` you pass
+  is kept by default and reused on the next start).
+* TLS with a CA generated here (``ca.crt``); kubeconfigs embed the CA.
+* Two token identities: the admin (group ``system:masters``) and the
+  scheduler, authenticated exactly as its ServiceAccount token would be
+  (user ``system:serviceaccount:troupe-system:troupe-scheduler``), so the RBAC
+  in ``manifests/`` applies unchanged. Authorization is ``Node,RBAC``.
+* No controller-manager and no kubelet: nodes are plain objects (create them
+  with ``status.capacity``/``allocatable``), namespaces never finish deleting,
+  nothing garbage-collects, bound pods go away only with
+  ``--grace-period=0 --force``.
+* Admission plugins disabled (everything else, e.g. ``Priority``, stays on):
+  ``ServiceAccount`` (no token controller), ``TaintNodesByCondition`` (it
+  taints every new Node ``node.kubernetes.io/not-ready:NoSchedule`` and only
+  the node lifecycle controller removes that), ``PodGroupProtection`` (its
+  finalizer is removed only by the controller, if the native Workload API is
+  switched on via ``extra_apiserver_args``).
+
+Processes run in their own session, get SIGKILL when the Python process dies
+(``PR_SET_PDEATHSIG``, for clusters started from the main thread), and are
+stopped by an ``atexit`` hook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import base64
+import ctypes
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Sequence
+
+K8S_VERSION = "1.37.2"
+ETCD_VERSION = "3.6.16"
+
+SCHEDULER_NAMESPACE = "troupe-system"
+SCHEDULER_SERVICE_ACCOUNT = "troupe-scheduler"
+SCHEDULER_USER = f"system:serviceaccount:{SCHEDULER_NAMESPACE}:{SCHEDULER_SERVICE_ACCOUNT}"
+SCHEDULER_GROUPS = (
+    "system:serviceaccounts",
+    f"system:serviceaccounts:{SCHEDULER_NAMESPACE}",
+    "system:authenticated",
+)
+ADMIN_USER = "troupe-admin"
+ADMIN_GROUPS = ("system:masters", "system:authenticated")
+
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+DISABLED_ADMISSION_PLUGINS = ("ServiceAccount", "TaintNodesByCondition", "PodGroupProtection")
+
+
+class ControlPlaneNotBuilt(FileNotFoundError):
+    """A control-plane binary is missing; `make controlplane` builds them."""
+
+
+class ClusterStartError(RuntimeError):
+    """etcd or kube-apiserver did not become ready; the message has the log tail."""
+
+
+class KubectlError(subprocess.CalledProcessError):
+    """A kubectl call failed; str() includes the command, stdout and stderr."""
+
+    def __str__(self) -> str:
+        cmd = " ".join(self.cmd[3:]) if isinstance(self.cmd, list) else self.cmd
+        return (
+            f"kubectl {cmd} exited with {self.returncode}\n"
+            f"--- stderr ---\n{(self.stderr or '').strip()}\n"
+            f"--- stdout ---\n{(self.stdout or '').strip()}"
+        )
+
+
+def _cache_home() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+
+
+def default_k8s_bin_dir() -> Path:
+    env = os.environ.get("TROUPE_K8S_BIN_DIR")
+    return Path(env) if env else _cache_home() / "troupe" / f"k8s-v{K8S_VERSION}" / "bin"
+
+
+def default_etcd_bin_dir() -> Path:
+    env = os.environ.get("TROUPE_ETCD_BIN_DIR")
+    return Path(env) if env else _cache_home() / "troupe" / f"etcd-v{ETCD_VERSION}" / "bin"
+
+
+def find_binary(directory: Path, name: str) -> Path:
+    """The executable ``directory/name``, or ControlPlaneNotBuilt saying how to build it."""
+    path = Path(directory) / name
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise ControlPlaneNotBuilt(
+            f"{name} not found at {path}: run `make controlplane` to build the control plane "
+            f"(Kubernetes v{K8S_VERSION}, etcd v{ETCD_VERSION}), or point "
+            f"TROUPE_K8S_BIN_DIR / TROUPE_ETCD_BIN_DIR at directories that contain it"
+        )
+    return path
+
+
+# --- child processes die with us ------------------------------------------------
+
+_PR_SET_PDEATHSIG = 1
+try:
+    _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded before any fork
+    _LIBC.prctl  # noqa: B018 - probe
+except (OSError, AttributeError):  # not Linux
+    _LIBC = None
+
+
+def _make_preexec(parent_pid: int):
+    def preexec() -> None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+_LIVE: set["LocalCluster"] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+@atexit.register
+def _stop_all() -> None:
+    with _LIVE_LOCK:
+        clusters = list(_LIVE)
+    for c in clusters:
+        try:
+            c.stop()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+# --- helpers ----------------------------------------------------------------------
+
+
+_WORKDIR_PREFIX = "troupe-cluster-"
+
+
+def _sweep_stale_workdirs() -> None:
+    """Remove temp workdirs of earlier clusters whose owning process is gone
+    (a SIGKILLed test run cannot clean up; etcd preallocates 64 MB of WAL)."""
+    for d in Path(tempfile.gettempdir()).glob(_WORKDIR_PREFIX + "*"):
+        try:
+            pid = int((d / "owner.pid").read_text())
+        except (OSError, ValueError):
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except PermissionError:
+            pass
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        data = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return f"(no log at {path})"
+    return "\n".join(data[-lines:])
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True)
+    if r.returncode:
+        raise ClusterStartError(f"openssl {' '.join(args)} failed:\n{r.stderr}")
+
+
+def _kubeconfig(server: str, ca_pem: bytes, user: str, token: str) -> str:
+    ca = base64.b64encode(ca_pem).decode()
+    return (
+        "apiVersion: v1\n"
+        "kind: Config\n"
+        "clusters:\n"
+        "- name: troupe-local\n"
+        "  cluster:\n"
+        f"    server: {server}\n"
+        f"    certificate-authority-data: {ca}\n"
+        "users:\n"
+        f"- name: {user}\n"
+        "  user:\n"
+        f"    token: {token}\n"
+        "contexts:\n"
+        f"- name: {user}@troupe-local\n"
+        "  context:\n"
+        "    cluster: troupe-local\n"
+        f"    user: {user}\n"
+        f"current-context: {user}@troupe-local\n"
+    )
+
+
+class LocalCluster:
+    """etcd + kube-apiserver on loopback; see the module docstring."""
+
+    def __init__(
+        self,
+        k8s_bin_dir: Path | None = None,
+        etcd_bin_dir: Path | None = None,
+        workdir: Path | None = None,
+        extra_apiserver_args: Sequence[str] = (),
+        *,
+        keep: bool | None = None,
+    ) -> None:
+        k8s_bin_dir = Path(k8s_bin_dir) if k8s_bin_dir else default_k8s_bin_dir()
+        etcd_bin_dir = Path(etcd_bin_dir) if etcd_bin_dir else default_etcd_bin_dir()
+        self.apiserver_path = find_binary(k8s_bin_dir, "kube-apiserver")
+        self.kubectl_path = find_binary(k8s_bin_dir, "kubectl")
+        self.etcd_path = find_binary(etcd_bin_dir, "etcd")
+        self.k8s_bin_dir = k8s_bin_dir
+        self.etcd_bin_dir = etcd_bin_dir
+        self.extra_apiserver_args = list(extra_apiserver_args)
+        self._own_workdir = workdir is None
+        self.keep = (not self._own_workdir) if keep is None else keep
+        if workdir is None:
+            _sweep_stale_workdirs()
+            self.workdir = Path(tempfile.mkdtemp(prefix=_WORKDIR_PREFIX))
+            (self.workdir / "owner.pid").write_text(str(os.getpid()))
+        else:
+            self.workdir = Path(workdir).resolve()
+        self.logs_dir = self.workdir / "logs"
+        self.pki_dir = self.workdir / "pki"
+        self.ca_path = self.pki_dir / "ca.crt"
+        self.admin_kubeconfig = self.workdir / "admin.kubeconfig"
+        self.scheduler_kubeconfig = self.workdir / "scheduler.kubeconfig"
+        self.apiserver_log = self.logs_dir / "kube-apiserver.log"
+        self.etcd_log = self.logs_dir / "etcd.log"
+        self.server = ""
+        self.etcd_url = ""
+        self.admin_token = ""
+        self.scheduler_token = ""
+        self.startup_seconds: float | None = None
+        self._etcd: subprocess.Popen | None = None
+        self._apiserver: subprocess.Popen | None = None
+        self._stopped = False
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self, timeout: float = 60) -> "LocalCluster":
+        """Start etcd and kube-apiserver; return once /readyz is ok and the
+        bootstrap objects (default namespace, RBAC roles, system priority
+        classes) exist. Raises ClusterStartError with the log tail otherwise."""
+        if self._apiserver is not None:
+            return self
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        self._stopped = False
+        for d in (self.workdir, self.logs_dir, self.pki_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        try:
+            self._write_pki()
+            self._write_tokens()
+            self._start_etcd(deadline)
+            self._start_apiserver(deadline)
+            self._write_kubeconfigs()
+            self._wait_bootstrapped(deadline)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def stop(self) -> None:
+        """Kill kube-apiserver and etcd (their process groups) and remove the
+        workdir unless ``keep``. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for attr in ("_apiserver", "_etcd"):
+            proc = getattr(self, attr)
+            if proc is not None:
+                self._kill(proc)
+                setattr(self, attr, None)
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        if not self.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"LocalCluster(server={self.server!r}, workdir={str(self.workdir)!r})"
+
+    # -- kubectl -----------------------------------------------------------------
+
+    def kubectl(
+        self,
+        *args: str,
+        input: str | None = None,
+        check: bool = True,
+        as_scheduler: bool = False,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the built kubectl as the admin (or the scheduler identity)."""
+        kubeconfig = self.scheduler_kubeconfig if as_scheduler else self.admin_kubeconfig
+        cmd = [
+            str(self.kubectl_path),
+            f"--kubeconfig={kubeconfig}",
+            f"--cache-dir={self.workdir / 'kubectl-cache'}",
+            *args,
+        ]
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        r = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout, env=env)
+        if check and r.returncode != 0:
+            raise KubectlError(r.returncode, cmd, r.stdout, r.stderr)
+        return r
+
+    def apply_yaml(self, text: str) -> None:
+        """``kubectl apply -f -`` as the admin."""
+        self.kubectl("apply", "-f", "-", input=text)
+
+    def get_json(self, *args: str, as_scheduler: bool = False) -> dict:
+        """``kubectl get ARGS -o json``, parsed."""
+        return json.loads(self.kubectl("get", *args, "-o", "json", as_scheduler=as_scheduler).stdout)
+
+    # -- internals ---------------------------------------------------------------
+
+    def _popen(self, cmd: list[str], log: Path) -> subprocess.Popen:
+        logf = open(log, "ab")
+        try:
+            preexec = None
+            if _LIBC is not None and threading.current_thread() is threading.main_thread():
+                # PDEATHSIG fires when the forking *thread* exits, so only from the main thread.
+                preexec = _make_preexec(os.getpid())
+            return subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                start_new_session=True,
+                preexec_fn=preexec,
+            )
+        finally:
+            logf.close()
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen, grace: float = 5.0) -> None:
+        def signal_group(sig: int) -> None:
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+        if proc.poll() is None:
+            signal_group(signal.SIGTERM)
+            try:
+                proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        signal_group(signal.SIGKILL)  # also anything left in the group
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _write_pki(self) -> None:
+        p = self.pki_dir
+        if not (p / "ca.crt").exists() or not (p / "ca.key").exists():
+            _openssl(
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", "ca.key", "-out", "ca.crt", "-days", "3650", "-subj", "/CN=troupe-localcluster-ca",
+                "-addext", "basicConstraints=critical,CA:TRUE",
+                "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+                "-addext", "subjectKeyIdentifier=hash",
+                cwd=p,
+            )
+            for f in ("apiserver.crt", "apiserver.key"):
+                (p / f).unlink(missing_ok=True)
+        if not (p / "apiserver.crt").exists() or not (p / "apiserver.key").exists():
+            (p / "apiserver.ext").write_text(
+                "basicConstraints=CA:FALSE\n"
+                "keyUsage=critical,digitalSignature,keyEncipherment\n"
+                "extendedKeyUsage=serverAuth\n"
+                "subjectKeyIdentifier=hash\n"
+                "authorityKeyIdentifier=keyid,issuer\n"
+                "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,"
+                "DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n"
+            )
+            _openssl(
+                "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", "apiserver.key", "-out", "apiserver.csr", "-subj", "/CN=kube-apiserver",
+                cwd=p,
+            )
+            _openssl(
+                "x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                "-CAcreateserial", "-days", "3650", "-out", "apiserver.crt", "-extfile", "apiserver.ext",
+                cwd=p,
+            )
+        if not (p / "sa.key").exists():
+            _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "sa.key", cwd=p)
+
+    def _write_tokens(self) -> None:
+        path = self.pki_dir / "tokens.csv"
+        tokens: dict[str, str] = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                parts = line.split(",", 3)
+                if len(parts) >= 2:
+                    tokens[parts[1]] = parts[0]
+        self.admin_token = tokens.get(ADMIN_USER) or secrets.token_hex(24)
+        self.scheduler_token = tokens.get(SCHEDULER_USER) or secrets.token_hex(24)
+        path.write_text(
+            f'{self.admin_token},{ADMIN_USER},{ADMIN_USER},"{",".join(ADMIN_GROUPS)}"\n'
+            f'{self.scheduler_token},{SCHEDULER_USER},troupe-scheduler-uid,"{",".join(SCHEDULER_GROUPS)}"\n'
+        )
+        path.chmod(0o600)
+
+    def _start_etcd(self, deadline: float, attempts: int = 3) -> None:
+        for attempt in range(attempts):
+            client, peer = _free_port(), _free_port()
+            self.etcd_url = f"http://127.0.0.1:{client}"
+            cmd = [
+                str(self.etcd_path),
+                "--name=troupe",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=troupe=http://127.0.0.1:{peer}",
+                "--unsafe-no-fsync",  # throwaway data; fsync dominates write latency otherwise
+                "--log-level=warn",
+            ]
+            self._etcd = self._popen(cmd, self.etcd_log)
+            while time.monotonic() < deadline:
+                if self._etcd.poll() is not None:
+                    break
+                try:
+                    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+                        f"{self.etcd_url}/health", timeout=2
+                    ) as r:
+                        if json.load(r).get("health") == "true":
+                            return
+                except (OSError, ValueError):
+                    pass
+                time.sleep(0.05)
+            log = _tail(self.etcd_log)
+            self._kill(self._etcd)
+            self._etcd = None
+            if "address already in use" in log and attempt + 1 < attempts and time.monotonic() < deadline:
+                continue
+            raise ClusterStartError(f"etcd did not become healthy; tail of {self.etcd_log}:\n{log}")
+
+    def _apiserver_cmd(self, port: int) -> list[str]:
+        p = self.pki_dir
+        return [
+            str(self.apiserver_path),
+            f"--etcd-servers={self.etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self.workdir / 'apiserver-certs'}",
+            f"--tls-cert-file={p / 'apiserver.crt'}",
+            f"--tls-private-key-file={p / 'apiserver.key'}",
+            f"--token-auth-file={p / 'tokens.csv'}",
+            "--authorization-mode=Node,RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={p / 'sa.key'}",
+            f"--service-account-signing-key-file={p / 'sa.key'}",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
+            "--allow-privileged=true",
+            # the lease reconciler refuses a loopback advertise address (and nothing in-cluster needs it)
+            "--endpoint-reconciler-type=none",
+            "--profiling=false",
+            *self.extra_apiserver_args,
+        ]
+
+    def _start_apiserver(self, deadline: float, attempts: int = 3) -> None:
+        for attempt in range(attempts):
+            port = _free_port()
+            self.server = f"https://127.0.0.1:{port}"
+            offset = self.apiserver_log.stat().st_size if self.apiserver_log.exists() else 0
+            self._apiserver = self._popen(self._apiserver_cmd(port), self.apiserver_log)
+            while time.monotonic() < deadline:
+                if self._apiserver.poll() is not None:
+                    break
+                status, _ = self._get("/readyz")
+                if status == 200:
+                    return
+                time.sleep(0.1)
+            rc = self._apiserver.poll()
+            exited = rc is not None
+            log = self.apiserver_log.read_bytes()[offset:].decode(errors="replace")
+            self._kill(self._apiserver)
+            self._apiserver = None
+            if exited and "address already in use" in log and attempt + 1 < attempts:
+                continue
+            what = f"exited with code {rc}" if exited else "was not ready in time"
+            raise ClusterStartError(
+                f"kube-apiserver {what} ({self.server}); last /readyz: {self._last_readyz}\n"
+                f"tail of {self.apiserver_log}:\n" + "\n".join(log.splitlines()[-40:])
+            )
+
+    _last_readyz = "(none)"
+
+    def _get(self, path: str) -> tuple[int, str]:
+        """GET as the admin; (status, body), status 0 when not reachable."""
+        ctx = ssl.create_default_context(cafile=str(self.ca_path))
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx)
+        )
+        req = urllib.request.Request(
+            self.server + path, headers={"Authorization": f"Bearer {self.admin_token}"}
+        )
+        try:
+            with opener.open(req, timeout=5) as r:
+                body = r.read().decode(errors="replace")
+                if path.startswith("/readyz"):
+                    self._last_readyz = f"{r.status} {body[:200]}"
+                return r.status, body
+        except urllib.error.HTTPError as e:
+            body = e.read().decode(errors="replace")
+            if path.startswith("/readyz"):
+                self._last_readyz = f"{e.code} {body[-2000:]}"
+            return e.code, body
+        except (OSError, ssl.SSLError) as e:
+            if path.startswith("/readyz"):
+                self._last_readyz = repr(e)
+            return 0, ""
+
+    def _write_kubeconfigs(self) -> None:
+        ca = self.ca_path.read_bytes()
+        for path, user, token in (
+            (self.admin_kubeconfig, ADMIN_USER, self.admin_token),
+            (self.scheduler_kubeconfig, "troupe-scheduler", self.scheduler_token),
+        ):
+            path.write_text(_kubeconfig(self.server, ca, user, token))
+            path.chmod(0o600)
+
+    def _wait_bootstrapped(self, deadline: float) -> None:
+        checks = [
+            "/api/v1/namespaces/default",
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles/cluster-admin",
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles/system:basic-user",
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:discovery",
+            "/apis/scheduling.k8s.io/v1/priorityclasses/system-node-critical",
+        ]
+        last: dict[str, int] = {}
+        while checks and time.monotonic() < deadline:
+            if self._apiserver is None or self._apiserver.poll() is not None:
+                break
+            status, _ = self._get(checks[0])
+            last[checks[0]] = status
+            if status == 200:
+                checks.pop(0)
+            else:
+                time.sleep(0.1)
+        if checks:
+            raise ClusterStartError(
+                f"kube-apiserver is up but not bootstrapped ({checks[0]}: {last.get(checks[0])}); "
+                f"tail of {self.apiserver_log}:\n{_tail(self.apiserver_log)}"
+            )
+
+
+# --- CLI --------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="localcluster.py",
+        description="Run a throwaway Kubernetes control plane (etcd + kube-apiserver, "
+        f"v{K8S_VERSION}) on loopback, with no controller-manager and no kubelet. "
+        "Binaries come from `make controlplane`.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser(
+        "up",
+        help="start the control plane and wait until Ctrl-C",
+        description="Start etcd and kube-apiserver, print the kubeconfig paths, wait until "
+        "Ctrl-C (or SIGTERM), then stop them. Without --workdir the state lives in a temp "
+        "dir that is removed on exit; with --workdir it is kept and reused next time.",
+    )
+    up.add_argument("--workdir", type=Path, help="state directory (kept; reused when it exists)")
+    up.add_argument("--k8s-bin-dir", type=Path, help="default: $TROUPE_K8S_BIN_DIR or the build cache")
+    up.add_argument("--etcd-bin-dir", type=Path, help="default: $TROUPE_ETCD_BIN_DIR or the build cache")
+    up.add_argument(
+        "--apiserver-arg", action="append", default=[], metavar="ARG",
+        help="extra kube-apiserver flag, e.g. --apiserver-arg=--v=4 (repeatable)",
+    )
+    up.add_argument("--timeout", type=float, default=60, help="seconds to wait for readiness (60)")
+    args = parser.parse_args(argv)
+
+    try:
+        cluster = LocalCluster(args.k8s_bin_dir, args.etcd_bin_dir, args.workdir, args.apiserver_arg)
+    except ControlPlaneNotBuilt as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        cluster.start(timeout=args.timeout)
+    except ClusterStartError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"control plane ready in {cluster.startup_seconds:.1f}s at {cluster.server}")
+    print(f"  admin kubeconfig:     {cluster.admin_kubeconfig}")
+    print(f"  scheduler kubeconfig: {cluster.scheduler_kubeconfig}  ({SCHEDULER_USER})")
+    print(f"  kubectl:              {cluster.kubectl_path}")
+    print(f"  logs:                 {cluster.logs_dir}")
+    print()
+    print(f"  export KUBECONFIG={cluster.admin_kubeconfig}")
+    print(f"  export PATH={cluster.k8s_bin_dir}:$PATH")
+    print()
+    print("Ctrl-C stops it" + ("" if cluster.keep else " and removes the workdir") + ".", flush=True)
+    try:
+        while not stop.wait(1):
+            if cluster._apiserver is None or cluster._apiserver.poll() is not None:
+                print(f"kube-apiserver exited; tail of its log:\n{_tail(cluster.apiserver_log)}", file=sys.stderr)
+                return 1
+            if cluster._etcd is None or cluster._etcd.poll() is not None:
+                print(f"etcd exited; tail of its log:\n{_tail(cluster.etcd_log)}", file=sys.stderr)
+                return 1
+    finally:
+        print("stopping", flush=True)
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

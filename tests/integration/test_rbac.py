@@ -1,0 +1,177 @@
+"""troupe-scheduler's RBAC grants exactly what the scheduler does, and no more.
+
+Checked twice: by impersonation from the admin identity (`--as`, allowed for
+system:masters) and with the ServiceAccount's real token (`as_scheduler=True`,
+`kubectl auth can-i` without `--as`), plus a few real requests with the token.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+SA = "system:serviceaccount:troupe-system:troupe-scheduler"
+SYSTEM_NS = "troupe-system"
+OTHER_NS = "default"
+GROUP = "scheduling.troupe.dev"
+
+# (verb, resource, subresource, namespace); namespace None means --all-namespaces
+# (cluster-wide for namespaced resources, the only scope for cluster-scoped ones).
+Check = tuple[str, str, str | None, str | None]
+
+GRANTED: list[Check] = [
+    *[(v, "pods", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
+    ("create", "pods", "binding", None),
+    ("create", "pods", "binding", OTHER_NS),
+    ("patch", "pods", "status", OTHER_NS),
+    *[(v, "nodes", None, None) for v in ("get", "list", "watch")],
+    *[(v, f"{r}.{GROUP}", None, ns) for r in ("podgroups", "workloads") for v in ("get", "list", "watch")
+      for ns in (None, OTHER_NS)],
+    *[(v, f"podgroups.{GROUP}", "status", OTHER_NS) for v in ("get", "patch", "update")],
+    *[(v, "events.events.k8s.io", None, ns) for v in ("create", "patch") for ns in (None, OTHER_NS)],
+    *[(v, "events", None, ns) for v in ("create", "patch") for ns in (None, OTHER_NS)],
+    *[(v, "priorityclasses.scheduling.k8s.io", None, None) for v in ("get", "list", "watch")],
+    *[(v, "leases.coordination.k8s.io", None, SYSTEM_NS) for v in ("get", "create", "update")],
+]
+
+DENIED: list[Check] = [
+    # secrets, anywhere
+    *[(v, "secrets", None, ns) for v in ("get", "list", "watch") for ns in (None, SYSTEM_NS, OTHER_NS)],
+    # pods: never created, deleted or rewritten by the scheduler
+    *[(v, "pods", None, OTHER_NS) for v in ("create", "delete", "deletecollection", "update", "patch")],
+    ("update", "pods", "status", OTHER_NS),
+    ("create", "pods", "eviction", OTHER_NS),
+    ("create", "pods", "exec", OTHER_NS),
+    # nodes are read-only
+    *[(v, "nodes", None, None) for v in ("create", "update", "patch", "delete")],
+    ("patch", "nodes", "status", None),
+    # groups are not created, changed or deleted in this version
+    *[(v, f"podgroups.{GROUP}", None, OTHER_NS) for v in ("create", "update", "patch", "delete", "deletecollection")],
+    *[(v, f"workloads.{GROUP}", None, OTHER_NS) for v in ("create", "update", "patch", "delete")],
+    ("update", f"workloads.{GROUP}", "status", OTHER_NS),
+    # config maps: not cluster-wide, not in other namespaces
+    *[(v, "configmaps", None, ns) for v in ("get", "list", "watch", "create", "update") for ns in (None, OTHER_NS)],
+    # leases only in troupe-system, and never deleted
+    *[(v, "leases.coordination.k8s.io", None, OTHER_NS) for v in ("get", "create", "update")],
+    ("delete", "leases.coordination.k8s.io", None, SYSTEM_NS),
+    # events are written, never deleted
+    ("delete", "events", None, OTHER_NS),
+    ("delete", "events.events.k8s.io", None, OTHER_NS),
+    # no writes to priority classes, no RBAC escalation, no CRD changes
+    *[(v, "priorityclasses.scheduling.k8s.io", None, None) for v in ("create", "update", "delete")],
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, None),
+    ("create", "rolebindings.rbac.authorization.k8s.io", None, SYSTEM_NS),
+    ("escalate", "clusterroles.rbac.authorization.k8s.io", None, None),
+    ("impersonate", "serviceaccounts", None, SYSTEM_NS),
+    ("create", "serviceaccounts", "token", SYSTEM_NS),
+    ("update", "customresourcedefinitions.apiextensions.k8s.io", None, None),
+    ("*", "*", None, None),
+]
+
+def _args(check: Check) -> list[str]:
+    verb, resource, sub, ns = check
+    args = ["auth", "can-i", verb, resource]
+    if sub:
+        args.append(f"--subresource={sub}")
+    args += ["-n", ns] if ns else ["--all-namespaces"]
+    return args
+
+
+def _can_i(cluster, check: Check, *, real_token: bool) -> bool:
+    args = _args(check)
+    if real_token:
+        res = cluster.kubectl(*args, check=False, as_scheduler=True)
+    else:
+        res = cluster.kubectl(*args, f"--as={SA}", check=False)
+    answer = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
+    assert answer in ("yes", "no"), f"kubectl {' '.join(args)}: rc={res.returncode}\n{res.stdout}\n{res.stderr}"
+    assert (res.returncode == 0) == (answer == "yes"), res
+    # A misspelt resource would answer "no" and pass silently; kubectl warns about it.
+    assert "Warning" not in res.stderr, res.stderr
+    return answer == "yes"
+
+
+def _id(check: Check) -> str:
+    verb, resource, sub, ns = check
+    return f"{verb}-{resource}{'/' + sub if sub else ''}@{ns or 'all'}"
+
+
+@pytest.mark.parametrize("real_token", [False, True], ids=["impersonated", "token"])
+@pytest.mark.parametrize("check", GRANTED, ids=[_id(c) for c in GRANTED])
+def test_needed_permission_is_granted(installed, check, real_token):
+    assert _can_i(installed, check, real_token=real_token), f"{SA} must be allowed to {_id(check)}"
+
+
+@pytest.mark.parametrize("real_token", [False, True], ids=["impersonated", "token"])
+@pytest.mark.parametrize("check", DENIED, ids=[_id(c) for c in DENIED])
+def test_other_permission_is_denied(installed, check, real_token):
+    assert not _can_i(installed, check, real_token=real_token), f"{SA} must not be allowed to {_id(check)}"
+
+
+def test_scheduler_kubeconfig_is_the_service_account(installed):
+    res = installed.kubectl("auth", "whoami", "-o", "json", as_scheduler=True)
+    user = json.loads(res.stdout)["status"]["userInfo"]
+    assert user["username"] == SA
+    assert "system:serviceaccounts:troupe-system" in user.get("groups", [])
+
+
+# --------------------------------------------------------------------------- real requests with the token
+
+
+def _podgroup(name: str) -> str:
+    return json.dumps({
+        "apiVersion": f"{GROUP}/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+    })
+
+
+def test_scheduler_reads_groups_and_writes_only_their_status(installed, namespace):
+    installed.kubectl("create", "-n", namespace, "-f", "-", input=_podgroup("g"))
+
+    res = installed.kubectl("get", "pg", "-A", "-o", "name", as_scheduler=True)
+    assert "podgroup.scheduling.troupe.dev/g" in res.stdout
+
+    status = {"status": {"conditions": [{
+        "type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/0 nodes are available", "observedGeneration": 1,
+        "lastTransitionTime": "2026-01-02T03:04:05Z",
+    }]}}
+    installed.kubectl("patch", "-n", namespace, "pg/g", "--subresource=status", "--type=merge",
+                      "-p", json.dumps(status), as_scheduler=True)
+    got = json.loads(installed.kubectl("get", "-n", namespace, "pg/g", "-o", "json").stdout)
+    assert got["status"]["conditions"][0]["reason"] == "Unschedulable"
+
+    res = installed.kubectl("create", "-n", namespace, "-f", "-", input=_podgroup("mine"),
+                            check=False, as_scheduler=True)
+    assert res.returncode != 0 and "Forbidden" in res.stderr, res.stderr
+    res = installed.kubectl("delete", "-n", namespace, "pg/g", check=False, as_scheduler=True)
+    assert res.returncode != 0 and "Forbidden" in res.stderr, res.stderr
+
+
+def test_scheduler_token_cannot_read_secrets_or_configmaps(installed, namespace):
+    installed.kubectl("create", "secret", "generic", "s", "-n", namespace, "--from-literal=k=v")
+    installed.kubectl("create", "configmap", "c", "-n", namespace, "--from-literal=k=v")
+    for args in (("get", "secret", "s", "-n", namespace), ("get", "secrets", "-A"),
+                 ("get", "configmap", "c", "-n", namespace), ("get", "configmaps", "-A")):
+        res = installed.kubectl(*args, check=False, as_scheduler=True)
+        assert res.returncode != 0 and "Forbidden" in res.stderr, (args, res.stderr)
+
+
+def test_scheduler_token_lists_pods_and_nodes_but_cannot_change_nodes(installed):
+    installed.kubectl("get", "pods", "-A", as_scheduler=True)
+    installed.kubectl("get", "nodes", as_scheduler=True)
+    installed.kubectl("get", "priorityclasses", as_scheduler=True)
+    node = f"rbac-node-{uuid.uuid4().hex[:8]}"
+    installed.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Node",
+                                                             "metadata": {"name": node}}))
+    res = installed.kubectl("label", "node", node, "stolen=yes", check=False, as_scheduler=True)
+    assert res.returncode != 0 and "Forbidden" in res.stderr, res.stderr
+    res = installed.kubectl("delete", "node", node, check=False, as_scheduler=True)
+    assert res.returncode != 0 and "Forbidden" in res.stderr, res.stderr
+    installed.kubectl("delete", "node", node)

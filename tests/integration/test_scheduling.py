@@ -1,0 +1,283 @@
+"""Gang scheduling end to end: the real scheduler process against the real
+kube-apiserver, with the CRDs and manifests applied as a user would."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from troupe_process import TroupeProcess
+from wait import wait_for
+
+GROUP_LABEL = "scheduling.troupe.dev/pod-group"
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def troupe(installed, tmp_path_factory):
+    proc = TroupeProcess(installed.scheduler_kubeconfig, tmp_path_factory.mktemp("troupe")).start()
+    yield proc
+    rc = proc.stop()
+    print(proc.log_tail(200))
+    assert rc == 0, f"troupe exited with {rc} on SIGTERM"
+    assert "Traceback" not in proc.log_path.read_text(), "troupe logged a traceback"
+
+
+@pytest.fixture
+def nodes(installed):
+    """Creates Node objects for a test and removes them (and every node) afterwards."""
+    created: list[str] = []
+
+    def make(name: str, cpu: str = "2", memory: str = "8Gi", pods: str = "110",
+             labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> str:
+        body: dict[str, Any] = {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+            "spec": {"taints": taints} if taints else {},
+            "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": pods},
+                       "allocatable": {"cpu": cpu, "memory": memory, "pods": pods}},
+        }
+        create(installed, body)
+        created.append(name)
+        return name
+
+    installed.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
+    yield make
+    installed.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
+
+
+def create(cluster, *objects: dict[str, Any]) -> None:
+    cluster.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+
+
+def podgroup(ns: str, name: str, min_count: int | None = None) -> dict[str, Any]:
+    policy = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
+    return {
+        "apiVersion": "scheduling.troupe.dev/v1alpha2", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"schedulingPolicy": policy},
+    }
+
+
+def pod(ns: str, name: str, group: str | None = None, cpu: str = "1", scheduler: str = "troupe-scheduler",
+        node_selector: dict[str, str] | None = None, tolerations: list[dict[str, str]] | None = None,
+        node_name: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}],
+    }
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {GROUP_LABEL: group} if group else {}},
+        "spec": spec,
+    }
+
+
+def pods_by_name(cluster, ns: str) -> dict[str, dict[str, Any]]:
+    return {p["metadata"]["name"]: p for p in cluster.get_json("pods", "-n", ns)["items"]}
+
+
+def bound(cluster, ns: str, prefix: str = "") -> dict[str, str]:
+    return {n: p["spec"]["nodeName"] for n, p in pods_by_name(cluster, ns).items()
+            if n.startswith(prefix) and p["spec"].get("nodeName")}
+
+
+def condition(cluster, ns: str, group: str) -> dict[str, Any] | None:
+    pg = cluster.get_json("podgroup", "-n", ns, group)
+    return next((c for c in pg.get("status", {}).get("conditions", []) if c["type"] == "PodGroupScheduled"), None)
+
+
+def wait_condition(cluster, ns: str, group: str, status: str, reason: str, timeout: float = 30) -> dict[str, Any]:
+    return wait_for(
+        lambda: (c := condition(cluster, ns, group)) and c["status"] == status and c["reason"] == reason and c,
+        timeout=timeout, message=f"PodGroup {group} condition {status}/{reason}",
+    )
+
+
+def pod_condition(cluster, ns: str, name: str) -> dict[str, Any] | None:
+    p = cluster.get_json("pod", "-n", ns, name)
+    return next((c for c in p.get("status", {}).get("conditions", []) if c["type"] == "PodScheduled"), None)
+
+
+def events_for(cluster, ns: str, name: str) -> list[dict[str, Any]]:
+    items = cluster.get_json("events.v1.events.k8s.io", "-n", ns)["items"]
+    return [e for e in items if e.get("regarding", {}).get("name") == name]
+
+
+def force_delete(cluster, ns: str, *names: str) -> None:
+    cluster.kubectl("delete", "pods", "-n", ns, *names, "--grace-period=0", "--force")
+
+
+# --------------------------------------------------------------------- tests
+
+
+def test_two_gangs_competing_for_room_for_one(installed, troupe, nodes, namespace):
+    """The seed's deadlock: two gangs of 4, minCount 4, room for 4 pods. Exactly
+    one gang runs whole, the other waits whole; when the first goes, the second runs."""
+    c, ns = installed, namespace
+    nodes("node-a", cpu="2")
+    nodes("node-b", cpu="2")
+    create(c, podgroup(ns, "job-a", 4), podgroup(ns, "job-b", 4))
+    create(c, *[pod(ns, f"job-{g}-{i}", group=f"job-{g}") for i in range(4) for g in "ab"])
+
+    placed = wait_for(lambda: len(b := bound(c, ns)) == 4 and b, timeout=30, message="4 pods bound")
+    winners = {name.rsplit("-", 1)[0] for name in placed}
+    assert len(winners) == 1, f"pods of both gangs bound: {placed}"
+    winner = winners.pop()
+    loser = "job-b" if winner == "job-a" else "job-a"
+    wait_condition(c, ns, winner, "True", "Scheduled")
+    lost = wait_condition(c, ns, loser, "False", "Unschedulable")
+    assert "needs 4 pods" in lost["message"] and "Insufficient cpu" in lost["message"], lost
+    assert lost["observedGeneration"] == 1
+    # The loser holds nothing, and keeps holding nothing.
+    assert bound(c, ns, loser) == {}
+    for i in range(4):
+        cond = wait_for(lambda: pod_condition(c, ns, f"{loser}-{i}"), message="pod condition")
+        assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
+        assert f"PodGroup {ns}/{loser}" in cond["message"]
+    assert any(e["reason"] == "FailedScheduling" for e in events_for(c, ns, f"{loser}-0"))
+    assert any(e["reason"] == "Scheduled" for e in events_for(c, ns, f"{winner}-0"))
+
+    force_delete(c, ns, *[f"{winner}-{i}" for i in range(4)])
+    placed = wait_for(lambda: len(b := bound(c, ns, loser)) == 4 and b, timeout=30, message="second gang bound")
+    assert sorted(set(placed.values())) == ["node-a", "node-b"]
+    wait_condition(c, ns, loser, "True", "Scheduled")
+
+
+def test_gang_with_more_pods_than_min_count_binds_what_fits(installed, troupe, nodes, namespace):
+    c, ns = installed, namespace
+    nodes("node-a", cpu="2")
+    nodes("node-b", cpu="2")
+    create(c, podgroup(ns, "big", 3), *[pod(ns, f"big-{i}", group="big") for i in range(6)])
+    placed = wait_for(lambda: len(b := bound(c, ns)) == 4 and b, timeout=30, message="4 of 6 bound")
+    assert len(placed) >= 3
+    wait_condition(c, ns, "big", "True", "Scheduled")
+    waiting = sorted(set(pods_by_name(c, ns)) - set(placed))
+    assert len(waiting) == 2
+    for name in waiting:
+        cond = wait_for(lambda: pod_condition(c, ns, name), message=f"{name} says why it waits")
+        assert cond["reason"] == "Unschedulable" and "Insufficient cpu" in cond["message"], cond
+    # Room for one more: exactly one extra pod binds, counting the bound ones toward minCount.
+    nodes("node-c", cpu="1")
+    wait_for(lambda: len(bound(c, ns)) == 5, timeout=30, message="a fifth pod bound on the new node")
+
+
+def test_gang_that_cannot_fit_binds_nothing_and_says_why(installed, troupe, nodes, namespace):
+    c, ns = installed, namespace
+    nodes("node-a", cpu="2")
+    nodes("node-b", cpu="2")
+    create(c, podgroup(ns, "huge", 3), *[pod(ns, f"huge-{i}", group="huge", cpu="3") for i in range(3)])
+    cond = wait_condition(c, ns, "huge", "False", "Unschedulable")
+    assert cond["message"] == "needs 3 pods, 0 fit: 0/2 nodes are available: 2 Insufficient cpu.", cond
+    assert bound(c, ns) == {}
+    events = wait_for(lambda: events_for(c, ns, "huge"), message="a FailedScheduling event on the PodGroup")
+    assert events[0]["reason"] == "FailedScheduling" and events[0]["type"] == "Warning"
+
+
+def test_basic_policy_places_each_pod_on_its_own(installed, troupe, nodes, namespace):
+    c, ns = installed, namespace
+    nodes("node-a", cpu="2500m")  # room for 2 web pods and the loner, not 3 web pods
+    create(c, podgroup(ns, "web"), *[pod(ns, f"web-{i}", group="web") for i in range(3)])
+    create(c, pod(ns, "loner", cpu="100m"))  # no group at all: scheduled as a pod
+    wait_for(lambda: len(bound(c, ns, "web")) == 2, timeout=30, message="2 of 3 basic pods bound")
+    wait_for(lambda: "loner" in bound(c, ns), timeout=30, message="the ungrouped pod bound")
+    # A basic group is scheduled once any pod of it is; the pod that did not fit says why.
+    wait_condition(c, ns, "web", "True", "Scheduled")
+    waiting = next(n for n in pods_by_name(c, ns) if n.startswith("web") and n not in bound(c, ns))
+    cond = wait_for(lambda: pod_condition(c, ns, waiting), message="the third web pod says why it waits")
+    assert cond["message"] == f"PodGroup {ns}/web: 0/1 nodes are available: 1 Insufficient cpu.", cond
+
+
+def test_taints_and_node_selector_are_respected(installed, troupe, nodes, namespace):
+    c, ns = installed, namespace
+    nodes("gpu-node", cpu="8", taints=[{"key": "gpu", "value": "true", "effect": "NoSchedule"}])
+    nodes("ssd-node", cpu="8", labels={"disk": "ssd"})
+    nodes("plain-node", cpu="8")
+    create(
+        c,
+        pod(ns, "wants-ssd", node_selector={"disk": "ssd"}),
+        pod(ns, "tolerates-gpu", node_selector={"kubernetes.io/hostname": "gpu-node"},
+            tolerations=[{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]),
+        pod(ns, "wants-gpu-untolerated", node_selector={"kubernetes.io/hostname": "gpu-node"}),
+        pod(ns, "wants-nothing-that-exists", node_selector={"disk": "nvme"}),
+    )
+    wait_for(lambda: len(bound(c, ns)) == 2, timeout=30, message="the two placeable pods bound")
+    placed = bound(c, ns)
+    assert placed == {"wants-ssd": "ssd-node", "tolerates-gpu": "gpu-node"}
+    cond = wait_for(lambda: pod_condition(c, ns, "wants-gpu-untolerated"), message="untolerated pod condition")
+    assert cond["message"] == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: true}, "
+        "2 node(s) didn't match Pod's node affinity/selector."
+    ), cond
+    cond = wait_for(lambda: pod_condition(c, ns, "wants-nothing-that-exists"), message="selector pod condition")
+    # Filters run in upstream's order: the tainted node is counted under the taint.
+    assert cond["message"] == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: true}, "
+        "2 node(s) didn't match Pod's node affinity/selector."
+    ), cond
+
+
+def test_capacity_used_by_another_schedulers_pods_counts(installed, troupe, nodes, namespace):
+    c, ns = installed, namespace
+    nodes("node-a", cpu="2")
+    nodes("node-b", cpu="2")
+    # Bound by "someone else": a default-scheduler pod with nodeName set takes node-a whole.
+    create(c, pod(ns, "other", cpu="2", scheduler="default-scheduler", node_name="node-a"))
+    create(c, podgroup(ns, "gang", 4), *[pod(ns, f"gang-{i}", group="gang") for i in range(4)])
+    cond = wait_condition(c, ns, "gang", "False", "Unschedulable")
+    assert "needs 4 pods, 2 fit" in cond["message"], cond
+    assert bound(c, ns, "gang") == {}
+    create(c, *[pod(ns, f"solo-{i}") for i in range(3)])
+    wait_for(lambda: len(bound(c, ns, "solo")) == 2, timeout=30, message="2 solo pods bound")
+    assert set(bound(c, ns, "solo").values()) == {"node-b"}
+
+
+def test_pod_of_missing_group_waits_and_says_so(installed, troupe, nodes, namespace):
+    c, ns = installed, namespace
+    nodes("node-a", cpu="4")
+    create(c, pod(ns, "orphan", group="not-yet"))
+    cond = wait_for(lambda: pod_condition(c, ns, "orphan"), message="orphan pod condition")
+    assert cond["reason"] == "Unschedulable"
+    assert cond["message"] == f"waiting for PodGroup {ns}/not-yet to be created"
+    events = wait_for(lambda: events_for(c, ns, "orphan"), message="event on the orphan pod")
+    assert events[0]["note"] == f"waiting for PodGroup {ns}/not-yet to be created"
+    assert bound(c, ns) == {}
+    create(c, podgroup(ns, "not-yet", 1))
+    wait_for(lambda: "orphan" in bound(c, ns), timeout=30, message="bound once its group exists")
+
+
+def test_gang_waits_until_min_count_pods_exist(installed, troupe, nodes, namespace):
+    c, ns = installed, namespace
+    nodes("node-a", cpu="8")
+    create(c, podgroup(ns, "slow", 3), pod(ns, "slow-0", group="slow"), pod(ns, "slow-1", group="slow"))
+    cond = wait_for(lambda: pod_condition(c, ns, "slow-0"), message="waiting condition")
+    assert cond["message"] == f"waiting for pods of PodGroup {ns}/slow: minCount is 3, 2 exist", cond
+    assert bound(c, ns) == {}
+    create(c, pod(ns, "slow-2", group="slow"))
+    wait_for(lambda: len(bound(c, ns)) == 3, timeout=30, message="gang bound once 3 pods exist")
+
+
+def test_nothing_is_written_to_pods_nodes_or_groups_but_status(installed, troupe, nodes, namespace):
+    c, ns = installed, namespace
+    nodes("node-a", cpu="4")
+    create(c, podgroup(ns, "g", 2), pod(ns, "g-0", group="g"), pod(ns, "g-1", group="g"))
+    wait_for(lambda: len(bound(c, ns)) == 2, timeout=30, message="bound")
+    wait_condition(c, ns, "g", "True", "Scheduled")
+    for p in pods_by_name(c, ns).values():
+        assert not p["metadata"].get("finalizers"), p["metadata"]
+        assert not p["metadata"].get("annotations"), p["metadata"]
+    node = c.get_json("node", "node-a")
+    assert not node["metadata"].get("finalizers") and not node["metadata"].get("annotations"), node["metadata"]
+    pg = c.get_json("podgroup", "-n", ns, "g")
+    assert not pg["metadata"].get("finalizers") and not pg["metadata"].get("annotations"), pg["metadata"]
