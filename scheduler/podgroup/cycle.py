@@ -106,12 +106,12 @@ def schedule_group(
     failed_msgs = {p.uid: d.message for p, d in failures}
     not_tried = "not tried: the group could not reach minCount"
     unplaced = [(p, failed_msgs.get(p.uid, not_tried)) for p in pods if p.uid not in placed_uids]
-    if not unplaced:
-        outcome, message = REASON_SCHEDULED, f"{placed_before + len(placements)} pod(s) placed"
-    elif is_gang:
-        # minCount is met; the extra pods that did not fit wait on their own.
-        outcome = REASON_SCHEDULED
-        message = f"{placed_before + len(placements)} pod(s) placed, minCount {min_count}; {len(unplaced)} more wait"
+    total = placed_before + len(placements)
+    # minCount is 1 for a basic group: it is scheduled once any of its pods is.
+    if total >= min_count:
+        outcome, message = REASON_SCHEDULED, f"{total} pod(s) placed"
+        if unplaced:
+            message += f"; {len(unplaced)} more wait: {unplaced[0][1]}"
     else:
         outcome = REASON_UNSCHEDULABLE
         message = f"{len(unplaced)} of {len(pods)} pod(s) could not be placed: {unplaced[0][1]}"
