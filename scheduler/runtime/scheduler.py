@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from pydantic import ValidationError
 
@@ -37,7 +37,7 @@ class BinderLike(Protocol):
 
 class WriterLike(Protocol):
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None: ...
-    def pod_unschedulable(self, pod: PodInfo, message: str) -> None: ...
+    def pod_unschedulable(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None: ...
     def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None: ...
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None: ...
     def forget_pod(self, uid: str) -> None: ...
@@ -72,6 +72,15 @@ class Scheduler:
     def is_pending(self, pod: PodInfo) -> bool:
         return self.is_ours(pod) and not pod.node_name and not pod.terminal and not pod.deleting
 
+    def still_waiting(self, uid: str) -> Callable[[], bool]:
+        """For the status writer: is the pod still unplaced when its condition is written?"""
+
+        def check() -> bool:
+            pod = self.cache.pods.get(uid)
+            return pod is not None and self.is_pending(pod) and uid not in self.cache.assumed
+
+        return check
+
     def _gate(self, key: UnitKey, pods: list[PodInfo]) -> str | None:
         """PreEnqueue for a unit: the first pod a plugin holds back holds the unit back."""
         for pod in pods:
@@ -90,12 +99,12 @@ class Scheduler:
         if self._gated_reported.get(pod.uid) == message or self.writer is None or not self.synced.is_set():
             return
         self._gated_reported[pod.uid] = message
-        self.writer.pod_unschedulable(pod, message)
+        self.writer.pod_unschedulable(pod, message, self.still_waiting(pod.uid))
         self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")
         for other in self._group_pods(pod):
             if other.uid != pod.uid and self._gated_reported.get(other.uid) != message and self.is_pending(other):
                 self._gated_reported[other.uid] = message
-                self.writer.pod_unschedulable(other, message)
+                self.writer.pod_unschedulable(other, message, self.still_waiting(other.uid))
 
     def _group_pods(self, pod: PodInfo) -> list[PodInfo]:
         if not pod.group_name:
@@ -262,6 +271,8 @@ class Scheduler:
         )
         if self.binder is not None:
             for placement in decision.placements:
+                if self.writer is not None:
+                    self.writer.forget_pod(placement.pod.uid)
                 self.binder.submit(placement.pod, placement.node)
         if self.writer is None:
             return
@@ -272,7 +283,7 @@ class Scheduler:
             message = why
             if decision.group_key is not None:
                 message = f"PodGroup {decision.group_key[0]}/{decision.group_key[1]}: {why}"
-            self.writer.pod_unschedulable(pod, message)
+            self.writer.pod_unschedulable(pod, message, self.still_waiting(pod.uid))
             self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")
 
     def _write_group_status(self, group: PodGroup, decision: GroupDecision) -> None:

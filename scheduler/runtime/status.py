@@ -95,7 +95,9 @@ class StatusWriter:
         await asyncio.gather(*self._workers, return_exceptions=True)
 
     def forget_pod(self, uid: str) -> None:
+        """The pod is placed or gone: drop what we remember and any queued condition write."""
         self._pod_conditions.pop(uid, None)
+        self._pending.pop(("pod", uid), None)
 
     # ------------------------------------------------------------- PodGroups
 
@@ -137,7 +139,9 @@ class StatusWriter:
 
     # ------------------------------------------------------------------ pods
 
-    def pod_unschedulable(self, pod: PodInfo, message: str) -> None:
+    def pod_unschedulable(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None:
+        """PodScheduled=False/Unschedulable. `still_waiting` is asked again just before
+        the write, so a pod bound meanwhile never gets a stale condition."""
         if self._pod_conditions.get(pod.uid) == (C.REASON_UNSCHEDULABLE, message):
             return
         self._pod_conditions[pod.uid] = (C.REASON_UNSCHEDULABLE, message)
@@ -155,6 +159,8 @@ class StatusWriter:
         }
 
         async def write() -> None:
+            if still_waiting is not None and not still_waiting():
+                return
             try:
                 await self._core.patch_namespaced_pod_status(
                     pod.name, pod.namespace, body, _content_type="application/strategic-merge-patch+json"

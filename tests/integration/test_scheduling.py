@@ -110,6 +110,17 @@ def pod_condition(cluster, ns: str, name: str) -> dict[str, Any] | None:
     return next((c for c in p.get("status", {}).get("conditions", []) if c["type"] == "PodScheduled"), None)
 
 
+def wait_pod_unschedulable(cluster, ns: str, name: str, message: str | None = None, timeout: float = 30) -> dict[str, Any]:
+    """Waits for PodScheduled=False/Unschedulable (with exactly `message` if given:
+    messages can change while a group fills up)."""
+    def check():
+        cond = pod_condition(cluster, ns, name)
+        ok = cond and cond["status"] == "False" and cond.get("reason") == "Unschedulable"
+        return ok and (message is None or cond["message"] == message) and cond
+
+    return wait_for(check, timeout=timeout, message=f"pod {name} Unschedulable" + (f": {message}" if message else ""))
+
+
 def events_for(cluster, ns: str, name: str) -> list[dict[str, Any]]:
     items = cluster.get_json("events.v1.events.k8s.io", "-n", ns)["items"]
     return [e for e in items if e.get("regarding", {}).get("name") == name]
@@ -143,9 +154,8 @@ def test_two_gangs_competing_for_room_for_one(installed, troupe, nodes, namespac
     # The loser holds nothing, and keeps holding nothing.
     assert bound(c, ns, loser) == {}
     for i in range(4):
-        cond = wait_for(lambda: pod_condition(c, ns, f"{loser}-{i}"), message="pod condition")
-        assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
-        assert f"PodGroup {ns}/{loser}" in cond["message"]
+        cond = wait_pod_unschedulable(c, ns, f"{loser}-{i}")
+        assert f"PodGroup {ns}/{loser}: needs 4 pods" in cond["message"], cond
     assert any(e["reason"] == "FailedScheduling" for e in events_for(c, ns, f"{loser}-0"))
     assert any(e["reason"] == "Scheduled" for e in events_for(c, ns, f"{winner}-0"))
 
@@ -166,8 +176,8 @@ def test_gang_with_more_pods_than_min_count_binds_what_fits(installed, troupe, n
     waiting = sorted(set(pods_by_name(c, ns)) - set(placed))
     assert len(waiting) == 2
     for name in waiting:
-        cond = wait_for(lambda: pod_condition(c, ns, name), message=f"{name} says why it waits")
-        assert cond["reason"] == "Unschedulable" and "Insufficient cpu" in cond["message"], cond
+        cond = wait_pod_unschedulable(c, ns, name)
+        assert "Insufficient cpu" in cond["message"], cond
     # Room for one more: exactly one extra pod binds, counting the bound ones toward minCount.
     nodes("node-c", cpu="1")
     wait_for(lambda: len(bound(c, ns)) == 5, timeout=30, message="a fifth pod bound on the new node")
@@ -195,8 +205,7 @@ def test_basic_policy_places_each_pod_on_its_own(installed, troupe, nodes, names
     # A basic group is scheduled once any pod of it is; the pod that did not fit says why.
     wait_condition(c, ns, "web", "True", "Scheduled")
     waiting = next(n for n in pods_by_name(c, ns) if n.startswith("web") and n not in bound(c, ns))
-    cond = wait_for(lambda: pod_condition(c, ns, waiting), message="the third web pod says why it waits")
-    assert cond["message"] == f"PodGroup {ns}/web: 0/1 nodes are available: 1 Insufficient cpu.", cond
+    wait_pod_unschedulable(c, ns, waiting, f"PodGroup {ns}/web: 0/1 nodes are available: 1 Insufficient cpu.")
 
 
 def test_taints_and_node_selector_are_respected(installed, troupe, nodes, namespace):
@@ -215,17 +224,15 @@ def test_taints_and_node_selector_are_respected(installed, troupe, nodes, namesp
     wait_for(lambda: len(bound(c, ns)) == 2, timeout=30, message="the two placeable pods bound")
     placed = bound(c, ns)
     assert placed == {"wants-ssd": "ssd-node", "tolerates-gpu": "gpu-node"}
-    cond = wait_for(lambda: pod_condition(c, ns, "wants-gpu-untolerated"), message="untolerated pod condition")
-    assert cond["message"] == (
+    wait_pod_unschedulable(c, ns, "wants-gpu-untolerated", (
         "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: true}, "
         "2 node(s) didn't match Pod's node affinity/selector."
-    ), cond
-    cond = wait_for(lambda: pod_condition(c, ns, "wants-nothing-that-exists"), message="selector pod condition")
+    ))
     # Filters run in upstream's order: the tainted node is counted under the taint.
-    assert cond["message"] == (
+    wait_pod_unschedulable(c, ns, "wants-nothing-that-exists", (
         "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: true}, "
         "2 node(s) didn't match Pod's node affinity/selector."
-    ), cond
+    ))
 
 
 def test_capacity_used_by_another_schedulers_pods_counts(installed, troupe, nodes, namespace):
@@ -247,9 +254,7 @@ def test_pod_of_missing_group_waits_and_says_so(installed, troupe, nodes, namesp
     c, ns = installed, namespace
     nodes("node-a", cpu="4")
     create(c, pod(ns, "orphan", group="not-yet"))
-    cond = wait_for(lambda: pod_condition(c, ns, "orphan"), message="orphan pod condition")
-    assert cond["reason"] == "Unschedulable"
-    assert cond["message"] == f"waiting for PodGroup {ns}/not-yet to be created"
+    wait_pod_unschedulable(c, ns, "orphan", f"waiting for PodGroup {ns}/not-yet to be created")
     events = wait_for(lambda: events_for(c, ns, "orphan"), message="event on the orphan pod")
     assert events[0]["note"] == f"waiting for PodGroup {ns}/not-yet to be created"
     assert bound(c, ns) == {}
@@ -261,8 +266,8 @@ def test_gang_waits_until_min_count_pods_exist(installed, troupe, nodes, namespa
     c, ns = installed, namespace
     nodes("node-a", cpu="8")
     create(c, podgroup(ns, "slow", 3), pod(ns, "slow-0", group="slow"), pod(ns, "slow-1", group="slow"))
-    cond = wait_for(lambda: pod_condition(c, ns, "slow-0"), message="waiting condition")
-    assert cond["message"] == f"waiting for pods of PodGroup {ns}/slow: minCount is 3, 2 exist", cond
+    for name in ("slow-0", "slow-1"):
+        wait_pod_unschedulable(c, ns, name, f"waiting for pods of PodGroup {ns}/slow: minCount is 3, 2 exist")
     assert bound(c, ns) == {}
     create(c, pod(ns, "slow-2", group="slow"))
     wait_for(lambda: len(bound(c, ns)) == 3, timeout=30, message="gang bound once 3 pods exist")

@@ -1,0 +1,56 @@
+K8S_VERSION  := 1.37.2
+ETCD_VERSION := 3.6.16
+
+PYTHON ?= python3.11
+VENV   := .venv
+# Reinstalls when pyproject.toml changes.
+VENV_STAMP := $(VENV)/.troupe-installed
+
+# The control plane is built once into the user's cache, outside the repository
+# (make clean never touches it). TROUPE_*_BIN_DIR may point elsewhere.
+CACHE_HOME         := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
+TROUPE_K8S_BIN_DIR  ?= $(CACHE_HOME)/troupe/k8s-v$(K8S_VERSION)/bin
+TROUPE_ETCD_BIN_DIR ?= $(CACHE_HOME)/troupe/etcd-v$(ETCD_VERSION)/bin
+KUBECTL            := $(TROUPE_K8S_BIN_DIR)/kubectl
+
+# Recipes see the built binaries (kubectl v$(K8S_VERSION), not /usr/bin/kubectl) first.
+export TROUPE_K8S_BIN_DIR TROUPE_ETCD_BIN_DIR KUBECTL K8S_VERSION ETCD_VERSION
+export PATH := $(TROUPE_K8S_BIN_DIR):$(PATH)
+
+PYTEST_ARGS ?=
+DEMO_ARGS   ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help venv controlplane test test-unit test-integration demo clean
+
+help: ## list the targets
+	@echo "troupe (Kubernetes v$(K8S_VERSION), etcd v$(ETCD_VERSION)); usage: make <target>"
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "variables: PYTEST_ARGS, DEMO_ARGS; kubectl: $(KUBECTL)"
+
+venv: $(VENV_STAMP) ## create .venv (python3.11) and pip install -e '.[test]'
+
+$(VENV_STAMP): pyproject.toml
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+controlplane: ## build etcd, kube-apiserver, kube-scheduler, kubectl into the cache (once; slow the first time)
+	hack/build-controlplane.sh
+
+# (wildcard: git does not keep an empty tests/unit in a fresh clone)
+test: venv controlplane ## unit and integration tests (real etcd + kube-apiserver)
+	$(VENV)/bin/pytest -q $(PYTEST_ARGS) $(wildcard tests/unit tests/integration)
+
+test-unit: venv ## unit tests only, no control plane
+	$(VENV)/bin/pytest -q $(PYTEST_ARGS) tests/unit
+
+test-integration: venv controlplane ## integration tests only
+	$(VENV)/bin/pytest -q $(PYTEST_ARGS) tests/integration
+
+demo: venv controlplane ## run hack/demo.py against a local control plane (DEMO_ARGS=...)
+	$(VENV)/bin/python hack/demo.py $(DEMO_ARGS)
+
+clean: ## remove .venv and the caches inside the repository (not the control-plane build cache)
+	rm -rf $(VENV) .pytest_cache .hypothesis build dist
+	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
