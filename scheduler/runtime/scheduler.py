@@ -44,7 +44,9 @@ class WriterLike(Protocol):
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfiguration, registry: Registry) -> None:
+    def __init__(
+        self, config: SchedulerConfiguration, registry: Registry, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.config = config
         self.cache = ClusterCache()
         handle = Handle(self.cache)
@@ -57,6 +59,7 @@ class Scheduler:
             initial_backoff=q.pod_initial_backoff_seconds,
             max_backoff=q.pod_max_backoff_seconds,
             max_unschedulable=q.max_unschedulable_seconds,
+            clock=clock,
         )
         self.binder: BinderLike | None = None
         self.writer: WriterLike | None = None

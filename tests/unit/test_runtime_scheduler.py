@@ -1,0 +1,236 @@
+"""The live scheduler's event handling and decisions, with the API calls recorded
+instead of sent (the binder and status writer are the only I/O of `Scheduler`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.plugins import in_tree_registry
+from scheduler.runtime.scheduler import Scheduler
+
+LABEL = "scheduling.troupe.dev/pod-group"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.binds: list[tuple[str, str]] = []
+        self.groups: list[tuple[str, str, str, str]] = []
+        self.pods: dict[str, str] = {}
+        self.events: list[tuple[str, str, str]] = []
+
+    # binder
+    def submit(self, pod, node: str) -> None:
+        self.binds.append((pod.name, node))
+
+    # writer
+    def group_condition(self, group, status, reason, message) -> None:
+        self.groups.append((group.metadata.name, status, reason, message))
+
+    def pod_unschedulable(self, pod, message, still_waiting=None) -> None:
+        if still_waiting is None or still_waiting():
+            self.pods[pod.name] = message
+
+    def pod_event(self, pod, type_, reason, note, action) -> None:
+        self.events.append((pod.name, reason, note))
+
+    def group_event(self, group, type_, reason, note, action) -> None:
+        self.events.append((group.metadata.name, reason, note))
+
+    def forget_pod(self, uid: str) -> None:
+        pass
+
+
+def node(name: str, cpu: str = "2") -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": f"uid-{name}"},
+            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+
+
+def pod(name: str, group: str | None = None, cpu: str = "1", scheduler: str = "troupe-scheduler",
+        node_name: str | None = None, ns: str = "ns") -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulerName": scheduler,
+                            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "labels": {LABEL: group} if group else {}},
+            "spec": spec}
+
+
+def podgroup(name: str, min_count: int | None = None, ns: str = "ns", policy: Any = None) -> dict[str, Any]:
+    if policy is None:
+        policy = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
+    return {"metadata": {"name": name, "namespace": ns, "uid": f"uid-pg-{name}", "generation": 1},
+            "spec": {"schedulingPolicy": policy}}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def sched(clock) -> tuple[Scheduler, Recorder]:
+    s = Scheduler(SchedulerConfiguration(), in_tree_registry(), clock=clock)
+    rec = Recorder()
+    s.binder = rec
+    s.writer = rec
+    s.synced.set()
+    return s, rec
+
+
+def drain(s: Scheduler) -> int:
+    cycles = 0
+    while (popped := s.queue.pop_nowait()) is not None:
+        s.schedule_unit(popped)
+        cycles += 1
+    return cycles
+
+
+def bind_confirmed(s: Scheduler, body: dict[str, Any], node_name: str) -> None:
+    """What the watch brings after a successful binding."""
+    body = {**body, "spec": {**body["spec"], "nodeName": node_name}}
+    s.on_pod(body)
+
+
+def test_two_gangs_one_binds_whole_and_the_other_not_at_all(sched):
+    s, rec = sched
+    s.on_node(node("a"))
+    s.on_node(node("b"))
+    s.on_podgroup(podgroup("x", 4))
+    s.on_podgroup(podgroup("y", 4))
+    for i in range(4):
+        s.on_pod(pod(f"x-{i}", "x"))
+        s.on_pod(pod(f"y-{i}", "y"))
+    drain(s)
+    groups = {name.split("-")[0] for name, _ in rec.binds}
+    assert len(rec.binds) == 4 and len(groups) == 1
+    loser = ({"x", "y"} - groups).pop()
+    assert (loser, "False", "Unschedulable", "needs 4 pods, 0 fit: 0/2 nodes are available: 2 Insufficient cpu.") in rec.groups
+    assert all(rec.pods[f"{loser}-{i}"].startswith(f"PodGroup ns/{loser}: needs 4 pods") for i in range(4))
+
+
+def test_gang_waits_for_its_podgroup_and_min_count(sched):
+    s, rec = sched
+    s.on_node(node("a", cpu="8"))
+    s.on_pod(pod("p-0", "g"))
+    assert drain(s) == 0
+    assert rec.pods["p-0"] == "waiting for PodGroup ns/g to be created"
+    s.on_podgroup(podgroup("g", 2))
+    assert drain(s) == 0
+    assert rec.pods["p-0"] == "waiting for pods of PodGroup ns/g: minCount is 2, 1 exist"
+    s.on_pod(pod("p-1", "g"))
+    drain(s)
+    assert sorted(n for n, _ in rec.binds) == ["p-0", "p-1"]
+
+
+def test_podgroup_deleted_under_waiting_pods_makes_them_wait_again(sched):
+    s, rec = sched
+    s.on_podgroup(podgroup("g", 2))
+    s.on_pod(pod("p-0", "g"))
+    s.on_pod(pod("p-1", "g"))
+    s.on_podgroup_deleted(podgroup("g", 2))
+    assert drain(s) == 0
+    assert rec.pods["p-0"] == "waiting for PodGroup ns/g to be created"
+    assert rec.binds == []
+
+
+def test_invalid_podgroup_is_a_scheduler_error_not_a_crash(sched):
+    s, rec = sched
+    s.on_node(node("a"))
+    # Both policies set: the CRD schema refuses this, but an old CRD might not.
+    s.on_podgroup(podgroup("bad", policy={"basic": {}, "gang": {"minCount": 1}}))
+    s.on_pod(pod("p", "bad"))
+    drain(s)
+    assert rec.binds == []
+    name, status, reason, message = rec.groups[-1] if rec.groups else ("", "", "", "")
+    assert rec.pods["p"].startswith("PodGroup ns/bad: PodGroup ns/bad is invalid: spec.schedulingPolicy")
+    assert "exactly one of basic or gang" in rec.pods["p"]
+    # Still queued (with backoff), not forgotten.
+    assert "uid-p" in s.queue
+
+
+def test_group_with_different_scheduler_names_is_refused(sched):
+    s, rec = sched
+    s.on_node(node("a", cpu="8"))
+    s.on_podgroup(podgroup("g", 2))
+    s.on_pod(pod("p-0", "g"))
+    s.on_pod(pod("p-1", "g", scheduler="other-scheduler"))
+    s.on_pod(pod("p-2", "g"))
+    drain(s)
+    assert rec.binds == []
+    assert "schedulerName" in rec.groups[-1][3] and rec.groups[-1][2] == "SchedulerError"
+
+
+def test_bound_pods_count_toward_min_count_and_capacity(sched, clock):
+    s, rec = sched
+    s.on_node(node("a", cpu="2"))
+    s.on_podgroup(podgroup("g", 3))
+    # Two pods of the group are already bound (e.g. before a restart); one is new.
+    s.on_pod(pod("p-0", "g", node_name="a"))
+    s.on_pod(pod("p-1", "g", node_name="a"))
+    s.on_pod(pod("p-2", "g"))
+    drain(s)
+    assert rec.binds == []  # node a is full: 2 CPUs used by the bound pods
+    assert "needs 3 pods, 2 fit" in rec.pods["p-2"]
+    s.on_node(node("b", cpu="2"))
+    drain(s)
+    assert rec.binds == []  # the new node moved the group to backoff (1 s after one attempt)
+    clock.now += 1.0
+    drain(s)
+    assert rec.binds == [("p-2", "b")]
+
+
+def test_bind_failure_returns_the_pod_to_the_queue_and_frees_its_room(sched):
+    s, rec = sched
+    s.on_node(node("a", cpu="1"))
+    body = pod("p")
+    s.on_pod(body)
+    drain(s)
+    assert rec.binds == [("p", "a")]
+    assert s.cache.placed_node("uid-p") == "a"
+    s.on_bind_failed(s.cache.pods["uid-p"], "a", "Binding rejected: 500")
+    assert s.cache.placed_node("uid-p") == ""
+    assert "uid-p" in s.queue
+
+
+def test_assumed_capacity_is_used_until_the_watch_confirms(sched):
+    s, rec = sched
+    s.on_node(node("a", cpu="1"))
+    s.on_pod(pod("p"))
+    s.on_pod(pod("q"))
+    drain(s)
+    assert len(rec.binds) == 1  # the second pod sees the first one's assumed CPU
+    first = rec.binds[0][0]
+    bind_confirmed(s, pod(first), "a")
+    assert s.cache.assumed == {}
+    assert s.cache.placed_node(f"uid-{first}") == "a"
+
+
+def test_pods_of_other_schedulers_are_not_queued_but_count(sched):
+    s, rec = sched
+    s.on_node(node("a", cpu="2"))
+    s.on_pod(pod("theirs", scheduler="default-scheduler"))
+    assert "uid-theirs" not in s.queue
+    s.on_pod(pod("theirs-bound", scheduler="default-scheduler", cpu="2", node_name="a"))
+    s.on_pod(pod("mine"))
+    drain(s)
+    assert rec.binds == []
+    assert rec.pods["mine"] == "0/1 nodes are available: 1 Insufficient cpu."
+
+
+def test_malformed_pod_is_ignored_without_crashing(sched):
+    s, rec = sched
+    bad = pod("bad")
+    bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    s.on_pod(bad)
+    assert "uid-bad" not in s.cache.pods
