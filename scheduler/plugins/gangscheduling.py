@@ -32,9 +32,11 @@ class GangScheduling(PreEnqueuePlugin, PermitPlugin):
             return Status.success()
         have = cache.live_member_count(key)
         if have < group.min_count:
+            # Two reasons: the first never changes while the gang fills up (it
+            # goes on every pod), the second is the live count (for the group).
             return Status.unschedulable(
-                f"waiting for pods of PodGroup {pod.namespace}/{group_name}: "
-                f"minCount is {group.min_count}, {have} exist",
+                f"waiting for pods of PodGroup {pod.namespace}/{group_name}: minCount is {group.min_count}",
+                f"{have} exist",
                 plugin=self.name,
             )
         return Status.success()

@@ -25,7 +25,8 @@ from ..framework.framework import Framework
 from ..framework.interface import Handle
 from ..framework.registry import Registry
 from ..podgroup.cycle import GroupDecision, error_decision, order_pods, schedule_group
-from ..queue.scheduling_queue import PoppedUnit, SchedulingQueue, UnitKey, group_unit
+from ..framework.interface import Status
+from ..queue.scheduling_queue import PoppedUnit, SchedulingQueue, State, UnitKey, group_unit, unit_of
 from . import metrics
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,10 @@ class Scheduler:
         self.writer: WriterLike | None = None
         self.synced = asyncio.Event()  # the initial listing is in the cache
         self.last_cycle = time.monotonic()
+        # What each waiting pod / gated unit was last told (so it is told once).
         self._gated_reported: dict[str, str] = {}
+        self._unit_reported: dict[UnitKey, str] = {}
+        self._gate_status: dict[UnitKey, Status] = {}
 
     # ------------------------------------------------------------- helpers
 
@@ -92,27 +96,46 @@ class Scheduler:
                 continue
             status = fwk.run_pre_enqueue(pod)
             if not status.ok:
-                self._report_gated(pod, status.message)
+                self._gate_status[key] = status
                 return status.message
+        self._gate_status.pop(key, None)
+        self._unit_reported.pop(key, None)
         return None
 
-    def _report_gated(self, pod: PodInfo, message: str) -> None:
-        # Say once per pod and message why it waits (the event and the pod condition).
-        # Not before the cache is synced: counts seen during the initial listing are partial.
-        if self._gated_reported.get(pod.uid) == message or self.writer is None or not self.synced.is_set():
+    def _report_waiting(self, key: UnitKey, new_pod: PodInfo | None = None) -> None:
+        """Say why a gated unit waits. Each pod gets the stable part of the
+        message (`reasons[0]`, e.g. "waiting for pods of PodGroup ns/g: minCount
+        is 4") once, and again only when it changes, so a gang of N pods
+        arriving one by one costs O(N) writes, not O(N^2). The PodGroup's
+        condition gets the whole message, counts included."""
+        status = self._gate_status.get(key)
+        unit = self.queue.unit(key)
+        if status is None or unit is None or self.writer is None or not self.synced.is_set():
             return
-        self._gated_reported[pod.uid] = message
-        self.writer.pod_unschedulable(pod, message, self.still_waiting(pod.uid))
-        self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")
-        for other in self._group_pods(pod):
-            if other.uid != pod.uid and self._gated_reported.get(other.uid) != message and self.is_pending(other):
-                self._gated_reported[other.uid] = message
-                self.writer.pod_unschedulable(other, message, self.still_waiting(other.uid))
+        stable = status.reasons[0] if status.reasons else status.message
+        if self._unit_reported.get(key) != stable:
+            self._unit_reported[key] = stable
+            targets = [q.pod for q in unit.pods.values()]
+        elif new_pod is not None:
+            targets = [new_pod]
+        else:
+            targets = []
+        for pod in targets:
+            if self._gated_reported.get(pod.uid) != stable:
+                self._gated_reported[pod.uid] = stable
+                self.writer.pod_unschedulable(pod, stable, self.still_waiting(pod.uid))
+                self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, stable, "Scheduling")
+        if key[0] == "group":
+            group = self.cache.groups.get((key[1], key[2]))
+            if isinstance(group, PodGroup):
+                current = group.condition(C.POD_GROUP_SCHEDULED)
+                if current is None or current.status != "True":
+                    self.writer.group_condition(group, "False", C.REASON_UNSCHEDULABLE, status.message)
 
-    def _group_pods(self, pod: PodInfo) -> list[PodInfo]:
-        if not pod.group_name:
-            return []
-        return list(self.cache.members((pod.namespace, pod.group_name)))
+    def _report_if_gated(self, key: UnitKey, new_pod: PodInfo | None = None) -> None:
+        unit = self.queue.unit(key)
+        if unit is not None and unit.state == State.GATED:
+            self._report_waiting(key, new_pod)
 
     # --------------------------------------------------------------- events
 
@@ -126,12 +149,15 @@ class Scheduler:
         old = self.cache.upsert_pod(pod)
         if self.is_pending(pod):
             self.queue.add(pod)
+            self._report_if_gated(unit_of(pod), pod)
         else:
             self.queue.delete(pod.uid)
             self._gated_reported.pop(pod.uid, None)
         if pod.group_name and (old is None or old.group_name != pod.group_name or old.terminal != pod.terminal):
             # Membership changed: the gang may now have minCount pods.
-            self.queue.activate(group_unit(pod.namespace, pod.group_name))
+            key = group_unit(pod.namespace, pod.group_name)
+            self.queue.activate(key)
+            self._report_if_gated(key)
         if old is not None and old.node_name and not old.terminal and pod.terminal:
             self.queue.move_all_to_active_or_backoff()  # capacity freed
 
@@ -147,7 +173,9 @@ class Scheduler:
         if old.node_name and not old.terminal:
             self.queue.move_all_to_active_or_backoff()
         if old.group_name:
-            self.queue.regate(group_unit(old.namespace, old.group_name))
+            key = group_unit(old.namespace, old.group_name)
+            self.queue.regate(key)
+            self._report_if_gated(key)
 
     def on_node(self, body: Mapping[str, Any]) -> None:
         try:
@@ -176,12 +204,14 @@ class Scheduler:
         if isinstance(old, PodGroup) and isinstance(group, PodGroup) and old.spec == group.spec:
             return  # only our own status write came back
         self.queue.activate(group_unit(*key))
+        self._report_if_gated(group_unit(*key))
 
     def on_podgroup_deleted(self, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
         self.cache.remove_group(key)
         self.queue.regate(group_unit(*key))
+        self._report_if_gated(group_unit(*key))
 
     def on_workload(self, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
@@ -212,6 +242,7 @@ class Scheduler:
         log.info("cache synced: %d nodes, %d pods; scheduling", self.cache.node_count, len(self.cache.pods))
         for unit in list(self.queue.units()):
             self.queue.activate(unit.key)  # gates judged on partial data: judge again, and report
+            self._report_if_gated(unit.key)
         while True:
             popped = await self.queue.pop()
             self.last_cycle = time.monotonic()
@@ -246,6 +277,7 @@ class Scheduler:
                 # Deleted after the unit was admitted: back to waiting.
                 self.queue.done(popped.key, [], unschedulable=True)
                 self.queue.regate(popped.key)
+                self._report_if_gated(popped.key)
                 return None
             if isinstance(found, InvalidObject):
                 return error_decision(group_key, pods, f"PodGroup {group_key[0]}/{group_key[1]} is invalid: {found.message}")

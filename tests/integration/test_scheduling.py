@@ -267,7 +267,10 @@ def test_gang_waits_until_min_count_pods_exist(installed, troupe, nodes, namespa
     nodes("node-a", cpu="8")
     create(c, podgroup(ns, "slow", 3), pod(ns, "slow-0", group="slow"), pod(ns, "slow-1", group="slow"))
     for name in ("slow-0", "slow-1"):
-        wait_pod_unschedulable(c, ns, name, f"waiting for pods of PodGroup {ns}/slow: minCount is 3, 2 exist")
+        wait_pod_unschedulable(c, ns, name, f"waiting for pods of PodGroup {ns}/slow: minCount is 3")
+    wait_for(lambda: (cond := condition(c, ns, "slow")) and cond["message"] == (
+        f"waiting for pods of PodGroup {ns}/slow: minCount is 3, 2 exist") and cond["reason"] == "Unschedulable",
+        message="the PodGroup counts the pods it has")
     assert bound(c, ns) == {}
     create(c, pod(ns, "slow-2", group="slow"))
     wait_for(lambda: len(bound(c, ns)) == 3, timeout=30, message="gang bound once 3 pods exist")

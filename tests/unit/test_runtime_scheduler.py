@@ -26,10 +26,13 @@ class Recorder:
         self.binds.append((pod.name, node))
 
     # writer
+    pod_writes = 0
+
     def group_condition(self, group, status, reason, message) -> None:
         self.groups.append((group.metadata.name, status, reason, message))
 
     def pod_unschedulable(self, pod, message, still_waiting=None) -> None:
+        self.pod_writes += 1
         if still_waiting is None or still_waiting():
             self.pods[pod.name] = message
 
@@ -43,9 +46,9 @@ class Recorder:
         pass
 
 
-def node(name: str, cpu: str = "2") -> dict[str, Any]:
+def node(name: str, cpu: str = "2", pods: str = "110") -> dict[str, Any]:
     return {"metadata": {"name": name, "uid": f"uid-{name}"},
-            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": pods}}}
 
 
 def pod(name: str, group: str | None = None, cpu: str = "1", scheduler: str = "troupe-scheduler",
@@ -127,7 +130,8 @@ def test_gang_waits_for_its_podgroup_and_min_count(sched):
     assert rec.pods["p-0"] == "waiting for PodGroup ns/g to be created"
     s.on_podgroup(podgroup("g", 2))
     assert drain(s) == 0
-    assert rec.pods["p-0"] == "waiting for pods of PodGroup ns/g: minCount is 2, 1 exist"
+    assert rec.pods["p-0"] == "waiting for pods of PodGroup ns/g: minCount is 2"
+    assert rec.groups[-1] == ("g", "False", "Unschedulable", "waiting for pods of PodGroup ns/g: minCount is 2, 1 exist")
     s.on_pod(pod("p-1", "g"))
     drain(s)
     assert sorted(n for n, _ in rec.binds) == ["p-0", "p-1"]
@@ -234,3 +238,17 @@ def test_malformed_pod_is_ignored_without_crashing(sched):
     bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
     s.on_pod(bad)
     assert "uid-bad" not in s.cache.pods
+
+
+def test_a_filling_gang_writes_each_pod_condition_once(sched):
+    """The pods' message does not carry the count, so N arrivals cost N writes, not N^2."""
+    s, rec = sched
+    s.on_node(node("a", cpu="1000", pods="1000"))
+    s.on_podgroup(podgroup("g", 300))
+    for i in range(299):
+        s.on_pod(pod(f"p-{i}", "g"))
+    assert rec.pod_writes == 299
+    assert rec.groups[-1][3] == "waiting for pods of PodGroup ns/g: minCount is 300, 299 exist"
+    s.on_pod(pod("p-299", "g"))
+    drain(s)
+    assert len(rec.binds) == 300
