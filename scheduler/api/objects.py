@@ -8,6 +8,7 @@ which the caller reports instead of crashing.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -23,6 +24,17 @@ PODS = "pods"
 # (pkg/scheduler/util: DefaultMilliCPURequest, DefaultMemoryRequest).
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _parse_int64(text: str) -> int | None:
+    """Go strconv.ParseInt(text, 10, 64): optional sign, ASCII digits, int64 range."""
+    if not _INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
 
 
 class ObjectError(ValueError):
@@ -80,9 +92,8 @@ class Requirement:
         if op in ("Gt", "Lt"):
             if self.key not in labels or len(self.values) != 1:
                 return False
-            try:
-                have, want = int(labels[self.key]), int(self.values[0])
-            except ValueError:
+            have, want = _parse_int64(labels[self.key]), _parse_int64(self.values[0])
+            if have is None or want is None:
                 return False
             return have > want if op == "Gt" else have < want
         return False
@@ -233,7 +244,7 @@ def pod_requests(spec: Mapping[str, Any]) -> tuple[dict[str, int], int, int]:
 
     pod_level = _resource_map((spec.get("resources") or {}).get("requests"), "spec.resources.requests")
     for k, v in pod_level.items():
-        if k in (CPU, MEMORY):
+        if k in (CPU, MEMORY) or k.startswith("hugepages-"):
             total[k] = v
     if CPU in pod_level:
         nz_cpu = pod_level[CPU] or DEFAULT_MILLI_CPU_REQUEST

@@ -30,6 +30,8 @@ class Diagnosis:
     @property
     def message(self) -> str:
         # Upstream FitError.Error(): "count reason" strings sorted, comma separated.
+        if self.num_nodes == 0 and not self.pre_filter_message:
+            return "no nodes available to schedule pods"  # upstream ErrNoNodesAvailable
         msg = NO_NODE_AVAILABLE.format(n=self.num_nodes) + ":"
         if self.pre_filter_message:
             return f"{msg} {self.pre_filter_message}."

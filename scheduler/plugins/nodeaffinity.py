@@ -15,6 +15,7 @@ from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, Handle, NodeFilterPlugin, ScorePlugin
 
 REASON = "node(s) didn't match Pod's node affinity/selector"
+REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 MAX_NODE_SCORE = 100
 
 
@@ -40,13 +41,14 @@ class NodeAffinity(NodeFilterPlugin, ScorePlugin):
 
     def filter_node(self, pod: PodInfo, node: NodeInfo) -> str | None:
         labels = node.labels
+        if self.added_required is not None and not any(t.matches(labels, node.name) for t in self.added_required):
+            return REASON_ENFORCED
         for k, v in pod.node_selector.items():
             if labels.get(k) != v:
                 return REASON
-        for terms in (self.added_required, pod.required_affinity):
-            # Terms are ORed; a present but empty list matches nothing.
-            if terms is not None and not any(t.matches(labels, node.name) for t in terms):
-                return REASON
+        # Terms are ORed; a present but empty list matches nothing.
+        if pod.required_affinity is not None and not any(t.matches(labels, node.name) for t in pod.required_affinity):
+            return REASON
         return None
 
     def unresolvable_reasons(self, reasons):  # type: ignore[no-untyped-def]

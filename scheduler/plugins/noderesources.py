@@ -38,10 +38,11 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         ]
 
     def _checked(self, resource: str) -> bool:
-        if resource in _NATIVE:
+        # Upstream skips ignored resources only if they are extended resources
+        # (v1helper.IsExtendedResourceName): not *kubernetes.io/*, not unprefixed.
+        if "/" not in resource or "kubernetes.io/" in resource or resource.startswith("requests."):
             return True
-        group = resource.split("/", 1)[0] if "/" in resource else ""
-        return resource not in self.ignored and group not in self.ignored_groups
+        return resource not in self.ignored and resource.split("/", 1)[0] not in self.ignored_groups
 
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
         vec, unknown = snapshot.request_vector(pod)

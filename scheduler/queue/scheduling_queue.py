@@ -145,13 +145,13 @@ class SchedulingQueue:
 
     def _push_active(self, unit: Unit) -> None:
         unit.state = State.ACTIVE
-        unit.heap_version += 1
+        unit.heap_version = next(self._seq)
         heapq.heappush(self._active, (-unit.priority, unit.first_seen, next(self._seq), unit.key, unit.heap_version))
         self._wakeup.set()
 
     def _push_backoff(self, unit: Unit) -> None:
         unit.state = State.BACKOFF
-        unit.heap_version += 1
+        unit.heap_version = next(self._seq)
         heapq.heappush(self._backoff, (unit.backoff_until, next(self._seq), unit.key, unit.heap_version))
         self._wakeup.set()
 
@@ -161,7 +161,7 @@ class SchedulingQueue:
         if message is not None:
             unit.state = State.GATED
             unit.gate_message = message
-            unit.heap_version += 1
+            unit.heap_version = next(self._seq)
             return
         unit.gate_message = ""
         if unit.backoff_until > self._clock():
@@ -186,13 +186,16 @@ class SchedulingQueue:
         queued = unit.pods.get(pod.uid)
         if queued is not None:
             priority_changed = queued.pod.priority != pod.priority
+            spec_changed = queued.pod.spec_key != pod.spec_key
             queued.pod = pod
             if priority_changed:
                 unit.recompute()
                 if unit.state == State.ACTIVE:
                     self._push_active(unit)
-            if unit.state == State.GATED:
+            if unit.state == State.GATED or (spec_changed and unit.state == State.UNSCHEDULABLE):
                 self._admit(unit)
+            elif spec_changed and unit.state == State.IN_FLIGHT:
+                unit.dirty = True
             return
         queued = unit.pods[pod.uid] = QueuedPod(pod, self._clock())
         unit.include(queued)
@@ -215,7 +218,7 @@ class SchedulingQueue:
         if gone is not None and (gone.pod.priority >= unit.priority or gone.first_seen <= unit.first_seen):
             unit.recompute()
         if not unit.pods and unit.state != State.IN_FLIGHT:
-            unit.heap_version += 1
+            unit.heap_version = next(self._seq)
             del self._units[key]
         elif unit.state == State.GATED:
             self._admit(unit)
@@ -242,7 +245,7 @@ class SchedulingQueue:
         if message is not None:
             unit.state = State.GATED
             unit.gate_message = message
-            unit.heap_version += 1
+            unit.heap_version = next(self._seq)
 
     def move_all_to_active_or_backoff(self) -> int:
         """A cluster event that may help any unschedulable unit (node added,
@@ -276,7 +279,7 @@ class SchedulingQueue:
             if unit is None or unit.heap_version != version or unit.state != State.ACTIVE:
                 continue
             unit.state = State.IN_FLIGHT
-            unit.heap_version += 1
+            unit.heap_version = next(self._seq)
             unit.dirty = False
             unit.in_flight = frozenset(unit.pods)
             unit.attempts += 1
@@ -331,7 +334,7 @@ class SchedulingQueue:
             unit.backoff_until = self._clock() + self._backoff_duration(unit.attempts)
             unit.state = State.UNSCHEDULABLE
             unit.unschedulable_since = self._clock()
-            unit.heap_version += 1
+            unit.heap_version = next(self._seq)
             self._wakeup.set()  # the flush deadline changed
         elif unschedulable:
             # Something changed while it was being tried: retry after backoff.
@@ -347,7 +350,7 @@ class SchedulingQueue:
                 unit.backoff_until = self._clock() + self._backoff_duration(unit.attempts)
                 unit.state = State.UNSCHEDULABLE
                 unit.unschedulable_since = self._clock()
-                unit.heap_version += 1
+                unit.heap_version = next(self._seq)
 
     def requeue(self, pod: PodInfo, backoff: bool = True) -> None:
         """A pod whose binding failed comes back (with backoff)."""

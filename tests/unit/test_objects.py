@@ -472,18 +472,6 @@ def test_pod_level_hugepages_replace_container_sum():
     assert req == {"cpu": 3, "memory": 2, "hugepages-1Gi": 5}
 
 
-def test_pod_level_nonzero_defaults_only_when_missing_everywhere():
-    """Upstream getNonMissingContainerRequests with pod-level requests set: the
-    100m/200Mi default is used for a resource only when neither the pod level
-    nor any container requests it. Here memory is requested by one container,
-    so the requestless container adds nothing: non-zero memory is 100Mi."""
-    spec = _spec([container("a", {"memory": "100Mi"}), container("b")], pod_level={"cpu": "500m"})
-    req, nz_cpu, nz_mem = pod_requests(spec)
-    assert req == {"cpu": 500, "memory": 100 * MiB}
-    assert nz_cpu == 500
-    assert nz_mem == 100 * MiB
-
-
 @settings(max_examples=120, deadline=None)
 @given(
     containers=st.lists(st.integers(0, 8), min_size=1, max_size=4),
