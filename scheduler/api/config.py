@@ -79,6 +79,8 @@ class PluginConfig(_Strict):
 
 class Profile(_Strict):
     scheduler_name: str = Field(default=DEFAULT_SCHEDULER_NAME, alias="schedulerName", min_length=1)
+    # Overrides the top-level percentageOfNodesToScore for this profile.
+    percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100, alias="percentageOfNodesToScore")
     plugins: Plugins = Field(default_factory=Plugins)
     plugin_config: list[PluginConfig] = Field(default_factory=list, alias="pluginConfig")
 
@@ -112,12 +114,17 @@ class SchedulerConfiguration(_Strict):
     api_version: Literal["scheduling.troupe.dev/v1alpha1"] = Field(default=CONFIG_API_VERSION, alias="apiVersion")
     kind: Literal["SchedulerConfiguration"] = "SchedulerConfiguration"
     profiles: list[Profile] = Field(default_factory=lambda: [Profile()], min_length=1)
+    # Upstream semantics: 0 = adaptive (50% at 0 nodes, down to 5% at 5625+), at least 100 nodes.
+    percentage_of_nodes_to_score: int = Field(default=0, ge=0, le=100, alias="percentageOfNodesToScore")
     queue: QueueConfig = Field(default_factory=QueueConfig)
     client_connection: ClientConnection = Field(default_factory=ClientConnection, alias="clientConnection")
     health_bind_address: str = Field(default="0.0.0.0:10251", alias="healthBindAddress")
 
     @model_validator(mode="after")
     def _unique_names(self) -> "SchedulerConfiguration":
+        for p in self.profiles:
+            if p.percentage_of_nodes_to_score is None:
+                p.percentage_of_nodes_to_score = self.percentage_of_nodes_to_score
         names = [p.scheduler_name for p in self.profiles]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

@@ -121,6 +121,63 @@ class PreferredTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """metav1.LabelSelector: matchLabels and matchExpressions (In, NotIn,
+    Exists, DoesNotExist), all ANDed. An empty selector matches everything; a
+    missing one (None where a selector is optional) matches nothing."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for k, v in self.match_labels:
+            if labels.get(k) != v:
+                return False
+        return all(r.matches(labels) for r in self.match_expressions)
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A required (anti-)affinity term. `namespaces` empty and `namespace_selector`
+    None means the pod's own namespace (upstream); an empty `namespace_selector`
+    means all namespaces."""
+
+    selector: LabelSelector | None
+    topology_key: str
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: tuple[str, ...] = ()
+    mismatch_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
+    selector: LabelSelector | None
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"  # Honor | Ignore
+    node_taints_policy: str = "Ignore"  # Honor | Ignore
+    match_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A container port with hostPort set (NodePorts)."""
+
+    port: int
+    protocol: str = "TCP"
+    ip: str = "0.0.0.0"
+
+
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
     uid: str
@@ -150,6 +207,12 @@ class PodInfo:
     preferred_affinity: tuple[PreferredTerm, ...]
     tolerations: tuple[Toleration, ...]
     scheduling_gates: tuple[str, ...]
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()  # required
+    pod_affinity_preferred: tuple[WeightedPodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()  # required
+    pod_anti_affinity_preferred: tuple[WeightedPodAffinityTerm, ...] = ()
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
     resource_version: str = ""
     spec_key: tuple[Any, ...] = field(default=(), compare=False)
 
@@ -270,12 +333,80 @@ def parse_node_selector_term(raw: Mapping[str, Any] | None) -> NodeSelectorTerm:
     return NodeSelectorTerm(_requirements(raw.get("matchExpressions")), _requirements(raw.get("matchFields")))
 
 
+def parse_label_selector(raw: Mapping[str, Any] | None) -> LabelSelector | None:
+    if raw is None:
+        return None
+    return LabelSelector(
+        tuple(sorted((str(k), str(v)) for k, v in (raw.get("matchLabels") or {}).items())),
+        _requirements(raw.get("matchExpressions")),
+    )
+
+
+def _affinity_term(raw: Mapping[str, Any]) -> PodAffinityTerm:
+    ns_selector = raw.get("namespaceSelector")
+    return PodAffinityTerm(
+        selector=parse_label_selector(raw.get("labelSelector")),
+        topology_key=str(raw.get("topologyKey") or ""),
+        namespaces=tuple(sorted(str(n) for n in raw.get("namespaces") or ())),
+        namespace_selector=parse_label_selector(ns_selector) if ns_selector is not None else None,
+        match_label_keys=tuple(str(k) for k in raw.get("matchLabelKeys") or ()),
+        mismatch_label_keys=tuple(str(k) for k in raw.get("mismatchLabelKeys") or ()),
+    )
+
+
+def _affinity_terms(raw: Mapping[str, Any], field: str) -> tuple[PodAffinityTerm, ...]:
+    return tuple(_affinity_term(t) for t in raw.get(f"{field}DuringSchedulingIgnoredDuringExecution") or ())
+
+
+def _weighted_terms(raw: Mapping[str, Any]) -> tuple[WeightedPodAffinityTerm, ...]:
+    return tuple(
+        WeightedPodAffinityTerm(int(t.get("weight", 0)), _affinity_term(t.get("podAffinityTerm") or {}))
+        for t in raw.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+    )
+
+
+def _spread(raw: Mapping[str, Any]) -> TopologySpreadConstraint:
+    min_domains = raw.get("minDomains")
+    return TopologySpreadConstraint(
+        max_skew=int(raw.get("maxSkew") or 1),
+        topology_key=str(raw.get("topologyKey") or ""),
+        when_unsatisfiable=str(raw.get("whenUnsatisfiable") or "DoNotSchedule"),
+        selector=parse_label_selector(raw.get("labelSelector")),
+        min_domains=int(min_domains) if min_domains is not None else None,
+        node_affinity_policy=str(raw.get("nodeAffinityPolicy") or "Honor"),
+        node_taints_policy=str(raw.get("nodeTaintsPolicy") or "Ignore"),
+        match_label_keys=tuple(str(k) for k in raw.get("matchLabelKeys") or ()),
+    )
+
+
+def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    ports = []
+    for c in list(spec.get("containers") or ()) + list(spec.get("initContainers") or ()):
+        for p in c.get("ports") or ():
+            host_port = int(p.get("hostPort") or 0)
+            if host_port > 0:
+                ports.append(HostPort(host_port, str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "0.0.0.0")))
+    return tuple(ports)
+
+
 def parse_pod(body: Mapping[str, Any]) -> PodInfo:
     meta = body.get("metadata") or {}
     spec = body.get("spec") or {}
     status = body.get("status") or {}
     requests, nz_cpu, nz_mem = pod_requests(spec)
-    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    affinity = spec.get("affinity") or {}
+    node_affinity = affinity.get("nodeAffinity") or {}
+    pod_aff = affinity.get("podAffinity") or {}
+    pod_anti = affinity.get("podAntiAffinity") or {}
+    try:
+        pod_affinity = _affinity_terms(pod_aff, "required")
+        pod_affinity_preferred = _weighted_terms(pod_aff)
+        pod_anti_affinity = _affinity_terms(pod_anti, "required")
+        pod_anti_affinity_preferred = _weighted_terms(pod_anti)
+        topology_spread = tuple(_spread(c) for c in spec.get("topologySpreadConstraints") or ())
+        host_ports = _host_ports(spec)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ObjectError(f"spec.affinity / topologySpreadConstraints / ports: {exc}") from None
     required_raw = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     required = None
     if required_raw is not None:
@@ -290,6 +421,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
     )
     node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
     gates = tuple(str(g.get("name", "")) for g in spec.get("schedulingGates") or ())
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     try:
         priority = int(spec.get("priority") or 0)
     except (TypeError, ValueError):
@@ -302,6 +434,17 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         required,
         preferred,
         tolerations,
+        pod_affinity,
+        pod_affinity_preferred,
+        pod_anti_affinity,
+        pod_anti_affinity_preferred,
+        topology_spread,
+        host_ports,
+        # Affinity, spread and matchLabelKeys can depend on the pod's own labels.
+        tuple(sorted(labels.items())) if (pod_affinity or pod_affinity_preferred or pod_anti_affinity
+                                          or pod_anti_affinity_preferred or topology_spread) else (),
+        str(meta.get("namespace") or "default") if (pod_affinity or pod_affinity_preferred or pod_anti_affinity
+                                                     or pod_anti_affinity_preferred) else "",
     )
     if not meta.get("uid") or not meta.get("name"):
         raise ObjectError("metadata.uid and metadata.name are required")
@@ -313,7 +456,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         node_name=str(spec.get("nodeName") or ""),
         phase=str(status.get("phase") or "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
-        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        labels=labels,
         priority=priority,
         creation_timestamp=str(meta.get("creationTimestamp") or ""),
         requests=requests,
@@ -324,6 +467,12 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         preferred_affinity=preferred,
         tolerations=tolerations,
         scheduling_gates=gates,
+        pod_affinity=pod_affinity,
+        pod_affinity_preferred=pod_affinity_preferred,
+        pod_anti_affinity=pod_anti_affinity,
+        pod_anti_affinity_preferred=pod_anti_affinity_preferred,
+        topology_spread=topology_spread,
+        host_ports=host_ports,
         resource_version=str(meta.get("resourceVersion") or ""),
         spec_key=spec_key,
     )

@@ -9,7 +9,7 @@ binding; a failed binding is *forgotten*. No I/O here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import numpy as np
 
@@ -41,6 +41,13 @@ class ClusterCache:
         self.pods: dict[str, PodInfo] = {}
         self.assumed: dict[str, str] = {}  # pod uid -> node, until the API confirms
         self._accounted: dict[str, _Accounted] = {}
+        # Pods that run (bound or assumed, not terminal), by node: what
+        # InterPodAffinity, PodTopologySpread and NodePorts look at.
+        self.pods_on_node: dict[str, dict[str, PodInfo]] = {}
+        self._indexed_node: dict[str, str] = {}
+        # The running pods with pod (anti-)affinity terms (their terms constrain newcomers).
+        self.pods_with_affinity: dict[str, PodInfo] = {}
+        self.namespace_labels: dict[str, Mapping[str, str]] = {}
         self.groups: dict[GroupKey, PodGroup | InvalidObject] = {}
         self.workloads: dict[GroupKey, Workload | InvalidObject] = {}
         self.priority_classes: dict[str, int] = {}
@@ -66,24 +73,40 @@ class ClusterCache:
     # ------------------------------------------------------------------- pods
 
     def _account(self, uid: str) -> None:
-        """Make the table reflect where pod `uid` runs (or that it runs nowhere)."""
+        """Make the table and the per-node pod index reflect where pod `uid` runs
+        (or that it runs nowhere)."""
         pod = self.pods.get(uid)
         node = ""
         if pod is not None and not pod.terminal:
             node = pod.node_name or self.assumed.get(uid, "")
         old = self._accounted.get(uid)
-        if old is not None and old.node == node:
+        if old is None or old.node != node:
+            if old is not None:
+                self.table.add_usage(old.node, old.vector, old.nonzero, -1)
+                del self._accounted[uid]
+            if node and pod is not None:
+                requests = dict(pod.requests)
+                requests[PODS] = 1
+                vec = self.table.vector(requests)
+                nonzero = (pod.nonzero_cpu, pod.nonzero_memory)
+                self.table.add_usage(node, vec, nonzero, +1)
+                self._accounted[uid] = _Accounted(node, vec, nonzero)
+        self._reindex(uid, pod if node else None, node)
+
+    def _reindex(self, uid: str, pod: PodInfo | None, node: str) -> None:
+        old_node = self._indexed_node.pop(uid, None)
+        if old_node is not None:
+            on = self.pods_on_node[old_node]
+            on.pop(uid, None)
+            if not on:
+                del self.pods_on_node[old_node]
+        self.pods_with_affinity.pop(uid, None)
+        if pod is None:
             return
-        if old is not None:
-            self.table.add_usage(old.node, old.vector, old.nonzero, -1)
-            del self._accounted[uid]
-        if node and pod is not None:
-            requests = dict(pod.requests)
-            requests[PODS] = 1
-            vec = self.table.vector(requests)
-            nonzero = (pod.nonzero_cpu, pod.nonzero_memory)
-            self.table.add_usage(node, vec, nonzero, +1)
-            self._accounted[uid] = _Accounted(node, vec, nonzero)
+        self.pods_on_node.setdefault(node, {})[uid] = pod
+        self._indexed_node[uid] = node
+        if pod.pod_affinity or pod.pod_anti_affinity or pod.pod_affinity_preferred or pod.pod_anti_affinity_preferred:
+            self.pods_with_affinity[uid] = pod
 
     def upsert_pod(self, pod: PodInfo) -> PodInfo | None:
         old = self.pods.get(pod.uid)
@@ -98,10 +121,9 @@ class ClusterCache:
             self._unlink(old)
         if pod.group_name:
             self._members.setdefault((pod.namespace, pod.group_name), set()).add(pod.uid)
-        if old is None or old.node_name != pod.node_name or old.terminal != pod.terminal or old.requests != pod.requests:
-            if old is not None and old.requests != pod.requests:
-                self._drop_accounting(pod.uid)
-            self._account(pod.uid)
+        if old is not None and old.requests != pod.requests:
+            self._drop_accounting(pod.uid)
+        self._account(pod.uid)
         return old
 
     def remove_pod(self, uid: str) -> PodInfo | None:
@@ -181,4 +203,4 @@ class ClusterCache:
     # --------------------------------------------------------------- snapshot
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(self.table)
+        return Snapshot(self.table, self.pods_on_node, self.pods_with_affinity, self.namespace_labels)

@@ -33,6 +33,7 @@ class NodeTable:
         # Bumped whenever labels, taints or the set of nodes change: filters that
         # read only those (and the pod spec) may reuse results across cycles.
         self.static_generation = 0
+        self._domain_cache: dict[tuple[str, int, int], tuple[np.ndarray, list[str]]] = {}
 
     # --------------------------------------------------------------- columns
 
@@ -125,3 +126,24 @@ class NodeTable:
         self.pod_count[idx] += sign
         if sign < 0:
             self._maybe_release(idx)
+
+    def domains(self, topology_key: str, n: int) -> tuple[np.ndarray, list[str]]:
+        """Row -> index of the node's value for label `topology_key` (-1: none),
+        and the values. Cached until labels or the set of nodes change."""
+        ck = (topology_key, self.static_generation, n)
+        hit = self._domain_cache.get(ck)
+        if hit is not None:
+            return hit
+        if len(self._domain_cache) > 64:
+            self._domain_cache.clear()
+        index: dict[str, int] = {}
+        ids = np.full(n, -1, dtype=np.int64)
+        for i in range(n):
+            node = self.nodes[i]
+            if node is None or not self.valid[i]:
+                continue
+            value = node.labels.get(topology_key)
+            if value is not None:
+                ids[i] = index.setdefault(value, len(index))
+        hit = self._domain_cache[ck] = (ids, list(index))
+        return hit

@@ -3,20 +3,33 @@
 Taken once per group cycle. Placements found during the cycle are assumed
 into the snapshot only, so a group that is rejected leaves no trace; the cache
 learns about placements only when the decision is applied.
+
+The resource columns are copies. The pod index (which pods run where) is the
+cache's own, shared read-only: a cycle runs without yielding to the event
+loop, so nothing changes it meanwhile; pods assumed during the cycle are kept
+in `assumed` on top of it.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Hashable, Mapping
 
 import numpy as np
 
 from ..api.objects import PODS, NodeInfo, PodInfo
 from .nodetable import NodeTable
 
+PodPredicate = Callable[[PodInfo], bool]
+
 
 class Snapshot:
-    def __init__(self, table: NodeTable) -> None:
+    def __init__(
+        self,
+        table: NodeTable,
+        pods_on_node: Mapping[str, Mapping[str, PodInfo]] | None = None,
+        pods_with_affinity: Mapping[str, PodInfo] | None = None,
+        namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         n = len(table.names)
         self.names: list[str] = list(table.names)
         self.nodes: list[NodeInfo | None] = list(table.nodes)
@@ -29,9 +42,18 @@ class Snapshot:
         self.static_generation: int = table.static_generation
         self.num_nodes: int = int(self.valid.sum())
         self.row: Mapping[str, int] = dict(table.row)
+        self.pods_on_node: Mapping[str, Mapping[str, PodInfo]] = pods_on_node or {}
+        self.pods_with_affinity: Mapping[str, PodInfo] = pods_with_affinity or {}
+        self.namespace_labels: Mapping[str, Mapping[str, str]] = namespace_labels or {}
+        self.assumed: list[tuple[int, PodInfo]] = []  # placed in this cycle, in order
+        self._counts: dict[Hashable, tuple[PodPredicate, np.ndarray]] = {}
+        self._domains: dict[str, tuple[np.ndarray, list[str]]] = {}
+        self._table = table
 
     def __len__(self) -> int:
         return len(self.names)
+
+    # -------------------------------------------------------------- resources
 
     def request_vector(self, pod: PodInfo) -> tuple[np.ndarray, tuple[str, ...]]:
         """The pod's requests over the snapshot's columns (one pod slot included),
@@ -47,7 +69,57 @@ class Snapshot:
         vec[self.column[PODS]] = 1
         return vec, tuple(sorted(unknown))
 
-    def assume(self, row: int, requests: np.ndarray, nonzero: tuple[int, int]) -> None:
+    def assume(self, row: int, requests: np.ndarray, nonzero: tuple[int, int], pod: PodInfo | None = None) -> None:
+        """Place a pod on `row` for the rest of the cycle."""
         self.req[row] += requests
         self.nonzero[row, 0] += nonzero[0]
         self.nonzero[row, 1] += nonzero[1]
+        if pod is not None:
+            self.assumed.append((row, pod))
+            for predicate, counts in self._counts.values():
+                if predicate(pod):
+                    counts[row] += 1
+
+    # ------------------------------------------------------------------- pods
+
+    def pods_on_row(self, row: int) -> list[PodInfo]:
+        """Running pods on the node of `row`, including those assumed in this cycle."""
+        pods = list(self.pods_on_node.get(self.names[row], {}).values())
+        pods += [p for r, p in self.assumed if r == row]
+        return pods
+
+    def count_matching(self, key: Hashable, predicate: PodPredicate) -> np.ndarray:
+        """Per row, how many running pods satisfy `predicate` (assumed ones too).
+
+        Computed once per snapshot and `key` (one pass over the running pods),
+        then kept current as pods are assumed. `key` must identify the predicate
+        (e.g. the selector and namespaces it tests). Do not modify the result.
+        """
+        hit = self._counts.get(key)
+        if hit is not None:
+            return hit[1]
+        counts = np.zeros(len(self.names), dtype=np.int64)
+        for node, pods in self.pods_on_node.items():
+            row = self.row.get(node)
+            if row is None:
+                continue
+            n = 0
+            for pod in pods.values():
+                if predicate(pod):
+                    n += 1
+            counts[row] = n
+        for row, pod in self.assumed:
+            if predicate(pod):
+                counts[row] += 1
+        self._counts[key] = (predicate, counts)
+        return counts
+
+    # --------------------------------------------------------------- topology
+
+    def domains(self, topology_key: str) -> tuple[np.ndarray, list[str]]:
+        """Row -> index into the list of values of node label `topology_key`
+        (-1 for rows whose node lacks the label or does not exist)."""
+        hit = self._domains.get(topology_key)
+        if hit is None:
+            hit = self._domains[topology_key] = self._table.domains(topology_key, len(self.names))
+        return hit

@@ -70,6 +70,20 @@ def diagnose(snapshot: Snapshot, trail: list[tuple[np.ndarray, FilterResult]]) -
     return diag
 
 
+def sample_rows(fwk: Framework, rows: np.ndarray, snapshot: Snapshot) -> np.ndarray:
+    """percentageOfNodesToScore: score only the first k feasible nodes, starting
+    where the previous pod stopped (upstream's nextStartNodeIndex), so large
+    clusters are not scored whole for every pod and load still rotates."""
+    k = fwk.num_nodes_to_score(snapshot.num_nodes)
+    if len(rows) <= k:
+        return rows
+    n = len(snapshot)
+    split = int(np.searchsorted(rows, fwk.next_start_row % n))
+    chosen = np.concatenate([rows[split:], rows[:split]])[:k]
+    fwk.next_start_row = (int(chosen[-1]) + 1) % n
+    return chosen
+
+
 def schedule_pod(fwk: Framework, pod: PodInfo, snapshot: Snapshot, state: CycleState | None = None) -> ScheduleResult:
     state = state if state is not None else CycleState()
     status = fwk.run_pre_filters(state, pod, snapshot)
@@ -79,6 +93,7 @@ def schedule_pod(fwk: Framework, pod: PodInfo, snapshot: Snapshot, state: CycleS
     rows = np.flatnonzero(feasible)
     if len(rows) == 0:
         return ScheduleResult(None, diagnose(snapshot, trail))
+    rows = sample_rows(fwk, rows, snapshot)
     if len(rows) == 1 or not fwk.scores:
         return ScheduleResult(int(rows[0]))
     scores = fwk.run_scores(state, pod, snapshot, rows)

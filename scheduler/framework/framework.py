@@ -50,6 +50,9 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
     "placementScore": [],
 }
 
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
 _POINT_TYPES: dict[str, type[Plugin]] = {
     "preEnqueue": PreEnqueuePlugin,
     "preFilter": PreFilterPlugin,
@@ -118,6 +121,8 @@ class Framework:
         self.scores = [WeightedScore(p, w or 1) for p, w in plugins["score"]]  # type: ignore[arg-type]
         self.permits: list[PermitPlugin] = [p for p, _ in plugins["permit"]]  # type: ignore[misc]
         self.plugins = instances
+        self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score or 0
+        self.next_start_row = 0  # where the next pod's node sampling starts (round robin, as upstream)
         # Results of static filters/scores, valid for one (static generation, row count).
         self._static_key: tuple[int, int] = (-1, -1)
         self._static_filters: dict[tuple[int, Hashable], FilterResult] = {}
@@ -169,6 +174,15 @@ class Framework:
         return candidates, trail
 
     # ------------------------------------------------------------------ Score
+
+    def num_nodes_to_score(self, num_all_nodes: int) -> int:
+        """Upstream numFeasibleNodesToFind: how many feasible nodes are scored."""
+        if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+            return num_all_nodes
+        percentage = self.percentage_of_nodes_to_score
+        if percentage == 0:
+            percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+        return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
     def run_scores(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         total = np.zeros(len(rows), dtype=np.int64)

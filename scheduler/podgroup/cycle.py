@@ -84,7 +84,7 @@ def schedule_group(
         vec = vectors.get(pod.spec_key)
         if vec is None:
             vec = vectors[pod.spec_key] = snapshot.request_vector(pod)[0]
-        snapshot.assume(result.row, vec, (pod.nonzero_cpu, pod.nonzero_memory))  # type: ignore[arg-type]
+        snapshot.assume(result.row, vec, (pod.nonzero_cpu, pod.nonzero_memory), pod)  # type: ignore[arg-type]
         placements.append(Placement(pod, snapshot.names[result.row]))
 
     ctx.placed_now = len(placements)
