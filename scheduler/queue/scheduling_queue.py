@@ -116,6 +116,12 @@ class SchedulingQueue:
         self._unit_of_pod: dict[str, UnitKey] = {}
         self._active: list[tuple[int, float, int, UnitKey, int]] = []
         self._backoff: list[tuple[float, int, UnitKey, int]] = []
+        # Units in the unschedulable pool (lazily pruned: check unit.state) and
+        # their flush deadlines; the in-flight units. Events and pops touch only
+        # these, never every unit.
+        self._unschedulable: dict[UnitKey, Unit] = {}
+        self._flush_heap: list[tuple[float, int, UnitKey, int]] = []
+        self._in_flight: dict[UnitKey, Unit] = {}
         self._seq = itertools.count()
         self._wakeup = asyncio.Event()
 
@@ -251,13 +257,26 @@ class SchedulingQueue:
         """A cluster event that may help any unschedulable unit (node added,
         capacity freed). Returns how many units moved."""
         moved = 0
-        for unit in list(self._units.values()):
-            if unit.state == State.UNSCHEDULABLE:
+        pool, self._unschedulable = self._unschedulable, {}
+        for unit in pool.values():
+            if unit.state == State.UNSCHEDULABLE and self._units.get(unit.key) is unit:
                 self._admit(unit)
                 moved += 1
-            elif unit.state == State.IN_FLIGHT:
-                unit.dirty = True
+        for unit in self._in_flight.values():
+            unit.dirty = True
         return moved
+
+    def _make_unschedulable(self, unit: Unit) -> None:
+        unit.backoff_until = self._clock() + self._backoff_duration(unit.attempts)
+        unit.state = State.UNSCHEDULABLE
+        unit.unschedulable_since = self._clock()
+        unit.heap_version = next(self._seq)
+        self._unschedulable[unit.key] = unit
+        heapq.heappush(
+            self._flush_heap,
+            (unit.unschedulable_since + self.max_unschedulable, next(self._seq), unit.key, unit.heap_version),
+        )
+        self._wakeup.set()  # the flush deadline changed
 
     # -------------------------------------------------------------- popping
 
@@ -267,8 +286,11 @@ class SchedulingQueue:
             unit = self._units.get(key)
             if unit is not None and unit.heap_version == version and unit.state == State.BACKOFF:
                 self._push_active(unit)
-        for unit in list(self._units.values()):
-            if unit.state == State.UNSCHEDULABLE and now - unit.unschedulable_since >= self.max_unschedulable:
+        while self._flush_heap and self._flush_heap[0][0] <= now:
+            _, _, key, version = heapq.heappop(self._flush_heap)
+            unit = self._units.get(key)
+            if unit is not None and unit.heap_version == version and unit.state == State.UNSCHEDULABLE:
+                self._unschedulable.pop(key, None)
                 self._admit(unit)
 
     def pop_nowait(self) -> PoppedUnit | None:
@@ -279,6 +301,7 @@ class SchedulingQueue:
             if unit is None or unit.heap_version != version or unit.state != State.ACTIVE:
                 continue
             unit.state = State.IN_FLIGHT
+            self._in_flight[key] = unit
             unit.heap_version = next(self._seq)
             unit.dirty = False
             unit.in_flight = frozenset(unit.pods)
@@ -292,10 +315,10 @@ class SchedulingQueue:
         return None
 
     def _next_deadline(self) -> float | None:
-        deadlines = [t for t, _, key, v in self._backoff[:1]]
-        deadlines += [
-            u.unschedulable_since + self.max_unschedulable for u in self._units.values() if u.state == State.UNSCHEDULABLE
-        ]
+        # Heap tops may be stale entries: waking up early for one is harmless.
+        deadlines = [self._backoff[0][0]] if self._backoff else []
+        if self._flush_heap:
+            deadlines.append(self._flush_heap[0][0])
         return min(deadlines) if deadlines else None
 
     async def pop(self) -> PoppedUnit:
@@ -314,6 +337,7 @@ class SchedulingQueue:
     def done(self, key: UnitKey, placed: Iterable[str], unschedulable: bool, error: bool = False) -> None:
         """The attempt of `key` ended. `placed` pods leave the queue (they are
         binding); the others go back with their original first-seen times."""
+        self._in_flight.pop(key, None)
         unit = self._units.get(key)
         if unit is None:
             return
@@ -323,6 +347,7 @@ class SchedulingQueue:
         unit.recompute()
         attempted = unit.in_flight
         unit.in_flight = frozenset()
+        self._in_flight.pop(key, None)
         if not unit.pods:
             del self._units[key]
             return
@@ -331,11 +356,7 @@ class SchedulingQueue:
             unit.backoff_until = self._clock() + self._backoff_duration(unit.attempts)
             self._admit(unit)
         elif unschedulable and not unit.dirty and not new_pods:
-            unit.backoff_until = self._clock() + self._backoff_duration(unit.attempts)
-            unit.state = State.UNSCHEDULABLE
-            unit.unschedulable_since = self._clock()
-            unit.heap_version = next(self._seq)
-            self._wakeup.set()  # the flush deadline changed
+            self._make_unschedulable(unit)
         elif unschedulable:
             # Something changed while it was being tried: retry after backoff.
             unit.backoff_until = self._clock() + self._backoff_duration(unit.attempts)
@@ -347,10 +368,7 @@ class SchedulingQueue:
             if new_pods or unit.dirty:
                 self._admit(unit)
             else:
-                unit.backoff_until = self._clock() + self._backoff_duration(unit.attempts)
-                unit.state = State.UNSCHEDULABLE
-                unit.unschedulable_since = self._clock()
-                unit.heap_version = next(self._seq)
+                self._make_unschedulable(unit)
 
     def requeue(self, pod: PodInfo, backoff: bool = True) -> None:
         """A pod whose binding failed comes back (with backoff)."""

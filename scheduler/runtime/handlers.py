@@ -58,6 +58,7 @@ def build_registry(scheduler: Scheduler, connection: kopf.ConnectionInfo) -> kop
     watch(("v1", "nodes"), scheduler.on_node, scheduler.on_node_deleted)
     watch((C.GROUP, C.VERSION, C.PODGROUP_PLURAL), scheduler.on_podgroup, scheduler.on_podgroup_deleted)
     watch((C.GROUP, C.VERSION, C.WORKLOAD_PLURAL), scheduler.on_workload, scheduler.on_workload_deleted)
+    watch(("v1", "namespaces"), scheduler.on_namespace, lambda body: scheduler.on_namespace(body, deleted=True))
     watch(
         ("scheduling.k8s.io", "v1", "priorityclasses"),
         scheduler.on_priority_class,

@@ -225,6 +225,14 @@ class Scheduler:
         meta = body.get("metadata") or {}
         self.cache.remove_workload((str(meta.get("namespace") or "default"), str(meta.get("name") or "")))
 
+    def on_namespace(self, body: Mapping[str, Any], deleted: bool = False) -> None:
+        meta = body.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        if deleted:
+            self.cache.namespace_labels.pop(name, None)
+        else:
+            self.cache.namespace_labels[name] = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+
     def on_priority_class(self, body: Mapping[str, Any], deleted: bool = False) -> None:
         name = str((body.get("metadata") or {}).get("name") or "")
         if deleted:

@@ -29,6 +29,7 @@ GRANTED: list[Check] = [
     ("create", "pods", "binding", OTHER_NS),
     ("patch", "pods", "status", OTHER_NS),
     *[(v, "nodes", None, None) for v in ("get", "list", "watch")],
+    *[(v, "namespaces", None, None) for v in ("get", "list", "watch")],
     *[(v, f"{r}.{GROUP}", None, ns) for r in ("podgroups", "workloads") for v in ("get", "list", "watch")
       for ns in (None, OTHER_NS)],
     *[(v, f"podgroups.{GROUP}", "status", OTHER_NS) for v in ("get", "patch", "update")],
@@ -49,6 +50,7 @@ DENIED: list[Check] = [
     # nodes are read-only
     *[(v, "nodes", None, None) for v in ("create", "update", "patch", "delete")],
     ("patch", "nodes", "status", None),
+    *[(v, "namespaces", None, None) for v in ("create", "update", "patch", "delete")],
     # groups are not created, changed or deleted in this version
     *[(v, f"podgroups.{GROUP}", None, OTHER_NS) for v in ("create", "update", "patch", "delete", "deletecollection")],
     *[(v, f"workloads.{GROUP}", None, OTHER_NS) for v in ("create", "update", "patch", "delete")],
