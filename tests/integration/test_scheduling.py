@@ -289,3 +289,30 @@ def test_nothing_is_written_to_pods_nodes_or_groups_but_status(installed, troupe
     assert not node["metadata"].get("finalizers") and not node["metadata"].get("annotations"), node["metadata"]
     pg = c.get_json("podgroup", "-n", ns, "g")
     assert not pg["metadata"].get("finalizers") and not pg["metadata"].get("annotations"), pg["metadata"]
+
+
+def test_one_process_serves_several_profiles(installed, nodes, namespace, tmp_path):
+    """Two profiles = two scheduler names; each pod is placed by its profile's plugins."""
+    c, ns = installed, namespace
+    config = """
+apiVersion: scheduling.troupe.dev/v1alpha1
+kind: SchedulerConfiguration
+profiles:
+- schedulerName: troupe-scheduler
+- schedulerName: troupe-ignore-taints
+  plugins:
+    filter:
+      disabled: [{name: TaintToleration}]
+"""
+    proc = TroupeProcess(c.scheduler_kubeconfig, tmp_path, config=config, name="profiles").start()
+    try:
+        nodes("tainted", cpu="4", taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}])
+        create(c, pod(ns, "default-profile"), pod(ns, "second-profile", scheduler="troupe-ignore-taints"),
+               pod(ns, "someone-elses", scheduler="default-scheduler"))
+        wait_for(lambda: bound(c, ns) == {"second-profile": "tainted"}, timeout=30,
+                 message="only the profile without TaintToleration binds")
+        wait_pod_unschedulable(c, ns, "default-profile",
+                               "0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: x}.")
+        assert pod_condition(c, ns, "someone-elses") is None  # not ours: untouched
+    finally:
+        assert proc.stop() == 0, proc.log_tail()
