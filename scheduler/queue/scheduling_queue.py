@@ -344,6 +344,10 @@ class SchedulingQueue:
         for uid in placed:
             if unit.pods.pop(uid, None) is not None:
                 self._unit_of_pod.pop(uid, None)
+            elif uid in self._unit_of_pod:
+                # Re-labelled into another unit while this attempt placed it: it
+                # is binding now, so it leaves the queue wherever it went.
+                self.delete(uid)
         unit.recompute()
         attempted = unit.in_flight
         unit.in_flight = frozenset()

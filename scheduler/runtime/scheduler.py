@@ -245,12 +245,18 @@ class Scheduler:
 
     # ----------------------------------------------------------------- loop
 
+    def start_scheduling(self) -> None:
+        """The initial listing is in the cache: gates judged on partial data are
+        judged again, and what still waits is reported."""
+        self.synced.set()
+        for unit in list(self.queue.units()):
+            self.queue.activate(unit.key)
+            self._report_if_gated(unit.key)
+
     async def run(self) -> None:
         await self.synced.wait()
         log.info("cache synced: %d nodes, %d pods; scheduling", self.cache.node_count, len(self.cache.pods))
-        for unit in list(self.queue.units()):
-            self.queue.activate(unit.key)  # gates judged on partial data: judge again, and report
-            self._report_if_gated(unit.key)
+        self.start_scheduling()
         while True:
             popped = await self.queue.pop()
             self.last_cycle = time.monotonic()

@@ -1,0 +1,82 @@
+"""Rendering a simulation result: aligned tables for people, JSON for programs.
+
+Both are deterministic: rows sorted by namespace/name, no times, no uids.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+from .runner import SimulationResult
+
+NONE = "<none>"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """kubectl's layout: columns padded to the widest cell, 3 spaces apart, no trailing blanks."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = []
+    for row in [headers, *rows]:
+        cells = [str(c).ljust(w) for c, w in zip(row, widths)]
+        lines.append("   ".join(cells).rstrip())
+    return lines
+
+
+def render_table(result: SimulationResult) -> str:
+    lines: list[str] = []
+    if result.groups:
+        rows = []
+        for g in result.groups:
+            cond = g.condition
+            rows.append([
+                f"{g.namespace}/{g.name}",
+                g.policy or "-",
+                str(g.pods),
+                f"{g.placed}/{g.min_count if g.min_count is not None else '-'}",
+                cond.reason if cond is not None else "-",
+                cond.message if cond is not None else "no pods of this PodGroup in the input" if not g.pods else "",
+            ])
+        lines += _table(["PODGROUP", "POLICY", "PODS", "PLACED/MIN", "CONDITION", "MESSAGE"], rows)
+        lines.append("")
+    if result.pods:
+        rows = [[f"{p.namespace}/{p.name}", p.group or "-", p.node or NONE, p.message] for p in result.pods]
+        lines += _table(["POD", "GROUP", "NODE", "MESSAGE"], rows)
+        lines.append("")
+    lines.append(summary(result))
+    return "\n".join(lines) + "\n"
+
+
+def summary(result: SimulationResult) -> str:
+    pending = [p for p in result.pods if not p.running_before and not p.finished]
+    placed = sum(1 for p in pending if p.placed)
+    running = sum(1 for p in result.pods if p.running_before and not p.finished)
+    text = f"{placed}/{len(pending)} pending pods placed"
+    if running:
+        text += f" ({running} already running)"
+    if result.groups:
+        counts: dict[str, int] = {}
+        for g in result.groups:
+            reason = g.condition.reason if g.condition is not None else "no condition"
+            counts[reason] = counts.get(reason, 0) + 1
+        order = ["Scheduled", "Unschedulable", "SchedulerError"]
+        parts = [f"{counts[r]} {r}" for r in sorted(counts, key=lambda r: (order.index(r) if r in order else 3, r))]
+        text += f"; PodGroups: {', '.join(parts)}"
+    return text + "."
+
+
+def render_json(result: SimulationResult) -> str:
+    doc = {
+        "pods": [{"namespace": p.namespace, "name": p.name, "node": p.node} for p in result.pods],
+        "podGroups": [
+            {
+                "namespace": g.namespace,
+                "name": g.name,
+                "scheduled": g.scheduled,
+                "reason": g.condition.reason if g.condition is not None else None,
+                "message": g.condition.message if g.condition is not None else None,
+            }
+            for g in result.groups
+        ],
+    }
+    return json.dumps(doc, indent=2) + "\n"

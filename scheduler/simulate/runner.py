@@ -1,0 +1,243 @@
+"""Driving the live scheduler's core from a loaded input, with no cluster.
+
+The objects go through the same `Scheduler` that `troupe run` uses, through
+the same handlers the watch calls, in the order of kopf's initial listing (one
+kind after another). The scheduler has no binder here: the runner binds each
+placed pod the way the cluster would answer (`on_bound`, then the pod coming
+back from the watch with `spec.nodeName`). Its status writer is a
+`Recorder`, which keeps what a user would read from the cluster: the last
+PodGroupScheduled condition of each group and the last PodScheduled message
+of each pod. A condition written to a PodGroup comes back to the scheduler as
+a watch event too (the scheduler reads it: a Scheduled group stays Scheduled).
+
+Time is a fake clock. When no unit is active, the runner moves the clock past
+every backoff and past `maxUnschedulableSeconds` (the periodic flush that
+retries an unschedulable group in a cluster), and tries again; it stops after
+a round that places nothing. Each productive round binds at least one pod, so
+there are at most (pending pods + 1) rounds.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..api import constants as C
+from ..api.config import SchedulerConfiguration
+from ..api.objects import PodInfo
+from ..api.podgroup import PodGroup
+from ..cluster.cache import InvalidObject
+from ..framework.registry import Registry
+from ..runtime.scheduler import Scheduler
+from .loader import SimulationInput
+
+# Objects in the order kopf's initial listing hands them over (a kind at a time).
+FEED_ORDER = ("Namespace", "Node", "PriorityClass", "Workload", "PodGroup", "Pod")
+# Between two pods, so that first-seen order is file order (as `kubectl apply` creates them).
+POD_SPACING_SECONDS = 0.001
+
+
+class FakeClock:
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCondition:
+    status: str  # "True" | "False"
+    reason: str
+    message: str
+
+
+class Recorder:
+    """The scheduler's status writer (WriterLike in scheduler/runtime/scheduler.py),
+    keeping the last word per object instead of writing it."""
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[str, str], GroupCondition] = {}
+        self.pods: dict[str, str] = {}  # uid -> PodScheduled=False message
+        self.status_writes: list[tuple[tuple[str, str], GroupCondition]] = []  # to feed back, in order
+
+    def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
+        cond = GroupCondition(status, reason, message)
+        self.groups[group.key] = cond
+        self.status_writes.append((group.key, cond))
+
+    def pod_unschedulable(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None:
+        if still_waiting is None or still_waiting():
+            self.pods[pod.uid] = message
+
+    def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None:
+        pass  # events repeat the conditions
+
+    def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
+        pass
+
+    def forget_pod(self, uid: str) -> None:
+        self.pods.pop(uid, None)  # bound: the condition is the kubelet's now
+
+
+@dataclass(frozen=True, slots=True)
+class PodResult:
+    namespace: str
+    name: str
+    group: str | None  # the PodGroup label
+    node: str | None  # None: not placed
+    message: str  # why it is not placed, or what it was before the simulation
+    placed: bool  # placed by this simulation
+    running_before: bool  # had spec.nodeName in the input
+    finished: bool  # phase Succeeded or Failed: not pending, uses no room
+
+
+@dataclass(frozen=True, slots=True)
+class GroupResult:
+    namespace: str
+    name: str
+    policy: str | None  # "basic" | "gang"; None when the PodGroup is invalid
+    min_count: int | None
+    pods: int  # members in the input that can still run (not Succeeded/Failed)
+    placed: int  # of those, bound (before or by the simulation)
+    condition: GroupCondition | None  # None: the group got no condition (no pods)
+
+    @property
+    def scheduled(self) -> bool:
+        return self.condition is not None and self.condition.status == "True"
+
+
+@dataclass(slots=True)
+class SimulationResult:
+    pods: list[PodResult]
+    groups: list[GroupResult]
+    rounds: int
+    warnings: list[str] = field(default_factory=list)
+
+
+def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Registry) -> SimulationResult:
+    """Runs the scheduler over the input to a fixed point. Costs what the
+    scheduler costs: one group cycle per unit per round."""
+    clock = FakeClock()
+    sched = Scheduler(config, registry, clock=clock)
+    recorder = Recorder()
+    sched.writer = recorder  # no binder: binding is done below, as the cluster would
+    groups = {(o.namespace, o.name): o.body for o in inp.of_kind("PodGroup")}
+    pod_bodies: dict[str, dict[str, Any]] = {}
+    warnings = list(inp.warnings)
+
+    handlers = {
+        "Namespace": sched.on_namespace,
+        "Node": sched.on_node,
+        "PriorityClass": sched.on_priority_class,
+        "Workload": sched.on_workload,
+        "PodGroup": sched.on_podgroup,
+        "Pod": sched.on_pod,
+    }
+    for kind in FEED_ORDER:
+        for obj in inp.of_kind(kind):
+            if kind == "Pod":
+                pod_bodies[obj.body["metadata"]["uid"]] = obj.body
+                clock.now += POD_SPACING_SECONDS
+            handlers[kind](obj.body)
+
+    for obj in inp.of_kind("Pod"):
+        pod = sched.cache.pods[obj.body["metadata"]["uid"]]
+        if not pod.node_name and not pod.terminal and not sched.is_ours(pod):
+            warnings.append(
+                f"{inp.source}: {obj.label}: warning: schedulerName {pod.scheduler_name} is not a profile of this "
+                f"configuration ({', '.join(sorted(sched.frameworks))}): nothing places it"
+            )
+
+    def feed_back_status() -> None:
+        """The status writes come back through the PodGroup watch."""
+        writes, recorder.status_writes = recorder.status_writes, []
+        for key, cond in writes:
+            body = copy.deepcopy(groups[key])
+            conditions = [c for c in (body.get("status") or {}).get("conditions") or [] if c.get("type") != C.POD_GROUP_SCHEDULED]
+            conditions.append({"type": C.POD_GROUP_SCHEDULED, "status": cond.status, "reason": cond.reason, "message": cond.message})
+            body["status"] = {**(body.get("status") or {}), "conditions": conditions}
+            groups[key] = body
+            sched.on_podgroup(body)
+
+    # The cache is synced: as Scheduler.run() does before its loop, judge every
+    # gate again and say why the gated units wait.
+    sched.start_scheduling()
+    feed_back_status()
+
+    placed: set[str] = set()
+    rounds = 0
+    for _ in range(len(pod_bodies) + 1):
+        rounds += 1
+        placed_now = 0
+        while (popped := sched.queue.pop_nowait()) is not None:
+            decision = sched.schedule_unit(popped)
+            if decision is None:
+                continue
+            feed_back_status()
+            key = decision.group_key
+            if key is not None and isinstance(sched.cache.groups.get(key), InvalidObject):
+                # No status is written to a PodGroup the scheduler cannot read; in a
+                # cluster its pods say why. The simulation shows it on the group.
+                recorder.groups[key] = GroupCondition("False", decision.outcome, decision.message)
+            for placement in decision.placements:
+                uid = placement.pod.uid
+                sched.on_bound(placement.pod, placement.node)
+                body = copy.deepcopy(pod_bodies[uid])
+                body["spec"]["nodeName"] = placement.node
+                pod_bodies[uid] = body
+                sched.on_pod(body)
+                placed.add(uid)
+                placed_now += 1
+        if placed_now == 0:
+            break
+        # Past every backoff and the unschedulable flush: everything left is retried.
+        q = config.queue
+        clock.now += max(q.pod_max_backoff_seconds, q.max_unschedulable_seconds) + 1.0
+
+    return SimulationResult(_pod_results(inp, sched, recorder, placed), _group_results(inp, sched, recorder), rounds, warnings)
+
+
+def _pod_results(inp: SimulationInput, sched: Scheduler, recorder: Recorder, placed: set[str]) -> list[PodResult]:
+    out = []
+    for obj in inp.of_kind("Pod"):
+        uid = obj.body["metadata"]["uid"]
+        pod = sched.cache.pods[uid]
+        node = sched.cache.placed_node(uid) or None
+        running_before = bool(obj.body.get("spec", {}).get("nodeName")) and uid not in placed
+        if pod.terminal:
+            message = f"phase {pod.phase}: uses no room"
+        elif running_before:
+            message = "running before the simulation"
+        elif node is None and not sched.is_ours(pod):
+            message = f"schedulerName {pod.scheduler_name}: not placed by this scheduler"
+        elif node is None:
+            message = recorder.pods.get(uid, "")
+        else:
+            message = ""
+        out.append(
+            PodResult(pod.namespace, pod.name, pod.group_name, node, message, uid in placed, running_before, pod.terminal)
+        )
+    return sorted(out, key=lambda p: (p.namespace, p.name))
+
+
+def _group_results(inp: SimulationInput, sched: Scheduler, recorder: Recorder) -> list[GroupResult]:
+    out = []
+    for obj in inp.of_kind("PodGroup"):
+        key = (obj.namespace, obj.name)
+        group = sched.cache.groups.get(key)
+        members = [p for p in sched.cache.members(key) if not p.terminal]
+        placed = sum(1 for p in members if sched.cache.placed_node(p.uid))
+        condition = recorder.groups.get(key)
+        policy = min_count = None
+        if isinstance(group, PodGroup):
+            policy = "gang" if group.is_gang else "basic"
+            min_count = group.min_count
+            if condition is None:
+                # Nothing was decided in the simulation: what the object already says.
+                own = group.condition(C.POD_GROUP_SCHEDULED)
+                if own is not None:
+                    condition = GroupCondition(own.status, own.reason, own.message)
+        out.append(GroupResult(obj.namespace, obj.name, policy, min_count, len(members), placed, condition))
+    return sorted(out, key=lambda g: (g.namespace, g.name))
