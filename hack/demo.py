@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -105,6 +106,14 @@ def main() -> int:
         cluster.kubectl("delete", "pods", "-n", NS, "-l", f"app={winner}", "--grace-period=0", "--force")
         wait_until(f"{loser} scheduled", lambda: group_reason(cluster, loser) == "Scheduled")
         show(cluster, "get", "pods", "-n", NS, "-o", "wide")
+
+        say("the same without any cluster: troupe simulate (same core, a YAML file in, the placement out)")
+        print("$ troupe simulate examples/simulate-two-jobs.yaml")
+        sim = subprocess.run(
+            [sys.executable, "-m", "scheduler", "simulate", str(ROOT / "examples" / "simulate-two-jobs.yaml")],
+            cwd=ROOT, capture_output=True, text=True, check=False,
+        )
+        print((sim.stdout + sim.stderr).rstrip())
 
         if args.keep:
             say("kept running; Ctrl-C stops everything")
