@@ -381,7 +381,10 @@ def _spread(raw: Mapping[str, Any]) -> TopologySpreadConstraint:
 
 def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
     ports = []
-    for c in list(spec.get("containers") or ()) + list(spec.get("initContainers") or ()):
+    # Upstream GetHostPorts: regular containers and sidecars (restartable init
+    # containers); a classic init container's port is gone once it finishes.
+    sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    for c in list(spec.get("containers") or ()) + sidecars:
         for p in c.get("ports") or ():
             host_port = int(p.get("hostPort") or 0)
             if host_port > 0:

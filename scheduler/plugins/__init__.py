@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from ..framework.registry import Registry
+from .balancedallocation import NodeResourcesBalancedAllocation
 from .gangscheduling import GangScheduling
 from .nodeaffinity import NodeAffinity
 from .nodename import NodeName
+from .nodeports import NodePorts
 from .noderesources import NodeResourcesFit
 from .nodeunschedulable import NodeUnschedulable
 from .schedulinggates import SchedulingGates
@@ -18,7 +20,9 @@ IN_TREE = (
     NodeName,
     TaintToleration,
     NodeAffinity,
+    NodePorts,
     NodeResourcesFit,
+    NodeResourcesBalancedAllocation,
 )
 
 

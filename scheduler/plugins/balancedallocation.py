@@ -1,0 +1,90 @@
+"""NodeResourcesBalancedAllocation: favour nodes whose resource fractions stay
+close to each other (upstream noderesources/balanced_allocation.go, v1.37).
+
+Per node, the fractions requested/allocatable (capped at 1) of the configured
+resources (default cpu and memory) give balance = (1 - std) * 100, computed
+with the incoming pod and without it; the score rewards the change:
+50 + (50 + with - without) / 2, so ~75 for no change, towards 100 when the pod
+improves the balance and towards 50 when it worsens it. As upstream
+(`useRequested: true`) the real requests are used, not the non-zero ones; a
+scalar resource the pod asks none of is left out, as is any resource the node
+has no allocatable of. A pod that requests none of the configured resources
+(best effort) is not scored (upstream's PreScore Skip): every node gets 0.
+
+Args `resources: [{name, weight}]`, validated as upstream's
+ValidateNodeResourcesBalancedAllocationArgs (no duplicates, weight must be 1
+after the v1 defaulting of 0/missing to 1). Differs from upstream: no
+DRA-backed extended resources.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..api.objects import PodInfo
+from ..cluster.snapshot import Snapshot
+from ..framework.interface import CycleState, Handle, ScorePlugin
+from .noderesources import MAX_NODE_SCORE, FieldErrors, go_div, parse_resource_specs, resource_allocation
+
+_ARGS = ("resources", "apiVersion", "kind")
+
+
+def balanced_resource_score(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
+    """Upstream balancedResourceScore per row of (n, k) matrices, in float64
+    with upstream's order of operations so results match to the bit."""
+    n, k = requested.shape
+    has = allocatable > 0
+    count = has.sum(axis=1)
+    frac = np.where(has, requested / np.where(has, allocatable, 1), 0.0)
+    frac = np.minimum(frac, 1.0)
+    # Sum column by column (upstream's order), skipped entries add an exact 0.
+    total = np.zeros(n)
+    for j in range(k):
+        total = total + frac[:, j]
+    std = np.zeros(n)
+    two = count == 2
+    if two.any():
+        # Exactly |f0 - f1| / 2 for the two present fractions.
+        hi = np.where(has, frac, -np.inf).max(axis=1)
+        lo = np.where(has, frac, np.inf).min(axis=1)
+        std = np.where(two, np.abs((hi - lo) / 2), std)
+    many = count > 2
+    if many.any():
+        mean = total / np.maximum(count, 1)
+        sq = np.zeros(n)
+        for j in range(k):
+            d = frac[:, j] - mean
+            sq = sq + np.where(has[:, j], d * d, 0.0)
+        std = np.where(many, np.sqrt(sq / np.maximum(count, 1)), std)
+    # int64() in Go truncates toward zero; the value is never negative here.
+    return ((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
+
+
+class NodeResourcesBalancedAllocation(ScorePlugin):
+    name = "NodeResourcesBalancedAllocation"
+
+    def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
+        super().__init__(args, handle)
+        errs = FieldErrors()
+        errs.unknown_fields(args, "", _ARGS)
+        self.resources = parse_resource_specs(args.get("resources"), "resources", errs)
+        seen: set[str] = set()
+        for i, spec in enumerate(self.resources):
+            if spec.name in seen:
+                errs.duplicate(f"resources[{i}].name", spec.name)
+            seen.add(spec.name)
+            if spec.weight != 1:
+                errs.invalid(f"resources[{i}].weight", spec.weight, "must be 1")
+        errs.raise_if_any()
+
+    def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        # O(len(rows) * configured resources), numpy only.
+        pod_req, requested, allocated, allocatable = resource_allocation(pod, snapshot, rows, self.resources, use_requested=True)
+        if not pod_req.any():
+            return np.zeros(len(rows), dtype=np.int64)
+        with_pod = balanced_resource_score(requested, allocatable)
+        without_pod = balanced_resource_score(allocated, allocatable)
+        half = MAX_NODE_SCORE // 2
+        return half + go_div(half + with_pod - without_pod, 2)
