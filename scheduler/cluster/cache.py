@@ -45,6 +45,10 @@ class ClusterCache:
         # InterPodAffinity, PodTopologySpread and NodePorts look at.
         self.pods_on_node: dict[str, dict[str, PodInfo]] = {}
         self._indexed_node: dict[str, str] = {}
+        self._indexed_pod: dict[str, PodInfo] = {}
+        # Running pods by label (key, value): selectors with an equality
+        # requirement count only these instead of every running pod.
+        self.pods_by_label: dict[tuple[str, str], dict[str, PodInfo]] = {}
         # The running pods with pod (anti-)affinity terms (their terms constrain newcomers).
         self.pods_with_affinity: dict[str, PodInfo] = {}
         self.namespace_labels: dict[str, Mapping[str, str]] = {}
@@ -95,18 +99,33 @@ class ClusterCache:
 
     def _reindex(self, uid: str, pod: PodInfo | None, node: str) -> None:
         old_node = self._indexed_node.pop(uid, None)
+        old_pod = self._indexed_pod.pop(uid, None)
         if old_node is not None:
             on = self.pods_on_node[old_node]
             on.pop(uid, None)
             if not on:
                 del self.pods_on_node[old_node]
+        if old_pod is not None:
+            for label in old_pod.labels.items():
+                bucket = self.pods_by_label.get(label)
+                if bucket is not None:
+                    bucket.pop(uid, None)
+                    if not bucket:
+                        del self.pods_by_label[label]
         self.pods_with_affinity.pop(uid, None)
         if pod is None:
             return
         self.pods_on_node.setdefault(node, {})[uid] = pod
         self._indexed_node[uid] = node
+        self._indexed_pod[uid] = pod
+        for label in pod.labels.items():
+            self.pods_by_label.setdefault(label, {})[uid] = pod
         if pod.pod_affinity or pod.pod_anti_affinity or pod.pod_affinity_preferred or pod.pod_anti_affinity_preferred:
             self.pods_with_affinity[uid] = pod
+
+    def node_of(self, uid: str) -> str | None:
+        """The node a running (bound or assumed) pod is on."""
+        return self._indexed_node.get(uid)
 
     def upsert_pod(self, pod: PodInfo) -> PodInfo | None:
         old = self.pods.get(pod.uid)
@@ -203,4 +222,7 @@ class ClusterCache:
     # --------------------------------------------------------------- snapshot
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(self.table, self.pods_on_node, self.pods_with_affinity, self.namespace_labels)
+        return Snapshot(
+            self.table, self.pods_on_node, self.pods_with_affinity, self.namespace_labels,
+            self.pods_by_label, self._indexed_node,
+        )

@@ -16,10 +16,20 @@ from typing import Callable, Hashable, Mapping
 
 import numpy as np
 
-from ..api.objects import PODS, NodeInfo, PodInfo
+from ..api.objects import PODS, LabelSelector, NodeInfo, PodInfo
 from .nodetable import NodeTable
 
 PodPredicate = Callable[[PodInfo], bool]
+
+
+def equality_label(selector: LabelSelector) -> tuple[str, str] | None:
+    """A (key, value) every pod matching `selector` must carry, if there is one."""
+    if selector.match_labels:
+        return selector.match_labels[0]
+    for r in selector.match_expressions:
+        if r.operator == "In" and len(r.values) == 1:
+            return (r.key, r.values[0])
+    return None
 
 
 class Snapshot:
@@ -29,6 +39,8 @@ class Snapshot:
         pods_on_node: Mapping[str, Mapping[str, PodInfo]] | None = None,
         pods_with_affinity: Mapping[str, PodInfo] | None = None,
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+        pods_by_label: Mapping[tuple[str, str], Mapping[str, PodInfo]] | None = None,
+        pod_nodes: Mapping[str, str] | None = None,
     ) -> None:
         n = len(table.names)
         self.names: list[str] = list(table.names)
@@ -45,7 +57,10 @@ class Snapshot:
         self.pods_on_node: Mapping[str, Mapping[str, PodInfo]] = pods_on_node or {}
         self.pods_with_affinity: Mapping[str, PodInfo] = pods_with_affinity or {}
         self.namespace_labels: Mapping[str, Mapping[str, str]] = namespace_labels or {}
+        self.pods_by_label: Mapping[tuple[str, str], Mapping[str, PodInfo]] = pods_by_label or {}
+        self._pod_nodes: Mapping[str, str] = pod_nodes or {}
         self.assumed: list[tuple[int, PodInfo]] = []  # placed in this cycle, in order
+        self.assumed_rows: list[int] = []  # every row assumed onto in this cycle, in order
         self._counts: dict[Hashable, tuple[PodPredicate, np.ndarray]] = {}
         self._domains: dict[str, tuple[np.ndarray, list[str]]] = {}
         self._table = table
@@ -74,6 +89,7 @@ class Snapshot:
         self.req[row] += requests
         self.nonzero[row, 0] += nonzero[0]
         self.nonzero[row, 1] += nonzero[1]
+        self.assumed_rows.append(row)
         if pod is not None:
             self.assumed.append((row, pod))
             for predicate, counts in self._counts.values():
@@ -88,26 +104,43 @@ class Snapshot:
         pods += [p for r, p in self.assumed if r == row]
         return pods
 
-    def count_matching(self, key: Hashable, predicate: PodPredicate) -> np.ndarray:
+    def node_of(self, uid: str) -> str | None:
+        """The node a running (bound or assumed before this cycle) pod is on."""
+        return self._pod_nodes.get(uid)
+
+    def count_matching(
+        self, key: Hashable, predicate: PodPredicate, selector: LabelSelector | None = None
+    ) -> np.ndarray:
         """Per row, how many running pods satisfy `predicate` (assumed ones too).
 
-        Computed once per snapshot and `key` (one pass over the running pods),
-        then kept current as pods are assumed. `key` must identify the predicate
-        (e.g. the selector and namespaces it tests). Do not modify the result.
+        Computed once per snapshot and `key`, then kept current as pods are
+        assumed. `key` must identify the predicate (e.g. the selector and
+        namespaces it tests). If every pod the predicate accepts matches
+        `selector`, pass it: a selector with an equality requirement
+        (`app=x`, or `app In [x]`) visits only the pods carrying that label,
+        not every running pod. Do not modify the result.
         """
         hit = self._counts.get(key)
         if hit is not None:
             return hit[1]
         counts = np.zeros(len(self.names), dtype=np.int64)
-        for node, pods in self.pods_on_node.items():
-            row = self.row.get(node)
-            if row is None:
-                continue
-            n = 0
-            for pod in pods.values():
-                if predicate(pod):
-                    n += 1
-            counts[row] = n
+        label = equality_label(selector) if selector is not None else None
+        if label is not None:
+            for uid, pod in self.pods_by_label.get(label, {}).items():
+                node = self._pod_nodes.get(uid)
+                row = self.row.get(node) if node is not None else None
+                if row is not None and predicate(pod):
+                    counts[row] += 1
+        else:
+            for node, pods in self.pods_on_node.items():
+                row = self.row.get(node)
+                if row is None:
+                    continue
+                n = 0
+                for pod in pods.values():
+                    if predicate(pod):
+                        n += 1
+                counts[row] = n
         for row, pod in self.assumed:
             if predicate(pod):
                 counts[row] += 1

@@ -43,6 +43,8 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
         ("NodeAffinity", None),
         ("NodePorts", None),
         ("NodeResourcesFit", None),
+        ("PodTopologySpread", None),
+        ("InterPodAffinity", None),
     ],
     "postFilter": [],
     "score": [
@@ -50,6 +52,8 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
         ("NodeAffinity", 2),
         ("NodeResourcesFit", 1),
         ("NodeResourcesBalancedAllocation", 1),
+        ("PodTopologySpread", 2),
+        ("InterPodAffinity", 2),
     ],
     "permit": [("GangScheduling", None)],
     "placementGenerate": [],
@@ -71,6 +75,23 @@ _POINT_TYPES: dict[str, type[Plugin]] = {
 
 class ProfileError(ValueError):
     """The profile names a plugin that does not exist or cannot serve the point."""
+
+
+# Row-local scores are kept for the whole snapshot once this many pods with
+# the same signature were scored in it: from then on a pod costs the rows the
+# previous pods changed, not the sampled rows (big homogeneous gangs).
+ROW_LOCAL_SCORE_AFTER = 8
+
+
+@dataclass(slots=True)
+class _RowCache:
+    """A row-local result for one signature in one snapshot, current up to
+    `seen` entries of snapshot.assumed_rows."""
+
+    values: np.ndarray | None
+    seen: int
+    calls: int = 0
+    result: FilterResult | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +154,10 @@ class Framework:
         self._static_key: tuple[int, int] = (-1, -1)
         self._static_filters: dict[tuple[int, Hashable], FilterResult] = {}
         self._static_scores: dict[tuple[int, Hashable], np.ndarray] = {}
+        # Row-local results for the current snapshot (see _row_local_*).
+        self._row_snapshot: Snapshot | None = None
+        self._row_filters: dict[tuple[int, Hashable], _RowCache] = {}
+        self._row_scores: dict[tuple[int, Hashable], _RowCache] = {}
 
     # ------------------------------------------------------------- PreEnqueue
 
@@ -159,9 +184,38 @@ class Framework:
             self._static_filters.clear()
             self._static_scores.clear()
 
-    def run_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[np.ndarray, list[tuple[np.ndarray, FilterResult]]]:
+    def _row_local_reset(self, snapshot: Snapshot) -> None:
+        if self._row_snapshot is not snapshot:
+            self._row_snapshot = snapshot
+            self._row_filters.clear()
+            self._row_scores.clear()
+
+    @staticmethod
+    def _dirty_rows(snapshot: Snapshot, seen: int) -> np.ndarray:
+        return np.unique(np.asarray(snapshot.assumed_rows[seen:], dtype=np.int64))
+
+    def _row_local_filter(self, i: int, plugin: FilterPlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
+        """The first pod of a signature pays the full filter; later ones only
+        re-check the rows assumed onto since (one row per pod in a gang)."""
+        ck = (i, plugin.sign_pod(pod))
+        entry = self._row_filters.get(ck)
+        if entry is None:
+            result = plugin.filter(state, pod, snapshot)
+            self._row_filters[ck] = _RowCache(result.feasible.copy(), len(snapshot.assumed_rows), result=result)
+            return result
+        assert entry.values is not None and entry.result is not None
+        if len(snapshot.assumed_rows) > entry.seen:
+            dirty = self._dirty_rows(snapshot, entry.seen)
+            entry.values[dirty] = plugin.filter_rows(state, pod, snapshot, dirty)
+            entry.seen = len(snapshot.assumed_rows)
+        # Reasons are from the first pod: only used for a diagnosis, which
+        # run_filters recomputes exactly when no node is left.
+        return FilterResult(entry.values, entry.result.reasons, entry.result.unresolvable)
+
+    def run_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, exact: bool = False) -> tuple[np.ndarray, list[tuple[np.ndarray, FilterResult]]]:
         """Returns the feasible mask and, per plugin, (candidates it saw, its result)."""
         self._check_static(snapshot)
+        self._row_local_reset(snapshot)
         candidates = snapshot.valid.copy()
         trail: list[tuple[np.ndarray, FilterResult]] = []
         for i, plugin in enumerate(self.filters):
@@ -171,11 +225,16 @@ class Framework:
                 if result is None:
                     result = plugin.filter(state, pod, snapshot)
                     self._static_filters[ck] = result
+            elif plugin.row_local and not exact:
+                result = self._row_local_filter(i, plugin, state, pod, snapshot)
             else:
                 result = plugin.filter(state, pod, snapshot)
             trail.append((candidates, result))
             candidates = candidates & result.feasible
             if not candidates.any():
+                if not exact and any(p.row_local for p in self.filters):
+                    # Diagnose with every plugin's exact reasons for this pod.
+                    return self.run_filters(state, pod, snapshot, exact=True)
                 break
         return candidates, trail
 
@@ -203,10 +262,33 @@ class Framework:
                     full[all_rows] = plugin.score(state, pod, snapshot, all_rows)
                     self._static_scores[ck] = full
                 raw = full[rows]
+            elif plugin.row_local:
+                raw = self._row_local_score(i, plugin, state, pod, snapshot, rows)
             else:
                 raw = plugin.score(state, pod, snapshot, rows)
             total += np.asarray(plugin.normalize(raw), dtype=np.int64) * ws.weight
         return total
+
+    def _row_local_score(self, i: int, plugin: ScorePlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        """Scores of `rows`; after ROW_LOCAL_SCORE_AFTER pods of one signature,
+        all rows are scored once and then only the rows assumed onto since."""
+        ck = (i, plugin.sign_pod(pod))
+        entry = self._row_scores.get(ck)
+        if entry is None:
+            entry = self._row_scores[ck] = _RowCache(None, 0)
+        entry.calls += 1
+        if entry.values is None:
+            if entry.calls < ROW_LOCAL_SCORE_AFTER:
+                return plugin.score(state, pod, snapshot, rows)
+            all_rows = np.flatnonzero(snapshot.valid)
+            entry.values = np.zeros(len(snapshot), dtype=np.int64)
+            entry.values[all_rows] = plugin.score(state, pod, snapshot, all_rows)
+            entry.seen = len(snapshot.assumed_rows)
+        elif len(snapshot.assumed_rows) > entry.seen:
+            dirty = self._dirty_rows(snapshot, entry.seen)
+            entry.values[dirty] = plugin.score(state, pod, snapshot, dirty)
+            entry.seen = len(snapshot.assumed_rows)
+        return entry.values[rows]
 
     # ----------------------------------------------------------------- Permit
 

@@ -114,12 +114,20 @@ class FilterPlugin(Plugin):
     # flags, never their usage: its answer is reused for every pod with the same
     # `sign_pod()` as long as the node table's static generation is unchanged.
     static: ClassVar[bool] = False
+    # A row-local filter's answer for a node depends only on the pod's signature
+    # and that node's own usage: within a cycle, after a pod is assumed on a
+    # node, only that node's answer can change (`filter_rows` recomputes it).
+    row_local: ClassVar[bool] = False
 
     def sign_pod(self, pod: PodInfo) -> Hashable:
         return pod.spec_key
 
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
         raise NotImplementedError
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        """Feasibility of just `rows` (row-local filters override this cheaply)."""
+        return self.filter(state, pod, snapshot).feasible[rows]
 
 
 class NodeFilterPlugin(FilterPlugin):
@@ -156,6 +164,9 @@ class ScorePlugin(Plugin):
     # Like FilterPlugin.static: the raw score depends only on the pod's signature
     # and the nodes' labels and taints, so it is computed once for all nodes.
     static_score: ClassVar[bool] = False
+    # A row-local score for a node depends only on the pod's signature and that
+    # node's own usage (see FilterPlugin.row_local).
+    row_local: ClassVar[bool] = False
 
     def sign_pod(self, pod: PodInfo) -> Hashable:
         return pod.spec_key

@@ -5,11 +5,13 @@ from __future__ import annotations
 from ..framework.registry import Registry
 from .balancedallocation import NodeResourcesBalancedAllocation
 from .gangscheduling import GangScheduling
+from .interpodaffinity import InterPodAffinity
 from .nodeaffinity import NodeAffinity
 from .nodename import NodeName
 from .nodeports import NodePorts
 from .noderesources import NodeResourcesFit
 from .nodeunschedulable import NodeUnschedulable
+from .podtopologyspread import PodTopologySpread
 from .schedulinggates import SchedulingGates
 from .tainttoleration import TaintToleration
 
@@ -23,6 +25,8 @@ IN_TREE = (
     NodePorts,
     NodeResourcesFit,
     NodeResourcesBalancedAllocation,
+    PodTopologySpread,
+    InterPodAffinity,
 )
 
 
