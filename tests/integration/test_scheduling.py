@@ -316,3 +316,30 @@ profiles:
         assert pod_condition(c, ns, "someone-elses") is None  # not ours: untouched
     finally:
         assert proc.stop() == 0, proc.log_tail()
+
+
+def test_gang_with_anti_affinity_and_spread_lands_in_one_cycle(installed, troupe, nodes, namespace):
+    """Pods of the same gang placed earlier in the cycle count for InterPodAffinity
+    and PodTopologySpread: one worker per node, and an even spread over zones."""
+    c, ns = installed, namespace
+    for i in range(4):
+        nodes(f"n{i}", cpu="8", labels={"topology.kubernetes.io/zone": f"zone-{i % 2}"})
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {GROUP_LABEL: "ring"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {GROUP_LABEL: "ring"}}}]
+    workers = []
+    for i in range(4):
+        p = pod(ns, f"ring-{i}", group="ring")
+        p["spec"]["affinity"] = anti
+        p["spec"]["topologySpreadConstraints"] = spread
+        workers.append(p)
+    create(c, podgroup(ns, "ring", 4), *workers)
+    placed = wait_for(lambda: len(b := bound(c, ns)) == 4 and b, timeout=30, message="ring bound")
+    assert sorted(placed.values()) == ["n0", "n1", "n2", "n3"]
+    # A fifth member has no node left without a ring pod: the others stay bound, it waits.
+    extra = pod(ns, "ring-4", group="ring")
+    extra["spec"]["affinity"] = anti
+    create(c, extra)
+    wait_pod_unschedulable(c, ns, "ring-4", "PodGroup " + ns + "/ring: 0/4 nodes are available: "
+                           "4 node(s) didn't match pod anti-affinity rules.")
