@@ -21,7 +21,7 @@ PYTEST_ARGS ?=
 DEMO_ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv controlplane test test-unit test-integration demo clean
+.PHONY: help venv controlplane test test-unit test-integration demo clean bench
 
 help: ## list the targets
 	@echo "troupe (Kubernetes v$(K8S_VERSION), etcd v$(ETCD_VERSION)); usage: make <target>"
@@ -54,3 +54,6 @@ demo: venv controlplane ## run hack/demo.py against a local control plane (DEMO_
 clean: ## remove .venv and the caches inside the repository (not the control-plane build cache)
 	rm -rf $(VENV) .pytest_cache .hypothesis build dist
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
+
+bench: venv ## core scheduling benchmark, no API (BENCH_ARGS="core --quick", "--shapes a,b", "--profile")
+	$(VENV)/bin/python -m bench $(BENCH_ARGS)
