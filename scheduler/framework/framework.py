@@ -192,7 +192,7 @@ class Framework:
 
     @staticmethod
     def _dirty_rows(snapshot: Snapshot, seen: int) -> np.ndarray:
-        return np.unique(np.asarray(snapshot.assumed_rows[seen:], dtype=np.int64))
+        return np.array(sorted(set(snapshot.assumed_rows[seen:])), dtype=np.int64)
 
     def _row_local_filter(self, i: int, plugin: FilterPlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
         """The first pod of a signature pays the full filter; later ones only
@@ -212,29 +212,63 @@ class Framework:
         # run_filters recomputes exactly when no node is left.
         return FilterResult(entry.values, entry.result.reasons, entry.result.unresolvable)
 
-    def run_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, exact: bool = False) -> tuple[np.ndarray, list[tuple[np.ndarray, FilterResult]]]:
-        """Returns the feasible mask and, per plugin, (candidates it saw, its result)."""
+    def run_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[np.ndarray, list[tuple[np.ndarray, FilterResult]]]:
+        """Returns the feasible mask and, when no node is feasible, per plugin
+        (candidates it saw, its result) for the diagnosis.
+
+        The answer is the AND of every filter's mask, so the common case takes
+        a short path: the AND of the static filters is cached per signature,
+        and row-local filters are updated incrementally. Only when nothing is
+        feasible are the filters run again in order, each seeing the nodes the
+        previous ones left, for upstream's exact reasons.
+        """
         self._check_static(snapshot)
         self._row_local_reset(snapshot)
+        mask = self._static_mask(state, pod, snapshot)
+        if mask.any():
+            for i, plugin in enumerate(self.filters):
+                if plugin.static:
+                    continue
+                if plugin.row_local:
+                    result = self._row_local_filter(i, plugin, state, pod, snapshot)
+                else:
+                    result = plugin.filter(state, pod, snapshot)
+                mask = mask & result.feasible
+                if not mask.any():
+                    break
+            else:
+                return mask, []
+        return self._run_filters_exact(state, pod, snapshot)
+
+    def _static_mask(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> np.ndarray:
+        key = ("static-and",) + tuple(p.sign_pod(pod) for p in self.filters if p.static)
+        mask = self._static_filters.get(key)  # type: ignore[call-overload]
+        if mask is None:
+            mask = snapshot.valid.copy()
+            for i, plugin in enumerate(self.filters):
+                if plugin.static:
+                    mask &= self._static_filter(i, plugin, state, pod, snapshot).feasible
+            self._static_filters[key] = mask  # type: ignore[index]
+        return mask  # type: ignore[return-value]
+
+    def _static_filter(self, i: int, plugin: FilterPlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
+        ck = (i, plugin.sign_pod(pod))
+        result = self._static_filters.get(ck)
+        if result is None:
+            result = self._static_filters[ck] = plugin.filter(state, pod, snapshot)
+        return result
+
+    def _run_filters_exact(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[np.ndarray, list[tuple[np.ndarray, FilterResult]]]:
         candidates = snapshot.valid.copy()
         trail: list[tuple[np.ndarray, FilterResult]] = []
         for i, plugin in enumerate(self.filters):
             if plugin.static:
-                ck = (i, plugin.sign_pod(pod))
-                result = self._static_filters.get(ck)
-                if result is None:
-                    result = plugin.filter(state, pod, snapshot)
-                    self._static_filters[ck] = result
-            elif plugin.row_local and not exact:
-                result = self._row_local_filter(i, plugin, state, pod, snapshot)
+                result = self._static_filter(i, plugin, state, pod, snapshot)
             else:
                 result = plugin.filter(state, pod, snapshot)
             trail.append((candidates, result))
             candidates = candidates & result.feasible
             if not candidates.any():
-                if not exact and any(p.row_local for p in self.filters):
-                    # Diagnose with every plugin's exact reasons for this pod.
-                    return self.run_filters(state, pod, snapshot, exact=True)
                 break
         return candidates, trail
 

@@ -449,7 +449,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         if any(self._checked(r) for r in unknown):
             return np.zeros(len(rows), dtype=bool)
         cols = [c for c in np.flatnonzero(vec) if self._checked(snapshot.resources[c])]
-        return ~(snapshot.req[np.ix_(rows, cols)] + vec[cols] > snapshot.alloc[np.ix_(rows, cols)]).any(axis=1)
+        return ~(snapshot.req[rows][:, cols] + vec[cols] > snapshot.alloc[rows][:, cols]).any(axis=1)
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         # O(len(rows) * configured resources), numpy only.

@@ -95,7 +95,9 @@ class PoppedUnit:
 
 
 # Gate(unit key, pods) -> None to admit, or the message saying what the unit waits for.
-Gate = Callable[[UnitKey, list[PodInfo]], "str | None"]
+# Pods come lazily: a gate that stops at the first pod it holds back costs O(1)
+# per added pod while a big gang fills up, not O(pods).
+Gate = Callable[[UnitKey, Iterable[PodInfo]], "str | None"]
 
 
 class SchedulingQueue:
@@ -163,7 +165,7 @@ class SchedulingQueue:
 
     def _admit(self, unit: Unit) -> None:
         """Gated or waiting unit: run the gate, then active or backoff."""
-        message = self._gate(unit.key, [q.pod for q in unit.pods.values()])
+        message = self._gate(unit.key, (q.pod for q in unit.pods.values()))
         if message is not None:
             unit.state = State.GATED
             unit.gate_message = message
@@ -247,7 +249,7 @@ class SchedulingQueue:
             if unit is not None:
                 unit.dirty = True
             return
-        message = self._gate(unit.key, [q.pod for q in unit.pods.values()])
+        message = self._gate(unit.key, (q.pod for q in unit.pods.values()))
         if message is not None:
             unit.state = State.GATED
             unit.gate_message = message

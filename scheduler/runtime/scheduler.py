@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from pydantic import ValidationError
 
@@ -88,7 +88,7 @@ class Scheduler:
 
         return check
 
-    def _gate(self, key: UnitKey, pods: list[PodInfo]) -> str | None:
+    def _gate(self, key: UnitKey, pods: Iterable[PodInfo]) -> str | None:
         """PreEnqueue for a unit: the first pod a plugin holds back holds the unit back."""
         for pod in pods:
             fwk = self.frameworks.get(pod.scheduler_name)
