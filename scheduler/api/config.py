@@ -12,15 +12,21 @@
         args: {...}
 
 Unknown fields are errors (a typo must not silently fall back to a default).
+`load_config` reports every problem of a file at once, one line each, located
+from the file's top (`profiles[0].plugins.score.enabled[1].weight: ...`).
 """
 
 from __future__ import annotations
 
+import difflib
+import types
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
 
 from .constants import DEFAULT_SCHEDULER_NAME
 
@@ -36,6 +42,34 @@ EXTENSION_POINTS = (
     "placementGenerate",
     "placementScore",
 )
+
+
+Loc = tuple[str | int, ...]
+
+
+def format_loc(loc: Loc) -> str:
+    """('profiles', 0, 'plugins') -> 'profiles[0].plugins'."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f"{'.' if out else ''}{part}"
+    return out
+
+
+# An error whose message names its own field(s). The message's `{at}` (and any
+# other `{name}`) is a location relative to the model that raises it; pydantic
+# renders it relative, load_config from the file's top.
+_NAMED_ERROR = "troupe_named"
+
+
+def _named_error(template: str, **where: Loc) -> PydanticCustomError:
+    ctx: dict[str, Any] = {name: format_loc(loc) for name, loc in where.items()}
+    ctx["troupe_template"] = template
+    ctx["troupe_where"] = where
+    return PydanticCustomError(_NAMED_ERROR, template, ctx)
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
 
 
 class _Strict(BaseModel):
@@ -84,6 +118,18 @@ class Profile(_Strict):
     plugins: Plugins = Field(default_factory=Plugins)
     plugin_config: list[PluginConfig] = Field(default_factory=list, alias="pluginConfig")
 
+    @model_validator(mode="after")
+    def _one_config_per_plugin(self) -> "Profile":
+        first: dict[str, int] = {}
+        for i, pc in enumerate(self.plugin_config):
+            if pc.name in first:  # upstream: "repeated config for plugin X"
+                raise _named_error(
+                    f"{{at}}: repeated config for plugin {pc.name!r} (already configured by {{first}})",
+                    at=("pluginConfig", i, "name"), first=("pluginConfig", first[pc.name]),
+                )
+            first[pc.name] = i
+        return self
+
     def args_for(self, plugin: str) -> dict[str, Any]:
         for pc in self.plugin_config:
             if pc.name == plugin:
@@ -100,7 +146,11 @@ class QueueConfig(_Strict):
     @model_validator(mode="after")
     def _ordered(self) -> "QueueConfig":
         if self.pod_max_backoff_seconds < self.pod_initial_backoff_seconds:
-            raise ValueError("podMaxBackoffSeconds must be >= podInitialBackoffSeconds")
+            raise _named_error(
+                f"{{at}} ({_number(self.pod_max_backoff_seconds)}) must be >= "
+                f"podInitialBackoffSeconds ({_number(self.pod_initial_backoff_seconds)})",
+                at=("podMaxBackoffSeconds",),
+            )
         return self
 
 
@@ -125,10 +175,14 @@ class SchedulerConfiguration(_Strict):
         for p in self.profiles:
             if p.percentage_of_nodes_to_score is None:
                 p.percentage_of_nodes_to_score = self.percentage_of_nodes_to_score
-        names = [p.scheduler_name for p in self.profiles]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"profiles: schedulerName must be unique, repeated: {', '.join(dupes)}")
+        first: dict[str, int] = {}
+        for i, p in enumerate(self.profiles):
+            if p.scheduler_name in first:
+                raise _named_error(
+                    f"{{at}}: duplicate value {p.scheduler_name!r} (already the schedulerName of {{first}})",
+                    at=("profiles", i, "schedulerName"), first=("profiles", first[p.scheduler_name]),
+                )
+            first[p.scheduler_name] = i
         return self
 
 
@@ -137,14 +191,17 @@ class ConfigError(Exception):
 
 
 def load_config(path: str | Path | None) -> SchedulerConfiguration:
+    """The file's configuration; ConfigError names the file and, per problem, the field."""
     if path is None:
         return SchedulerConfiguration()
     try:
-        raw = yaml.safe_load(Path(path).read_text())
+        with open(path, "rb") as f:  # from the file, so YAML errors say `in "F", line L, column C`
+            raw = yaml.safe_load(f)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        detail = "\n".join(f"  {line}" for line in str(exc).splitlines())
+        raise ConfigError(f"{path}: not valid YAML:\n{detail}") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -152,11 +209,84 @@ def load_config(path: str | Path | None) -> SchedulerConfiguration:
     try:
         return SchedulerConfiguration.model_validate(raw)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            msg = err["msg"]
-            if err["type"] == "literal_error":
-                msg += f" (got {err.get('input')!r})"
-            lines.append(f"  {loc}: {msg}")
+        lines = [f"  {_describe(err)}" for err in exc.errors()]
         raise ConfigError(f"{path}: invalid configuration:\n" + "\n".join(lines)) from None
+
+
+def _describe(err: Any) -> str:
+    """One pydantic error as `location: message`, the location from the file's top."""
+    loc: Loc = tuple(err["loc"])
+    kind, msg = err["type"], err["msg"]
+    if kind == _NAMED_ERROR:
+        text = err["ctx"]["troupe_template"]
+        for name, rel in err["ctx"]["troupe_where"].items():
+            text = text.replace(f"{{{name}}}", format_loc(loc + rel))
+        return text
+    where = format_loc(loc) or "(top level)"
+    if kind == "extra_forbidden":
+        model = _annotation_at(loc[:-1])
+        if not _is_model(model):
+            return f"{where}: unknown field"
+        allowed = _keys(model)
+        hint = _close_match(loc[-1], allowed)
+        return f"{where}: unknown field{f' (did you mean {hint}?)' if hint else ''}; allowed: {', '.join(allowed)}"
+    if kind == "literal_error":
+        annotation = _annotation_at(loc)
+        values = get_args(annotation) if get_origin(annotation) is Literal else ()
+        allowed = ", ".join(repr(v) for v in values) if values else err.get("ctx", {}).get("expected", "?")
+        return f"{where}: unsupported value {err.get('input')!r}; allowed: {allowed}"
+    for prefix in ("Value error, ", "Assertion failed, "):
+        msg = msg.removeprefix(prefix)
+    return f"{where}: {msg}"
+
+
+def _optional(annotation: Any) -> Any:
+    """X for `X | None`, else the annotation."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _field(model: type[BaseModel], key: str | int) -> FieldInfo | None:
+    for name, info in model.model_fields.items():
+        if key in (name, info.alias):
+            return info
+    return None
+
+
+_UNKNOWN = object()
+
+
+def _annotation_at(loc: Loc) -> Any:
+    """The type the configuration expects at a location (`_UNKNOWN` past the models)."""
+    annotation: Any = SchedulerConfiguration
+    for part in loc:
+        annotation = _optional(annotation)
+        if isinstance(part, int) and get_origin(annotation) is list:
+            annotation = get_args(annotation)[0]
+        elif _is_model(annotation) and (info := _field(annotation, part)) is not None:
+            annotation = info.annotation
+        else:
+            return _UNKNOWN
+    return _optional(annotation)
+
+
+def _keys(model: type[BaseModel]) -> list[str]:
+    """The keys a file writes for the model's fields, in declaration order."""
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def _close_match(word: str | int, allowed: list[str]) -> str | None:
+    """The allowed key a typo most likely meant (case, `_` and `-` aside)."""
+    def norm(key: str) -> str:
+        return key.lower().replace("_", "").replace("-", "")
+
+    by_norm = {norm(k): k for k in allowed}
+    hits = difflib.get_close_matches(norm(str(word)), list(by_norm), n=1)
+    return by_norm[hits[0]] if hits else None

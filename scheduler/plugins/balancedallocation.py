@@ -26,7 +26,7 @@ import numpy as np
 from ..api.objects import CPU, MEMORY, PodInfo
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, Handle, ScorePlugin
-from .noderesources import MAX_NODE_SCORE, FieldErrors, go_div, parse_resource_specs, resource_allocation
+from .noderesources import MAX_NODE_SCORE, FieldErrors, cpu_memory_rows, go_div, parse_resource_specs, resource_allocation
 
 _ARGS = ("resources", "apiVersion", "kind")
 
@@ -82,17 +82,16 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
         self._cpu_memory = [spec.name for spec in self.resources] == [CPU, MEMORY]
 
     @staticmethod
-    def _score_cpu_memory(pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray | None:
+    def _score_cpu_memory(pod: PodInfo, snapshot: Snapshot, rows: np.ndarray, state: CycleState) -> np.ndarray | None:
         """The default resources (cpu, memory) in a few array operations, with
         upstream's float order of operations (std of two = |f0 - f1| / 2).
         None when a row lacks cpu or memory allocatable (general path)."""
         pod_req = np.array([pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)], dtype=np.int64)
         if not pod_req.any():
             return np.zeros(len(rows), dtype=np.int64)
-        alloc = snapshot.alloc[rows, :2]  # NodeTable keeps cpu, memory in columns 0, 1
-        if not (alloc > 0).all():
+        alloc, used, _, complete = cpu_memory_rows(state, snapshot, rows)
+        if not complete:
             return None
-        used = snapshot.req[rows, :2]
         with_f = np.minimum((used + pod_req) / alloc, 1.0)
         without_f = np.minimum(used / alloc, 1.0)
         with_pod = ((1 - np.abs((with_f[:, 0] - with_f[:, 1]) / 2)) * float(MAX_NODE_SCORE)).astype(np.int64)
@@ -103,7 +102,7 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         # O(len(rows) * configured resources), numpy only.
         if self._cpu_memory:
-            fast = self._score_cpu_memory(pod, snapshot, rows)
+            fast = self._score_cpu_memory(pod, snapshot, rows, state)
             if fast is not None:
                 return fast
         pod_req, requested, allocated, allocatable = resource_allocation(pod, snapshot, rows, self.resources, use_requested=True)

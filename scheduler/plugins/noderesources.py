@@ -343,14 +343,29 @@ def requested_to_capacity_ratio_scorer(weights: np.ndarray, shape: Sequence[tupl
     return score
 
 
-def least_allocated_cpu_memory(pod: PodInfo, snapshot: Snapshot, rows: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
+def cpu_memory_rows(state: CycleState, snapshot: Snapshot, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """(allocatable, requested, non-zero requested) of cpu and memory for `rows`,
+    and whether every row has both: gathered once per pod and shared by the
+    resource scorers (NodeTable keeps cpu, memory in columns 0, 1)."""
+    hit = state.get("noderesources/cpu-memory")
+    if hit is not None and hit[0] is rows:
+        return hit[1]
+    alloc = snapshot.alloc[rows, :2]
+    out = (alloc, snapshot.req[rows, :2], snapshot.nonzero[rows], bool((alloc > 0).all()))
+    state["noderesources/cpu-memory"] = (rows, out)
+    return out
+
+
+def least_allocated_cpu_memory(
+    pod: PodInfo, snapshot: Snapshot, rows: np.ndarray, weights: np.ndarray, state: CycleState | None = None,
+) -> np.ndarray | None:
     """LeastAllocated over exactly cpu and memory (the default): the same
     numbers as the general path in a few array operations. None when a row
     lacks cpu or memory allocatable (the general path handles that)."""
-    alloc = snapshot.alloc[rows, :2]  # NodeTable keeps cpu, memory in columns 0, 1
-    if not (alloc > 0).all():
+    alloc, _, nonzero, complete = cpu_memory_rows(state if state is not None else CycleState(), snapshot, rows)
+    if not complete:
         return None
-    requested = snapshot.nonzero[rows] + np.array([pod.nonzero_cpu, pod.nonzero_memory], dtype=np.int64)
+    requested = nonzero + np.array([pod.nonzero_cpu, pod.nonzero_memory], dtype=np.int64)
     per = np.where(requested > alloc, 0, (alloc - requested) * MAX_NODE_SCORE // alloc)
     return (per * weights).sum(axis=1) // int(weights.sum())
 
@@ -454,7 +469,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         # O(len(rows) * configured resources), numpy only.
         if self._cpu_memory_least_allocated:
-            fast = least_allocated_cpu_memory(pod, snapshot, rows, self._weights)
+            fast = least_allocated_cpu_memory(pod, snapshot, rows, self._weights, state)
             if fast is not None:
                 return fast
         _, requested, allocated, allocatable = resource_allocation(pod, snapshot, rows, self.resources, use_requested=False)

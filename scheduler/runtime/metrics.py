@@ -30,16 +30,27 @@ POD_BINDINGS = Counter("troupe_pod_bindings_total", "Bindings posted, by result.
 GROUP_DECISIONS = Counter("troupe_podgroup_decisions_total", "PodGroup cycle outcomes.", ["outcome"])
 
 _RESULT = {"Scheduled": "scheduled", "Unschedulable": "unschedulable", "SchedulerError": "error"}
+# Label children resolved once: .labels() costs more than the observation itself.
+_DURATION = {r: ATTEMPT_DURATION.labels(result=r) for r in ("scheduled", "unschedulable", "error")}
+_DECISIONS = {o: GROUP_DECISIONS.labels(outcome=o) for o in _RESULT}
+_ATTEMPTS: dict[tuple[str, str], object] = {}
+
+
+def _attempts(result: str, profile: str):  # type: ignore[no-untyped-def]
+    child = _ATTEMPTS.get((result, profile))
+    if child is None:
+        child = _ATTEMPTS[(result, profile)] = SCHEDULE_ATTEMPTS.labels(result=result, profile=profile)
+    return child
 
 
 def observe_attempt(decision: "GroupDecision", seconds: float, profile: str = "") -> None:
     result = _RESULT.get(decision.outcome, "error")
-    ATTEMPT_DURATION.labels(result=result).observe(seconds)
+    _DURATION[result].observe(seconds)
     if decision.placements:
-        SCHEDULE_ATTEMPTS.labels(result="scheduled", profile=profile).inc(len(decision.placements))
+        _attempts("scheduled", profile).inc(len(decision.placements))
     if decision.unplaced:
-        SCHEDULE_ATTEMPTS.labels(result="unschedulable" if result != "error" else "error", profile=profile).inc(len(decision.unplaced))
-    GROUP_DECISIONS.labels(outcome=decision.outcome).inc()
+        _attempts("unschedulable" if result != "error" else "error", profile).inc(len(decision.unplaced))
+    (_DECISIONS.get(decision.outcome) or GROUP_DECISIONS.labels(outcome=decision.outcome)).inc()
 
 
 def observe_queue(queue: "SchedulingQueue") -> None:

@@ -257,11 +257,14 @@ class Scheduler:
         await self.synced.wait()
         log.info("cache synced: %d nodes, %d pods; scheduling", self.cache.node_count, len(self.cache.pods))
         self.start_scheduling()
+        gauges_at = 0.0
         while True:
             popped = await self.queue.pop()
             self.last_cycle = time.monotonic()
             self.schedule_unit(popped)
-            metrics.observe_queue(self.queue)
+            if self.last_cycle - gauges_at >= 1.0:  # O(units): not after every cycle
+                gauges_at = self.last_cycle
+                metrics.observe_queue(self.queue)
             await asyncio.sleep(0)  # let watch events in between cycles
 
     def schedule_unit(self, popped: PoppedUnit) -> GroupDecision | None:
