@@ -1,0 +1,465 @@
+"""`python -m bench core`: the scheduling core on scheduler_perf shapes, no API.
+
+The core is driven exactly as the live loop drives it (scheduler/runtime/
+scheduler.py): a `Scheduler` with no binder and no status writer is fed the
+watch events (`on_node`, `on_podgroup`, `on_pod`), then `queue.pop_nowait()` +
+`schedule_unit()` run until the queue is empty, and every placement is
+confirmed with `on_pod(<body with spec.nodeName>)` as the watch would confirm
+the binding. Reported per shape:
+
+- feed: the watch events before the first cycle (parse, cache, queue, gates);
+- decide: `pop_nowait` + `schedule_unit` only; pods/s = pods placed / decide;
+- loop: decide + the confirming `on_pod` events (body built from the index);
+- largest gang: the `schedule_unit` time of the largest unit (median and max
+  over the units of that size; the first cycle also fills the static caches);
+- peak RSS: `resource.getrusage(RUSAGE_SELF).ru_maxrss` of a fresh process per
+  (shape, variant), so numbers do not leak between shapes; the RSS right after
+  the imports is shown next to it as the baseline.
+
+Variants, each in its own subprocess: `default` (the shipped configuration:
+the default profile, adaptive percentageOfNodesToScore, 10 % at 5000 nodes),
+`full` (a profile with exactly the reference's plugins and
+percentageOfNodesToScore: 100: the same work as the reference) and
+`reference` (bench/reference.py, per-node Python). The reference runs until a
+decision-time budget is spent and is extrapolated per pod beyond that (the
+table says how many pods were measured). The `full` run's placements are
+compared with the reference's, pod by pod, over the pods the reference placed.
+
+`--profile` adds cProfile listings (bench/out/core_profile_*.txt) of the
+largest gang's cycle, the small-gang decision loop and the feed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import platform
+import pstats
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from .shapes import Shape, node_body, pod_body, pod_index, podgroup_body, shapes
+
+OUT_DIR = Path(__file__).resolve().parent / "out"
+TARGET_PODS_PER_S = 5000
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def _rss_now_mib() -> float | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def _peak_rss_mib() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
+
+
+def _units(shape: Shape) -> Iterator[tuple[list[dict[str, Any]], int]]:
+    """The shape's scheduling units in queue order (creation order), with minCount."""
+    if not shape.gangs:
+        for i in range(shape.pods):
+            yield [pod_body(shape, i)], 1
+        return
+    size = shape.pods_per_gang
+    for g in range(shape.gangs):
+        yield [pod_body(shape, i) for i in range(g * size, (g + 1) * size)], size
+
+
+# ------------------------------------------------------------------ workers
+
+
+def _unit_stats(unit_times: dict[int, list[float]]) -> dict[str, Any]:
+    """Decision time of the largest units: median (what the table shows; the
+    first cycle also builds the static-filter caches) and max, over the units
+    of the largest size."""
+    if not unit_times:
+        return {"size": 0, "count": 0, "seconds": 0.0, "max_seconds": 0.0}
+    size = max(unit_times)
+    times = sorted(unit_times[size])
+    return {"size": size, "count": len(times), "seconds": statistics.median(times), "max_seconds": times[-1]}
+
+
+def _reference_profile() -> dict[str, Any]:
+    """A profile with exactly the plugins bench/reference.py implements, in its
+    order and weights (the queue-level points, preEnqueue and permit, keep
+    their defaults): the `full` variant does the reference's work."""
+    from scheduler.api.config import EXTENSION_POINTS
+
+    from . import reference
+
+    plugins: dict[str, Any] = {}
+    for point in EXTENSION_POINTS:
+        if point in ("preEnqueue", "permit"):
+            continue
+        plugins[point] = {"disabled": [{"name": "*"}]}
+    plugins["filter"]["enabled"] = [{"name": n} for n in reference.FILTERS]
+    plugins["score"]["enabled"] = [{"name": n, "weight": w} for n, w in reference.SCORES]
+    return {"plugins": plugins}
+
+
+def _new_scheduler(variant: str) -> Any:
+    from scheduler.api.config import SchedulerConfiguration
+    from scheduler.plugins import in_tree_registry
+    from scheduler.runtime.scheduler import Scheduler
+
+    raw: dict[str, Any] = {}
+    if variant == "full":
+        raw = {"percentageOfNodesToScore": 100, "profiles": [_reference_profile()]}
+    return Scheduler(SchedulerConfiguration.model_validate(raw), in_tree_registry())
+
+
+def _feed(sched: Any, shape: Shape) -> tuple[float, float]:
+    t0 = time.perf_counter()
+    for i in range(shape.nodes):
+        sched.on_node(node_body(i))
+    t1 = time.perf_counter()
+    for g in range(shape.gangs):
+        sched.on_podgroup(podgroup_body(shape, g))
+    for i in range(shape.pods):
+        sched.on_pod(pod_body(shape, i))
+    return t1 - t0, time.perf_counter() - t1
+
+
+def run_vectorized(shape: Shape, variant: str, placements_file: str | None) -> dict[str, Any]:
+    sched = _new_scheduler(variant)
+    fwk = sched.frameworks["troupe-scheduler"]
+    rss_base = _rss_now_mib()  # interpreter + numpy + pydantic + the scheduler's modules, empty cache
+    feed_nodes_s, feed_pods_s = _feed(sched, shape)
+    rss_fed = _rss_now_mib()
+    decide_s = confirm_s = 0.0
+    placements: list[str] = []
+    unit_times: dict[int, list[float]] = {}  # unit size -> schedule_unit seconds
+    cycles = 0
+    while True:
+        t0 = time.perf_counter()
+        popped = sched.queue.pop_nowait()
+        if popped is None:
+            break
+        decision = sched.schedule_unit(popped)
+        t1 = time.perf_counter()
+        cycles += 1
+        if decision is not None:
+            for p in decision.placements:
+                sched.on_pod(pod_body(shape, pod_index(p.pod.name), p.node))  # the watch confirms the binding
+            placements.extend(p.node for p in decision.placements)
+            unit_times.setdefault(len(popped.pods), []).append(t1 - t0)
+        confirm_s += time.perf_counter() - t1
+        decide_s += t1 - t0
+    bound = sum(1 for p in sched.cache.pods.values() if p.node_name)
+    if placements_file:
+        Path(placements_file).write_text("\n".join(placements))
+    return {
+        "variant": variant,
+        "percentage_of_nodes_to_score": fwk.percentage_of_nodes_to_score,
+        "nodes_to_score": fwk.num_nodes_to_score(shape.nodes),
+        "filters": [p.name for p in fwk.filters],
+        "scores": [[s.plugin.name, s.weight] for s in fwk.scores],
+        "feed_nodes_s": feed_nodes_s,
+        "feed_pods_s": feed_pods_s,
+        "decide_s": decide_s,
+        "confirm_s": confirm_s,
+        "cycles": cycles,
+        "pods_placed": len(placements),
+        "pods_bound": bound,
+        "pods_per_s": len(placements) / decide_s if decide_s else 0.0,
+        "loop_pods_per_s": len(placements) / (decide_s + confirm_s) if decide_s else 0.0,
+        "largest_unit": _unit_stats(unit_times),
+        "rss_base_mib": rss_base,
+        "rss_fed_mib": rss_fed,
+        "peak_rss_mib": _peak_rss_mib(),
+        "left_in_queue": len(sched.queue),
+    }
+
+
+def run_reference(shape: Shape, budget_s: float, placements_file: str | None) -> dict[str, Any]:
+    from . import reference
+
+    rss_base = _rss_now_mib()  # interpreter + the api modules
+    nodes = reference.parse_nodes(node_body(i) for i in range(shape.nodes))
+    result = reference.run(nodes, _units(shape), budget_s)
+    placements = result.pop("placements")
+    if placements_file:
+        Path(placements_file).write_text("\n".join(placements))
+    per_pod = result["decide_s"] / result["pods"] if result["pods"] else 0.0
+    return {
+        "variant": "reference",
+        "budget_s": budget_s,
+        **result,
+        "pods_placed": sum(1 for p in placements if p),
+        "s_per_pod": per_pod,
+        "pods_per_s": 1 / per_pod if per_pod else 0.0,
+        # Extrapolated per pod when the largest unit was not decided whole.
+        "largest_unit_s": (
+            result["largest_unit_measured"]["seconds"]
+            if result["largest_unit_measured"]["size"] == shape.largest_unit
+            else per_pod * shape.largest_unit
+        ),
+        "largest_unit_extrapolated": result["largest_unit_measured"]["size"] != shape.largest_unit,
+        "full_run_estimate_s": per_pod * shape.pods,
+        "rss_base_mib": rss_base,
+        "peak_rss_mib": _peak_rss_mib(),
+    }
+
+
+PROFILES = {
+    # what: (shape, description)
+    "gang": ("c", "the largest gang's cycle (first gang of shape c)"),
+    "loop": ("a", "the whole decision loop of shape a (1000 small gangs: per-cycle costs)"),
+    "feed": ("c", "the feed of shape c (watch events before the first cycle)"),
+}
+
+
+def run_profile(shape: Shape, what: str, top: int = 10) -> dict[str, Any]:
+    """cProfile of one part of a run, default configuration; the full listing
+    goes to bench/out/core_profile_<what>.txt."""
+    sched = _new_scheduler("default")
+    prof = cProfile.Profile()
+    if what == "feed":
+        prof.enable()
+        _feed(sched, shape)
+        prof.disable()
+        pods = shape.pods
+    else:
+        _feed(sched, shape)
+        pods = 0
+        prof.enable()
+        while (popped := sched.queue.pop_nowait()) is not None:
+            decision = sched.schedule_unit(popped)
+            if decision is not None:
+                pods += len(decision.placements)
+                prof.disable()
+                for p in decision.placements:
+                    sched.on_pod(pod_body(shape, pod_index(p.pod.name), p.node))
+                prof.enable()
+            if what == "gang":
+                break
+        prof.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(prof, stream=text)
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats(30)
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    rows = []
+    for (file, line, func), (_, nc, tt, ct, _) in sorted(raw.items(), key=lambda kv: -kv[1][2])[:top]:
+        where = f"{Path(file).parent.name}/{Path(file).name}:{line}({func})" if line else func
+        rows.append({"function": where, "calls": nc, "tottime_s": tt, "cumtime_s": ct})
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    listing = OUT_DIR / f"core_profile_{what}.txt"
+    listing.write_text(text.getvalue())
+    return {
+        "what": what,
+        "shape": shape.key,
+        "description": PROFILES[what][1],
+        "pods": pods,
+        "profiled_s": sum(v[2] for v in raw.values()),
+        "top": rows,
+        "listing": str(listing),
+    }
+
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    shape = shapes(spec["quick"])[spec["shape"]]
+    if spec["variant"] == "profile":
+        return run_profile(shape, spec["what"])
+    if spec["variant"] == "reference":
+        return run_reference(shape, spec["budget_s"], spec.get("placements"))
+    return run_vectorized(shape, spec["variant"], spec.get("placements"))
+
+
+def _spawn(spec: dict[str, Any]) -> dict[str, Any]:
+    """One measurement in a fresh interpreter (clean RSS, no shared caches)."""
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "core", "--worker", json.dumps(spec)],
+        cwd=root, capture_output=True, text=True, check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker {spec} failed ({proc.returncode}):\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------- report
+
+
+def _fmt(value: Any, spec: str = ".0f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def _agreement(full_file: Path, ref_file: Path) -> tuple[int, int]:
+    """(pods placed on the same node, pods compared) over the reference's prefix."""
+    ref = ref_file.read_text().split("\n") if ref_file.read_text() else []
+    full = full_file.read_text().split("\n") if full_file.read_text() else []
+    n = min(len(ref), len(full))
+    return sum(1 for a, b in zip(ref[:n], full[:n]) if a == b), n
+
+
+def _reference_profile_note() -> str:
+    """Whether bench/reference.py still implements troupe's default profile."""
+    from scheduler.framework.framework import DEFAULT_PLUGINS
+
+    from . import reference
+
+    filters = tuple(n for n, _ in DEFAULT_PLUGINS["filter"])
+    scores = tuple((n, w or 1) for n, w in DEFAULT_PLUGINS["score"])
+    ref = f"{', '.join(reference.FILTERS)}; {', '.join(f'{n} x{w}' for n, w in reference.SCORES)}"
+    if filters == reference.FILTERS and scores == reference.SCORES:
+        return f"the reference's plugins are the default profile's ({ref})"
+    extra = [n for n in filters if n not in reference.FILTERS] + [f"{n} x{w}" for n, w in scores if (n, w) not in reference.SCORES]
+    return (f"the reference's plugins ({ref}) are what `full` runs; the default profile also has "
+            f"{', '.join(extra) or 'a different order'}, so `default` does more work per pod")
+
+
+def render(result: dict[str, Any]) -> str:
+    out = []
+    q = " (--quick)" if result["quick"] else ""
+    out.append(f"troupe core benchmark{q}: Python {result['python']}, numpy {result['numpy']}, {result['machine']}")
+    out.append("")
+    headers = ["shape", "nodes", "pods", "scored", "feed s", "decide s", "pods/s", "loop pods/s", "largest unit",
+               "unit ms (median)", "unit ms (max)", "peak RSS MiB", "base MiB"]
+    rows = []
+    for r in result["shapes"]:
+        d = r["default"]
+        rows.append([
+            f"{r['key']} {r['name']}", str(r["nodes"]), str(r["pods"]), str(d["nodes_to_score"]),
+            _fmt(d["feed_nodes_s"] + d["feed_pods_s"], ".2f"), _fmt(d["decide_s"], ".2f"), _fmt(d["pods_per_s"]),
+            _fmt(d["loop_pods_per_s"]), str(d["largest_unit"]["size"]), _fmt(d["largest_unit"]["seconds"] * 1e3, ".1f"),
+            _fmt(d["largest_unit"]["max_seconds"] * 1e3, ".1f"), _fmt(d["peak_rss_mib"]), _fmt(d["rss_base_mib"]),
+        ])
+    out.append("troupe, default configuration (default profile, percentageOfNodesToScore adaptive; `scored` = nodes scored per pod;")
+    out.append("unit ms = schedule_unit of one of the largest units, median and max over them):")
+    out.append(_table(headers, rows))
+    out.append("")
+    headers = ["shape", "full pods/s", "full unit ms", "full RSS MiB", "ref pods/s", "ref unit ms", "ref measured",
+               "speedup full/ref", "speedup default/ref", "same node"]
+    rows = []
+    for r in result["shapes"]:
+        f, ref, d = r.get("full"), r.get("reference"), r["default"]
+        if f is None or ref is None:
+            continue
+        measured = f"{ref['pods']}/{r['pods']} pods" + ("" if ref["complete"] else " *")
+        unit = _fmt(ref["largest_unit_s"] * 1e3, ".1f") + (" *" if ref["largest_unit_extrapolated"] else "")
+        agree = r.get("agreement")
+        rows.append([
+            f"{r['key']} {r['name']}", _fmt(f["pods_per_s"]), _fmt(f["largest_unit"]["seconds"] * 1e3, ".1f"), _fmt(f["peak_rss_mib"]),
+            _fmt(ref["pods_per_s"], ".1f"), unit, measured,
+            _fmt(f["pods_per_s"] / ref["pods_per_s"] if ref["pods_per_s"] else None, ".0f") + "x",
+            _fmt(d["pods_per_s"] / ref["pods_per_s"] if ref["pods_per_s"] else None, ".0f") + "x",
+            f"{agree[0]}/{agree[1]}" if agree else "-",
+        ])
+    if rows:
+        out.append("`full` = troupe with the reference's plugins and percentageOfNodesToScore: 100 (the same work) vs the per-node")
+        out.append("Python reference (bench/reference.py, scores all feasible nodes):")
+        out.append(_table(headers, rows))
+        out.append("* reference stopped after its decision-time budget; pods/s and the largest unit are extrapolated per pod.")
+        out.append("`same node`: pods the full run put on the same node as the reference, over the pods the reference decided;")
+        out.append(f"{result['reference_profile']}.")
+    gangs = [r for r in result["shapes"] if r["gangs"] and r["nodes"] >= 5000]
+    if gangs:
+        out.append("")
+        verdict = ", ".join(
+            f"{r['key']} {r['default']['pods_per_s']:.0f} ({'ok' if r['default']['pods_per_s'] >= TARGET_PODS_PER_S else 'MISS'})"
+            for r in gangs
+        )
+        out.append(f"target >= {TARGET_PODS_PER_S} pods/s at 5000 nodes, homogeneous gangs (default config): {verdict}")
+    for p in result.get("profiles", []):
+        out.append("")
+        out.append(f"cProfile of {p['description']}: {p['pods']} pods, {p['profiled_s']:.2f} s of tottime; top {len(p['top'])} by tottime:")
+        out.append(_table(
+            ["function", "calls", "tottime s", "cumtime s"],
+            [[t["function"], str(t["calls"]), f"{t['tottime_s']:.3f}", f"{t['cumtime_s']:.3f}"] for t in p["top"]],
+        ))
+        out.append(f"(listing: {p['listing']})")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench core", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shapes", default="a,b,c,d", help="comma-separated shape keys (a,b,c,d); default all")
+    parser.add_argument("--quick", action="store_true", help="500 nodes and a tenth of the pods: a sanity run")
+    parser.add_argument("--ref-budget", type=float, default=None, metavar="S",
+                        help="decision-time budget of the reference per shape, then extrapolate (default 30, --quick 2)")
+    parser.add_argument("--no-reference", action="store_true", help="skip the `full` and `reference` variants")
+    parser.add_argument("--profile", action="store_true",
+                        help="also cProfile the largest gang's cycle (c), the small-gang loop (a) and the feed (c)")
+    parser.add_argument("--out", default=str(OUT_DIR / "core.json"), help="JSON result file (default bench/out/core.json)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+
+    table = shapes(args.quick)
+    keys = [k.strip() for k in args.shapes.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in table]
+    if unknown:
+        parser.error(f"unknown shape(s) {', '.join(unknown)}; choose from {', '.join(table)}")
+    budget = args.ref_budget if args.ref_budget is not None else (2.0 if args.quick else 30.0)
+    import numpy
+
+    result: dict[str, Any] = {
+        "quick": args.quick,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "rss": "peak = resource.getrusage(RUSAGE_SELF).ru_maxrss of a fresh subprocess per (shape, variant); "
+               "base = VmRSS once the modules are imported and the Scheduler is built, before the feed",
+        "ref_budget_s": budget,
+        "shapes": [],
+    }
+    result["reference_profile"] = _reference_profile_note()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="troupe-bench-") as tmp:
+        for key in keys:
+            shape = table[key]
+            entry: dict[str, Any] = {"key": key, "name": shape.name, "nodes": shape.nodes, "gangs": shape.gangs,
+                                     "pods_per_gang": shape.pods_per_gang, "pods": shape.pods}
+            print(f"[{time.perf_counter() - started:6.1f}s] shape {key} {shape.name}: default", file=sys.stderr, flush=True)
+            entry["default"] = _spawn({"shape": key, "quick": args.quick, "variant": "default"})
+            if not args.no_reference:
+                files = {v: str(Path(tmp) / f"{key}-{v}.txt") for v in ("full", "reference")}
+                print(f"[{time.perf_counter() - started:6.1f}s] shape {key}: full", file=sys.stderr, flush=True)
+                entry["full"] = _spawn({"shape": key, "quick": args.quick, "variant": "full", "placements": files["full"]})
+                print(f"[{time.perf_counter() - started:6.1f}s] shape {key}: reference", file=sys.stderr, flush=True)
+                entry["reference"] = _spawn({"shape": key, "quick": args.quick, "variant": "reference",
+                                             "budget_s": budget, "placements": files["reference"]})
+                entry["agreement"] = _agreement(Path(files["full"]), Path(files["reference"]))
+            for v in ("default", "full"):
+                got = entry.get(v)
+                if got is not None and got["pods_placed"] != shape.pods:
+                    print(f"warning: shape {key} {v}: placed {got['pods_placed']} of {shape.pods} pods", file=sys.stderr)
+            result["shapes"].append(entry)
+        if args.profile:
+            result["profiles"] = []
+            for what, (pkey, _) in PROFILES.items():
+                print(f"[{time.perf_counter() - started:6.1f}s] profile {what} (shape {pkey})", file=sys.stderr, flush=True)
+                result["profiles"].append(_spawn({"shape": pkey, "quick": args.quick, "variant": "profile", "what": what}))
+    result["total_s"] = time.perf_counter() - started
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(render(result))
+    print(f"\nwritten: {out} ({result['total_s']:.0f} s)")
+    return 0

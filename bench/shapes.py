@@ -1,0 +1,133 @@
+"""The benchmark shapes: upstream scheduler_perf workloads, as API-shaped bodies.
+
+Upstream (test/integration/scheduler_perf/podgroup/gangscheduling and
+misc/performance-config.yaml) uses `5000Nodes_1000Gangs_3000Pods`,
+`5000Nodes_3Gangs_3000Pods_1000PerGroup` and `SchedulingBasic/5000Nodes_10000Pods`;
+troupe adds a 10 x 5000 gang shape (50 000 pods on 550 000 pod slots: fits).
+Pods ask for 100m CPU / 100Mi as upstream's gang-pod.yaml; gang minCount = size.
+Nodes are larger than upstream's node-default.yaml (32 CPU / 128Gi instead of
+4 / 32Gi, 110 pods) and carry hostname / zone / region labels.
+
+Bodies are generated from an index on demand, so the benchmark keeps no copy
+of 50 000 pod bodies (that would inflate the RSS it reports).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.api.constants import API_VERSION, DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL
+
+NAMESPACE = "bench"
+ZONES = 10  # topology.kubernetes.io/zone values (node i is in zone i % ZONES)
+REGIONS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    key: str  # a, b, c, d
+    name: str  # upstream-style workload name
+    nodes: int
+    gangs: int  # 0: pods without any PodGroup
+    pods_per_gang: int  # or, with gangs == 0, the number of pods
+
+    @property
+    def pods(self) -> int:
+        return self.gangs * self.pods_per_gang if self.gangs else self.pods_per_gang
+
+    @property
+    def largest_unit(self) -> int:
+        return self.pods_per_gang if self.gangs else 1
+
+    def group_of(self, i: int) -> str | None:
+        return f"gang-{i // self.pods_per_gang:05d}" if self.gangs else None
+
+
+FULL: dict[str, Shape] = {
+    "a": Shape("a", "5000Nodes_1000Gangs_3000Pods", 5000, 1000, 3),
+    "b": Shape("b", "5000Nodes_3Gangs_3000Pods_1000PerGroup", 5000, 3, 1000),
+    "c": Shape("c", "5000Nodes_10Gangs_50000Pods_5000PerGroup", 5000, 10, 5000),
+    "d": Shape("d", "5000Nodes_10000Pods_NoGroups", 5000, 0, 10000),
+}
+
+# --quick: 500 nodes and a tenth of the pods (fewer gangs where there are many, smaller gangs otherwise).
+QUICK: dict[str, Shape] = {
+    "a": Shape("a", "500Nodes_100Gangs_300Pods", 500, 100, 3),
+    "b": Shape("b", "500Nodes_3Gangs_300Pods_100PerGroup", 500, 3, 100),
+    "c": Shape("c", "500Nodes_10Gangs_5000Pods_500PerGroup", 500, 10, 500),
+    "d": Shape("d", "500Nodes_1000Pods_NoGroups", 500, 0, 1000),
+}
+
+
+def shapes(quick: bool) -> dict[str, Shape]:
+    return QUICK if quick else FULL
+
+
+def node_body(i: int) -> dict[str, Any]:
+    name = f"node-{i:05d}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "topology.kubernetes.io/zone": f"zone-{i % ZONES}",
+                "topology.kubernetes.io/region": f"region-{i % REGIONS}",
+            },
+        },
+        "spec": {},
+        "status": {
+            "capacity": {"pods": "110", "cpu": "32", "memory": "128Gi"},
+            "allocatable": {"pods": "110", "cpu": "32", "memory": "128Gi"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def podgroup_body(shape: Shape, g: int) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {"name": f"gang-{g:05d}", "namespace": NAMESPACE, "uid": f"uid-pg-{g}", "generation": 1},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": shape.pods_per_gang}}},
+    }
+
+
+def pod_name(i: int) -> str:
+    return f"pod-{i:06d}"  # zero-padded: name order == creation order
+
+
+def pod_index(name: str) -> int:
+    return int(name.rsplit("-", 1)[1])
+
+
+def pod_body(shape: Shape, i: int, node_name: str = "") -> dict[str, Any]:
+    name = pod_name(i)
+    group = shape.group_of(i)
+    spec: dict[str, Any] = {
+        "schedulerName": DEFAULT_SCHEDULER_NAME,
+        "containers": [
+            {
+                "name": "pause",
+                "image": "registry.k8s.io/pause:3.10.1",
+                "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}},
+            }
+        ],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": f"uid-{name}",
+            "labels": {POD_GROUP_LABEL: group} if group else {},
+        },
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }
