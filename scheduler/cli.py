@@ -6,9 +6,13 @@ import argparse
 import asyncio
 import logging
 import sys
+from typing import TYPE_CHECKING
 
-from .api.config import ConfigError, load_config
+from .api.config import ConfigError, SchedulerConfiguration, load_config
 from .api.constants import DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL
+
+if TYPE_CHECKING:
+    from .framework.registry import Registry
 
 DESCRIPTION = f"""\
 troupe: a gang-aware secondary scheduler for Kubernetes.
@@ -123,13 +127,30 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-def _run(args: argparse.Namespace) -> int:
+def check_config(config: SchedulerConfiguration, registry: Registry) -> None:
+    """What `troupe run` checks before it connects anywhere: every profile
+    builds a Framework, and every pluginConfig entry names a plugin the
+    registry knows (a typo there would otherwise be silently ignored).
+    Raises ProfileError."""
+    from .cluster.cache import ClusterCache
     from .framework.framework import Framework, ProfileError
     from .framework.interface import Handle
-    from .cluster.cache import ClusterCache
+
+    known = registry.names()
+    for i, profile in enumerate(config.profiles):
+        Framework(profile, registry, Handle(ClusterCache()))
+        for j, pc in enumerate(profile.plugin_config):
+            if registry.get(pc.name) is None:
+                raise ProfileError(
+                    f"profiles[{i}].pluginConfig[{j}].name: unknown plugin {pc.name!r} (known: {', '.join(known)})"
+                )
+
+
+def _run(args: argparse.Namespace) -> int:
+    # The configuration is checked before the runtime (kopf, kubernetes_asyncio:
+    # about a second) is even imported: a bad file exits at once.
+    from .framework.framework import ProfileError
     from .plugins import in_tree_registry
-    from .runtime.app import run
-    from .runtime.kube import ConnectError
 
     try:
         config = load_config(args.config)
@@ -137,11 +158,17 @@ def _run(args: argparse.Namespace) -> int:
             config.health_bind_address = args.health_bind_address
         registry = in_tree_registry()
         registry.load_entry_points()
-        for profile in config.profiles:  # fail on a bad profile before connecting anywhere
-            Framework(profile, registry, Handle(ClusterCache()))
-    except (ConfigError, ProfileError, ValueError) as exc:
+        check_config(config, registry)
+    except ProfileError as exc:
+        print(f"troupe: {args.config or 'default configuration'}: {exc}", file=sys.stderr)
+        return 2
+    except (ConfigError, ValueError) as exc:
         print(f"troupe: {exc}", file=sys.stderr)
         return 2
+
+    from .runtime.app import run
+    from .runtime.kube import ConnectError
+
     try:
         return asyncio.run(run(config, registry, args.kubeconfig))
     except ConnectError as exc:
@@ -152,9 +179,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from .cluster.cache import ClusterCache
-    from .framework.framework import Framework, ProfileError
-    from .framework.interface import Handle
+    from .framework.framework import ProfileError
     from .plugins import in_tree_registry
     from .simulate import InputError, read_input, render_json, render_table, simulate
 
@@ -165,8 +190,7 @@ def _simulate(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         registry = in_tree_registry()
         registry.load_entry_points()
-        for profile in config.profiles:  # a bad profile is reported before the input is read
-            Framework(profile, registry, Handle(ClusterCache()))
+        check_config(config, registry)  # a bad profile is reported before the input is read
     except ProfileError as exc:
         print(f"troupe: {args.config or 'default configuration'}: {exc}", file=sys.stderr)
         return 2

@@ -235,9 +235,19 @@ def _describe(err: Any) -> str:
         values = get_args(annotation) if get_origin(annotation) is Literal else ()
         allowed = ", ".join(repr(v) for v in values) if values else err.get("ctx", {}).get("expected", "?")
         return f"{where}: unsupported value {err.get('input')!r}; allowed: {allowed}"
+    if kind == "model_type":  # not "... or instance of Plugins"
+        return f"{where}: expected a mapping, got {_yaml_type(err.get('input'))}"
     for prefix in ("Value error, ", "Assertion failed, "):
         msg = msg.removeprefix(prefix)
     return f"{where}: {msg}"
+
+
+def _yaml_type(value: Any) -> str:
+    for types_, name in ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
+                         (list, "a sequence"), (dict, "a mapping")):
+        if isinstance(value, types_):
+            return name
+    return "null" if value is None else type(value).__name__
 
 
 def _optional(annotation: Any) -> Any:

@@ -204,7 +204,7 @@ def test_the_cli_loads_the_plugin(site: Path, tmp_path: Path) -> None:
     assert any(line.endswith("loaded plugin PreferNodeLabel from troupe_example_plugin:PreferNodeLabel") for line in lines)
     assert bad_proc.returncode == 2
     assert bad_proc.stderr.strip().splitlines()[-1] == (
-        "troupe: profile troupe-scheduler: pluginConfig PreferNodeLabel: PreferNodeLabel: args.label is required: "
+        f"troupe: {bad}: profile troupe-scheduler: pluginConfig PreferNodeLabel: PreferNodeLabel: args.label is required: "
         "the node label key, e.g. node.example.com/pool"
     )
 

@@ -415,4 +415,6 @@ def test_bad_config_is_exit_2(capsys, tmp_path):
     assert err.startswith(f"troupe: {config}: profile troupe-scheduler: plugins.filter: unknown plugin 'Nope' (known: ")
     config.write_text("bogus: 1\n")
     rc, out, err = run(capsys, tmp_path, [node("n1")], "--config", str(config))
-    assert (rc, out, err) == (2, "", f"troupe: {config}: invalid configuration:\n  bogus: Extra inputs are not permitted\n")
+    assert (rc, out, err) == (2, "", f"troupe: {config}: invalid configuration:\n  bogus: unknown field; allowed: "
+                                     "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientConnection, "
+                                     "healthBindAddress\n")
