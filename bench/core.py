@@ -337,7 +337,7 @@ def render(result: dict[str, Any]) -> str:
     q = " (--quick)" if result["quick"] else ""
     out.append(f"troupe core benchmark{q}: Python {result['python']}, numpy {result['numpy']}, {result['machine']}")
     out.append("")
-    headers = ["shape", "nodes", "pods", "scored", "feed s", "decide s", "pods/s", "loop pods/s", "largest unit",
+    headers = ["shape", "nodes", "pods", "scored", "feed s", "decide s", "pods/s", "range", "loop pods/s", "largest unit",
                "unit ms (median)", "unit ms (max)", "peak RSS MiB", "base MiB"]
     rows = []
     for r in result["shapes"]:
@@ -345,10 +345,12 @@ def render(result: dict[str, Any]) -> str:
         rows.append([
             f"{r['key']} {r['name']}", str(r["nodes"]), str(r["pods"]), str(d["nodes_to_score"]),
             _fmt(d["feed_nodes_s"] + d["feed_pods_s"], ".2f"), _fmt(d["decide_s"], ".2f"), _fmt(d["pods_per_s"]),
+            "-".join(_fmt(v) for v in (min(r["default_runs_pods_per_s"]), max(r["default_runs_pods_per_s"]))),
             _fmt(d["loop_pods_per_s"]), str(d["largest_unit"]["size"]), _fmt(d["largest_unit"]["seconds"] * 1e3, ".1f"),
             _fmt(d["largest_unit"]["max_seconds"] * 1e3, ".1f"), _fmt(d["peak_rss_mib"]), _fmt(d["rss_base_mib"]),
         ])
     out.append("troupe, default configuration (default profile, percentageOfNodesToScore adaptive; `scored` = nodes scored per pod;")
+    out.append(f"pods/s = the median of {result['repeat']} fresh runs, range = slowest-fastest;")
     out.append("unit ms = schedule_unit of one of the largest units, median and max over them):")
     out.append(_table(headers, rows))
     out.append("")
@@ -405,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true",
                         help="also cProfile the largest gang's cycle (c), the small-gang loop (a) and the feed (c)")
     parser.add_argument("--out", default=str(OUT_DIR / "core.json"), help="JSON result file (default bench/out/core.json)")
+    parser.add_argument("--repeat", type=int, default=3, metavar="N",
+                        help="fresh runs of the default variant per shape; the median is reported (default 3)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -427,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         "rss": "peak = resource.getrusage(RUSAGE_SELF).ru_maxrss of a fresh subprocess per (shape, variant); "
                "base = VmRSS once the modules are imported and the Scheduler is built, before the feed",
         "ref_budget_s": budget,
+        "repeat": args.repeat,
         "shapes": [],
     }
     result["reference_profile"] = _reference_profile_note()
@@ -437,7 +442,12 @@ def main(argv: list[str] | None = None) -> int:
             entry: dict[str, Any] = {"key": key, "name": shape.name, "nodes": shape.nodes, "gangs": shape.gangs,
                                      "pods_per_gang": shape.pods_per_gang, "pods": shape.pods}
             print(f"[{time.perf_counter() - started:6.1f}s] shape {key} {shape.name}: default", file=sys.stderr, flush=True)
-            entry["default"] = _spawn({"shape": key, "quick": args.quick, "variant": "default"})
+            # This machine's speed swings by a third between identical runs:
+            # the default variant runs --repeat times and the median run is kept.
+            runs = [_spawn({"shape": key, "quick": args.quick, "variant": "default"}) for _ in range(args.repeat)]
+            runs.sort(key=lambda d: d["pods_per_s"])
+            entry["default"] = runs[len(runs) // 2]
+            entry["default_runs_pods_per_s"] = [d["pods_per_s"] for d in runs]
             if not args.no_reference:
                 files = {v: str(Path(tmp) / f"{key}-{v}.txt") for v in ("full", "reference")}
                 print(f"[{time.perf_counter() - started:6.1f}s] shape {key}: full", file=sys.stderr, flush=True)
