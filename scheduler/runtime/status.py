@@ -48,6 +48,7 @@ class StatusWriter:
         self._bucket = bucket
         self._pending: OrderedDict[tuple[str, ...], Callable[[], Awaitable[None]]] = OrderedDict()
         self._wakeup = asyncio.Event()
+        self._writing: set[tuple[str, ...]] = set()
         self._workers = [asyncio.create_task(self._work(), name=f"status writer {i}") for i in range(workers)]
         self._pod_conditions: dict[str, tuple[str, str]] = {}
         self._events_seen: OrderedDict[tuple[str, str, str], float] = OrderedDict()
@@ -61,13 +62,24 @@ class StatusWriter:
         self._pending[key] = write
         self._wakeup.set()
 
+    def _next(self) -> tuple[tuple[str, ...], Callable[[], Awaitable[None]]] | None:
+        """The oldest queued write whose object has no write in flight: two
+        writes to one object never run at once, so they land in order (a stale
+        "waiting" condition cannot overtake the "scheduled" one)."""
+        for key in self._pending:
+            if key not in self._writing:
+                return key, self._pending.pop(key)
+        return None
+
     async def _work(self) -> None:
         while True:
-            if not self._pending:
+            job = self._next()
+            if job is None:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            _, write = self._pending.popitem(last=False)
+            key, write = job
+            self._writing.add(key)
             self._busy += 1
             try:
                 await self._bucket.acquire()
@@ -82,6 +94,9 @@ class StatusWriter:
                 log.exception("status write failed")
             finally:
                 self._busy -= 1
+                self._writing.discard(key)
+                if key in self._pending:
+                    self._wakeup.set()  # a newer write to the same object waited for this one
 
     async def flush(self, timeout: float = 10.0) -> None:
         loop = asyncio.get_running_loop()
