@@ -8,6 +8,7 @@ whose Node object exists.
 
 from __future__ import annotations
 
+import itertools
 from typing import Mapping
 
 import numpy as np
@@ -30,6 +31,12 @@ class NodeTable:
         self.nonzero = np.zeros((capacity, 2), dtype=np.int64)  # cpu, memory for scoring
         self.pod_count = np.zeros(capacity, dtype=np.int64)  # pods on the row (valid node or not)
         self.valid = np.zeros(capacity, dtype=bool)
+        # A fresh number from one counter whenever a row's allocatable or usage
+        # changes (snapshots draw from the same counter when they assume), so
+        # equal versions mean equal rows: results that depend on one row only
+        # (row-local plugins) are reused across cycles for unchanged rows.
+        self.row_version = np.zeros(capacity, dtype=np.int64)
+        self.versions = itertools.count(1)
         # Bumped whenever labels, taints or the set of nodes change: filters that
         # read only those (and the pod spec) may reuse results across cycles.
         self.static_generation = 0
@@ -65,7 +72,7 @@ class NodeTable:
             new = np.zeros((n, old.shape[1]), dtype=old.dtype)
             new[: old.shape[0]] = old
             setattr(self, name, new)
-        for name in ("pod_count", "valid"):
+        for name in ("pod_count", "valid", "row_version"):
             old = getattr(self, name)
             new = np.zeros(n, dtype=old.dtype)
             new[: old.shape[0]] = old
@@ -86,6 +93,7 @@ class NodeTable:
             self.names.append(name)
             self.nodes.append(None)
         self.row[name] = idx
+        self.row_version[idx] = next(self.versions)
         return idx
 
     def _maybe_release(self, idx: int) -> None:
@@ -95,6 +103,7 @@ class NodeTable:
             self.alloc[idx] = 0
             self.req[idx] = 0
             self.nonzero[idx] = 0
+            self.row_version[idx] = next(self.versions)
             self._free.append(idx)
 
     def set_node(self, node: NodeInfo) -> None:
@@ -105,6 +114,7 @@ class NodeTable:
         self.alloc[idx, : vec.shape[0]] = vec
         self.nodes[idx] = node
         self.valid[idx] = True
+        self.row_version[idx] = next(self.versions)
         if old is None or old.labels != node.labels or old.taints != node.taints or old.unschedulable != node.unschedulable:
             self.static_generation += 1
 
@@ -115,6 +125,7 @@ class NodeTable:
         self.nodes[idx] = None
         self.valid[idx] = False
         self.alloc[idx] = 0
+        self.row_version[idx] = next(self.versions)
         self.static_generation += 1
         self._maybe_release(idx)
 
@@ -124,6 +135,7 @@ class NodeTable:
         self.nonzero[idx, 0] += sign * nonzero[0]
         self.nonzero[idx, 1] += sign * nonzero[1]
         self.pod_count[idx] += sign
+        self.row_version[idx] = next(self.versions)
         if sign < 0:
             self._maybe_release(idx)
 

@@ -49,6 +49,8 @@ class Snapshot:
         self.alloc: np.ndarray = table.alloc[:n].copy()
         self.req: np.ndarray = table.req[:n].copy()
         self.nonzero: np.ndarray = table.nonzero[:n].copy()
+        self.row_version: np.ndarray = table.row_version[:n].copy()
+        self._versions = table.versions
         self.resources: list[str] = list(table.resources)
         self.column: dict[str, int] = dict(table.column)
         self.static_generation: int = table.static_generation
@@ -89,6 +91,7 @@ class Snapshot:
         self.req[row] += requests
         self.nonzero[row, 0] += nonzero[0]
         self.nonzero[row, 1] += nonzero[1]
+        self.row_version[row] = next(self._versions)
         self.assumed_rows.append(row)
         if pod is not None:
             self.assumed.append((row, pod))

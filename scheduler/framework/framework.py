@@ -77,19 +77,23 @@ class ProfileError(ValueError):
     """The profile names a plugin that does not exist or cannot serve the point."""
 
 
-# Row-local scores are kept for the whole snapshot once this many pods with
-# the same signature were scored in it: from then on a pod costs the rows the
-# previous pods changed, not the sampled rows (big homogeneous gangs).
+# A row-local score is kept for every node once this many pods with the same
+# signature were scored: from then on a pod costs the rows that changed since
+# the previous one (the node the previous gang member went to; the nodes other
+# cycles changed), not a sampled scoring pass. Before that, one-off pods score
+# only the sampled nodes.
 ROW_LOCAL_SCORE_AFTER = 8
+ROW_LOCAL_CACHE_ENTRIES = 256
 
 
 @dataclass(slots=True)
 class _RowCache:
-    """A row-local result for one signature in one snapshot, current up to
-    `seen` entries of snapshot.assumed_rows."""
+    """A row-local result for every row, valid for the rows whose version
+    (NodeTable.row_version) is still `versions[row]`."""
 
     values: np.ndarray | None
-    seen: int
+    versions: np.ndarray | None
+    columns: int = 0
     calls: int = 0
     result: FilterResult | None = None
 
@@ -154,8 +158,7 @@ class Framework:
         self._static_key: tuple[int, int] = (-1, -1)
         self._static_filters: dict[tuple[int, Hashable], FilterResult] = {}
         self._static_scores: dict[tuple[int, Hashable], np.ndarray] = {}
-        # Row-local results for the current snapshot (see _row_local_*).
-        self._row_snapshot: Snapshot | None = None
+        # Row-local results, kept across cycles (see _row_local_*).
         self._row_filters: dict[tuple[int, Hashable], _RowCache] = {}
         self._row_scores: dict[tuple[int, Hashable], _RowCache] = {}
 
@@ -184,30 +187,32 @@ class Framework:
             self._static_filters.clear()
             self._static_scores.clear()
 
-    def _row_local_reset(self, snapshot: Snapshot) -> None:
-        if self._row_snapshot is not snapshot:
-            self._row_snapshot = snapshot
-            self._row_filters.clear()
-            self._row_scores.clear()
-
     @staticmethod
-    def _dirty_rows(snapshot: Snapshot, seen: int) -> np.ndarray:
-        return np.array(sorted(set(snapshot.assumed_rows[seen:])), dtype=np.int64)
+    def _stale_rows(entry: _RowCache, snapshot: Snapshot) -> np.ndarray | None:
+        """Rows whose result must be recomputed; None when the whole array must be
+        (the table grew, shrank or gained a resource column)."""
+        if entry.versions is None or len(entry.versions) != len(snapshot) or entry.columns != len(snapshot.resources):
+            return None
+        return np.flatnonzero(snapshot.row_version != entry.versions)
 
     def _row_local_filter(self, i: int, plugin: FilterPlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
-        """The first pod of a signature pays the full filter; later ones only
-        re-check the rows assumed onto since (one row per pod in a gang)."""
+        """The first pod of a signature pays the full filter; later ones (in
+        this cycle or later ones) only re-check the rows that changed since."""
         ck = (i, plugin.sign_pod(pod))
         entry = self._row_filters.get(ck)
-        if entry is None:
+        stale = self._stale_rows(entry, snapshot) if entry is not None else None
+        if entry is None or stale is None:
+            if len(self._row_filters) > ROW_LOCAL_CACHE_ENTRIES:
+                self._row_filters.clear()
             result = plugin.filter(state, pod, snapshot)
-            self._row_filters[ck] = _RowCache(result.feasible.copy(), len(snapshot.assumed_rows), result=result)
+            self._row_filters[ck] = _RowCache(
+                result.feasible.copy(), snapshot.row_version.copy(), len(snapshot.resources), result=result
+            )
             return result
-        assert entry.values is not None and entry.result is not None
-        if len(snapshot.assumed_rows) > entry.seen:
-            dirty = self._dirty_rows(snapshot, entry.seen)
-            entry.values[dirty] = plugin.filter_rows(state, pod, snapshot, dirty)
-            entry.seen = len(snapshot.assumed_rows)
+        assert entry.values is not None and entry.versions is not None and entry.result is not None
+        if len(stale):
+            entry.values[stale] = plugin.filter_rows(state, pod, snapshot, stale)
+            entry.versions[stale] = snapshot.row_version[stale]
         # Reasons are from the first pod: only used for a diagnosis, which
         # run_filters recomputes exactly when no node is left.
         return FilterResult(entry.values, entry.result.reasons, entry.result.unresolvable)
@@ -223,7 +228,6 @@ class Framework:
         previous ones left, for upstream's exact reasons.
         """
         self._check_static(snapshot)
-        self._row_local_reset(snapshot)
         mask = self._static_mask(state, pod, snapshot)
         if mask.any():
             for i, plugin in enumerate(self.filters):
@@ -305,23 +309,29 @@ class Framework:
 
     def _row_local_score(self, i: int, plugin: ScorePlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         """Scores of `rows`; after ROW_LOCAL_SCORE_AFTER pods of one signature,
-        all rows are scored once and then only the rows assumed onto since."""
+        all rows are scored once and then only the rows that changed since."""
         ck = (i, plugin.sign_pod(pod))
         entry = self._row_scores.get(ck)
         if entry is None:
-            entry = self._row_scores[ck] = _RowCache(None, 0)
+            if len(self._row_scores) > ROW_LOCAL_CACHE_ENTRIES:
+                self._row_scores.clear()
+            entry = self._row_scores[ck] = _RowCache(None, None)
         entry.calls += 1
-        if entry.values is None:
-            if entry.calls < ROW_LOCAL_SCORE_AFTER:
-                return plugin.score(state, pod, snapshot, rows)
+        if entry.calls < ROW_LOCAL_SCORE_AFTER:
+            return plugin.score(state, pod, snapshot, rows)
+        stale = self._stale_rows(entry, snapshot)
+        if entry.values is None or stale is None:
             all_rows = np.flatnonzero(snapshot.valid)
             entry.values = np.zeros(len(snapshot), dtype=np.int64)
             entry.values[all_rows] = plugin.score(state, pod, snapshot, all_rows)
-            entry.seen = len(snapshot.assumed_rows)
-        elif len(snapshot.assumed_rows) > entry.seen:
-            dirty = self._dirty_rows(snapshot, entry.seen)
-            entry.values[dirty] = plugin.score(state, pod, snapshot, dirty)
-            entry.seen = len(snapshot.assumed_rows)
+            entry.versions = snapshot.row_version.copy()
+            entry.columns = len(snapshot.resources)
+        elif len(stale):
+            live = stale[snapshot.valid[stale]]
+            entry.values[stale] = 0
+            if len(live):
+                entry.values[live] = plugin.score(state, pod, snapshot, live)
+            entry.versions[stale] = snapshot.row_version[stale]  # type: ignore[index]
         return entry.values[rows]
 
     # ----------------------------------------------------------------- Permit

@@ -243,6 +243,7 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         super().__init__(args, handle)
         self._soft_snapshot: Snapshot | None = None
         self._soft: dict[Hashable, _SoftCounts] = {}
+        self._soft_static: dict[Hashable, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
         defaulting = args.get("defaultingType") or SYSTEM_DEFAULTING
         if defaulting not in (SYSTEM_DEFAULTING, LIST_DEFAULTING):
             raise ValueError(f'defaultingType: Unsupported value: "{defaulting}": supported values: "List", "System"')
@@ -457,12 +458,25 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         ck = (c, pod.namespace, pod.spec_key, require_all)
         entry = self._soft.get(ck)
         if entry is None:
-            dom, values = snapshot.domains(c.topology_key)
-            # A missing label reads as value "" (only possible without require_all).
-            empty = values.index("") if "" in values else len(values)
-            dom_eff = np.where(dom >= 0, dom, empty)
-            contributing = counted & self._included(c, pod, snapshot)
-            per_domain = np.bincount(dom_eff[contributing], weights=per_row[contributing], minlength=len(values) + 1)
+            # Row -> domain and the contributing rows depend on node labels and
+            # taints only: shared by every group and cycle until they change.
+            static = (c.topology_key, c.node_affinity_policy, c.node_taints_policy, pod.spec_key, require_all,
+                      snapshot.static_generation, len(snapshot))
+            hit = self._soft_static.get(static)
+            if hit is None:
+                if len(self._soft_static) > 256:
+                    self._soft_static.clear()
+                dom, values = snapshot.domains(c.topology_key)
+                # A missing label reads as value "" (only possible without require_all).
+                empty = values.index("") if "" in values else len(values)
+                dom_eff = np.where(dom >= 0, dom, empty)
+                contributing = counted & self._included(c, pod, snapshot)
+                hit = self._soft_static[static] = (dom_eff, contributing, dom_eff[contributing], len(values) + 1)
+            dom_eff, contributing, idx, slots = hit
+            if per_row.any():
+                per_domain = np.bincount(idx, weights=per_row[contributing], minlength=slots)
+            else:  # no matching pod runs anywhere yet (a new group): all zero
+                per_domain = np.zeros(slots, dtype=np.float64)
             entry = self._soft[ck] = _SoftCounts(dom_eff, contributing, per_domain, per_row.copy(), len(snapshot.assumed_rows))
         elif len(snapshot.assumed_rows) > entry.seen:
             for r in set(snapshot.assumed_rows[entry.seen:]):
