@@ -426,6 +426,11 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         for c in constraints:
             dom, values = snapshot.domains(c.topology_key)
             per_row = self._matching_per_row(c, pod, snapshot)
+            if not per_row.any():
+                # No matching pod runs anywhere (e.g. the first cycle of a new
+                # PodGroup): every count is 0, so the term is just maxSkew - 1.
+                total += np.where(dom[scored] >= 0, float(c.max_skew - 1), 0.0)
+                continue
             if c.topology_key == LABEL_HOSTNAME:
                 # Per-node counts, without inclusion policies, as upstream's Score.
                 weight = math.log(len(scored) + 2)
