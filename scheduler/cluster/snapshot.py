@@ -12,6 +12,7 @@ in `assumed` on top of it.
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable, Hashable, Mapping
 
 import numpy as np
@@ -20,6 +21,7 @@ from ..api.objects import PODS, LabelSelector, NodeInfo, PodInfo
 from .nodetable import NodeTable
 
 PodPredicate = Callable[[PodInfo], bool]
+_SERIALS = itertools.count(1)
 
 
 def equality_label(selector: LabelSelector) -> tuple[str, str] | None:
@@ -51,6 +53,7 @@ class Snapshot:
         self.nonzero: np.ndarray = table.nonzero[:n].copy()
         self.row_version: np.ndarray = table.row_version[:n].copy()
         self._versions = table.versions
+        self.serial: int = next(_SERIALS)  # tells snapshots apart without keeping them alive
         self.resources: list[str] = list(table.resources)
         self.column: dict[str, int] = dict(table.column)
         self.static_generation: int = table.static_generation

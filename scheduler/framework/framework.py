@@ -96,6 +96,8 @@ class _RowCache:
     columns: int = 0
     calls: int = 0
     result: FilterResult | None = None
+    serial: int = 0  # the snapshot `versions` was last brought up to date in
+    seen: int = 0  # ... and how many of its assumed_rows it had seen then
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +160,7 @@ class Framework:
         self._static_key: tuple[int, int] = (-1, -1)
         self._static_filters: dict[tuple[int, Hashable], FilterResult] = {}
         self._static_scores: dict[tuple[int, Hashable], np.ndarray] = {}
+        self._static_uniform: dict[tuple[int, Hashable], bool] = {}
         # Row-local results, kept across cycles (see _row_local_*).
         self._row_filters: dict[tuple[int, Hashable], _RowCache] = {}
         self._row_scores: dict[tuple[int, Hashable], _RowCache] = {}
@@ -186,14 +189,28 @@ class Framework:
             self._static_key = key
             self._static_filters.clear()
             self._static_scores.clear()
+            self._static_uniform.clear()
 
     @staticmethod
     def _stale_rows(entry: _RowCache, snapshot: Snapshot) -> np.ndarray | None:
         """Rows whose result must be recomputed; None when the whole array must be
-        (the table grew, shrank or gained a resource column)."""
+        (the table grew, shrank or gained a resource column). Within one
+        snapshot only the rows assumed since the last call can have changed;
+        a new snapshot is compared row by row."""
         if entry.versions is None or len(entry.versions) != len(snapshot) or entry.columns != len(snapshot.resources):
             return None
-        return np.flatnonzero(snapshot.row_version != entry.versions)
+        if entry.serial == snapshot.serial:
+            stale = np.array(sorted(set(snapshot.assumed_rows[entry.seen:])), dtype=np.int64)
+        else:
+            stale = np.flatnonzero(snapshot.row_version != entry.versions)
+        entry.serial, entry.seen = snapshot.serial, len(snapshot.assumed_rows)
+        return stale
+
+    @staticmethod
+    def _synced(entry: _RowCache, snapshot: Snapshot) -> None:
+        entry.versions = snapshot.row_version.copy()
+        entry.columns = len(snapshot.resources)
+        entry.serial, entry.seen = snapshot.serial, len(snapshot.assumed_rows)
 
     def _row_local_filter(self, i: int, plugin: FilterPlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
         """The first pod of a signature pays the full filter; later ones (in
@@ -205,9 +222,8 @@ class Framework:
             if len(self._row_filters) > ROW_LOCAL_CACHE_ENTRIES:
                 self._row_filters.clear()
             result = plugin.filter(state, pod, snapshot)
-            self._row_filters[ck] = _RowCache(
-                result.feasible.copy(), snapshot.row_version.copy(), len(snapshot.resources), result=result
-            )
+            entry = self._row_filters[ck] = _RowCache(result.feasible.copy(), None, result=result)
+            self._synced(entry, snapshot)
             return result
         assert entry.values is not None and entry.versions is not None and entry.result is not None
         if len(stale):
@@ -288,6 +304,8 @@ class Framework:
         return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
     def run_scores(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        """Weighted sum of normalized scores over `rows`. Only the argmax is
+        used, so a term that is equal on every node may be left out."""
         total = np.zeros(len(rows), dtype=np.int64)
         for i, ws in enumerate(self.scores):
             plugin = ws.plugin
@@ -299,6 +317,11 @@ class Framework:
                     full = np.zeros(len(snapshot), dtype=np.int64)
                     full[all_rows] = plugin.score(state, pod, snapshot, all_rows)
                     self._static_scores[ck] = full
+                    self._static_uniform[ck] = len(all_rows) == 0 or bool(full[all_rows].min() == full[all_rows].max())
+                if self._static_uniform[ck]:
+                    # The same raw score on every node normalizes to the same
+                    # score on every node: it cannot change which node wins.
+                    continue
                 raw = full[rows]
             elif plugin.row_local:
                 raw = self._row_local_score(i, plugin, state, pod, snapshot, rows)
@@ -324,8 +347,7 @@ class Framework:
             all_rows = np.flatnonzero(snapshot.valid)
             entry.values = np.zeros(len(snapshot), dtype=np.int64)
             entry.values[all_rows] = plugin.score(state, pod, snapshot, all_rows)
-            entry.versions = snapshot.row_version.copy()
-            entry.columns = len(snapshot.resources)
+            self._synced(entry, snapshot)
         elif len(stale):
             live = stale[snapshot.valid[stale]]
             entry.values[stale] = 0
