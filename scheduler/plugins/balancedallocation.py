@@ -86,9 +86,10 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
         """The default resources (cpu, memory) in a few array operations, with
         upstream's float order of operations (std of two = |f0 - f1| / 2).
         None when a row lacks cpu or memory allocatable (general path)."""
-        pod_req = np.array([pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)], dtype=np.int64)
-        if not pod_req.any():
+        cpu, memory = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
+        if not cpu and not memory:
             return np.zeros(len(rows), dtype=np.int64)
+        pod_req = np.array([cpu, memory], dtype=np.int64)
         alloc, used, _, complete = cpu_memory_rows(state, snapshot, rows)
         if not complete:
             return None
@@ -97,7 +98,8 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
         with_pod = ((1 - np.abs((with_f[:, 0] - with_f[:, 1]) / 2)) * float(MAX_NODE_SCORE)).astype(np.int64)
         without_pod = ((1 - np.abs((without_f[:, 0] - without_f[:, 1]) / 2)) * float(MAX_NODE_SCORE)).astype(np.int64)
         half = MAX_NODE_SCORE // 2
-        return half + go_div(half + with_pod - without_pod, 2)
+        # Go's integer division truncates toward zero, as float -> int64 does.
+        return half + ((half + with_pod - without_pod) / 2).astype(np.int64)
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         # O(len(rows) * configured resources), numpy only.

@@ -244,6 +244,8 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         self._soft_snapshot: Snapshot | None = None
         self._soft: dict[Hashable, _SoftCounts] = {}
         self._soft_static: dict[Hashable, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
+        self._defaults: dict[tuple[str, str], list[Constraint]] = {}
+        self._everywhere: dict[tuple[str, int, int], bool] = {}  # default constraints per (group, action)
         defaulting = args.get("defaultingType") or SYSTEM_DEFAULTING
         if defaulting not in (SYSTEM_DEFAULTING, LIST_DEFAULTING):
             raise ValueError(f'defaultingType: Unsupported value: "{defaulting}": supported values: "List", "System"')
@@ -267,9 +269,16 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         group = pod.group_name
         if group is None:
             return []  # troupe's stand-in for "no Service/ReplicaSet/StatefulSet selects the pod"
-        selector = LabelSelector(match_labels=((POD_GROUP_LABEL, group),))
-        # buildDefaultConstraints replaces the selector (matchLabelKeys included) by the default one.
-        return [self._resolve(c, selector, pod, merge=False) for c in self.default_constraints if c.when_unsatisfiable == action]
+        hit = self._defaults.get((group, action))
+        if hit is None:
+            if len(self._defaults) > 4096:
+                self._defaults.clear()
+            selector = LabelSelector(match_labels=((POD_GROUP_LABEL, group),))
+            # buildDefaultConstraints replaces the selector (matchLabelKeys included) by the default one.
+            hit = self._defaults[(group, action)] = [
+                self._resolve(c, selector, pod, merge=False) for c in self.default_constraints if c.when_unsatisfiable == action
+            ]
+        return hit
 
     @staticmethod
     def _resolve(c: TopologySpreadConstraint, selector: LabelSelector | None, pod: PodInfo, merge: bool = True) -> Constraint:
@@ -417,19 +426,20 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         valid = snapshot.valid
         if require_all:
             counted = self._has_all_keys(constraints, snapshot)
-            scored_mask = counted[rows]
+            scored_mask: np.ndarray | slice = counted[rows]
+            scored = rows[scored_mask]
         else:
             counted = valid
-            scored_mask = np.ones(len(rows), dtype=bool)
-        scored = rows[scored_mask]
+            scored_mask, scored = slice(None), rows
         total = np.zeros(len(scored), dtype=np.float64)
         for c in constraints:
             dom, values = snapshot.domains(c.topology_key)
             per_row = self._matching_per_row(c, pod, snapshot)
+            everywhere = self._key_everywhere(c.topology_key, snapshot)
             if not per_row.any():
                 # No matching pod runs anywhere (e.g. the first cycle of a new
                 # PodGroup): every count is 0, so the term is just maxSkew - 1.
-                total += np.where(dom[scored] >= 0, float(c.max_skew - 1), 0.0)
+                total += float(c.max_skew - 1) if everywhere else np.where(dom[scored] >= 0, float(c.max_skew - 1), 0.0)
                 continue
             if c.topology_key == LABEL_HOSTNAME:
                 # Per-node counts, without inclusion policies, as upstream's Score.
@@ -443,12 +453,23 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
                 cnt = per_domain[dom_eff[scored]]
             # scoreForCount, summed in constraint order like upstream (same float ops).
             term = cnt.astype(np.float64) * weight + float(c.max_skew - 1)
-            total += np.where(dom[scored] >= 0, term, 0.0)
+            total += term if everywhere else np.where(dom[scored] >= 0, term, 0.0)
         # math.Round (half away from zero); x - floor(x) is exact for x >= 0.
         rounded = np.floor(total)
         rounded += (total - rounded) >= 0.5
         out[scored_mask] = rounded.astype(np.int64)
         return out
+
+    def _key_everywhere(self, topology_key: str, snapshot: Snapshot) -> bool:
+        """Whether every node carries `topology_key` (cached until labels change)."""
+        ck = (topology_key, snapshot.static_generation, len(snapshot))
+        hit = self._everywhere.get(ck)
+        if hit is None:
+            if len(self._everywhere) > 64:
+                self._everywhere.clear()
+            dom = snapshot.domains(topology_key)[0]
+            hit = self._everywhere[ck] = bool((dom[snapshot.valid] >= 0).all())
+        return hit
 
     def _soft_domain_counts(
         self, c: Constraint, pod: PodInfo, snapshot: Snapshot, counted: np.ndarray, require_all: bool, per_row: np.ndarray,
