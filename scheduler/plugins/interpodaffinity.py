@@ -202,23 +202,11 @@ class _SnapshotState:
         self.by_kind: list[dict[tuple[int, ExistingTerm], _Rows]] = [{}, {}, {}, {}]
         self.n_assumed = 0
         self.resolved: dict[Hashable, IncomingTerm] = {}
-        # Cost: O(pods with affinity x their terms), plus one pass over the
-        # per-node pod index when some of them are assumed in the cache (their
-        # PodInfo has no nodeName, the index knows where they are).
-        missing: set[str] = set()
+        # Cost: O(pods with affinity x their terms). Pods assumed in the cache
+        # have no nodeName yet; the cache's pod index knows where they are.
         for pod in snapshot.pods_with_affinity.values():
-            if pod.node_name:
-                self._add(pod, snapshot.row.get(pod.node_name))
-            else:
-                missing.add(pod.uid)
-        if missing:
-            for node, pods in snapshot.pods_on_node.items():
-                row = snapshot.row.get(node)
-                if row is None:
-                    continue
-                uids = [u for u in pods if u in missing] if len(pods) <= len(missing) else [u for u in missing if u in pods]
-                for uid in uids:
-                    self._add(pods[uid], row)
+            node = pod.node_name or snapshot.node_of(pod.uid)
+            self._add(pod, snapshot.row.get(node) if node else None)
         self.sync(snapshot)
 
     def _add(self, pod: PodInfo, row: int | None) -> None:
@@ -413,6 +401,8 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         if self.ignore_preferred_terms_of_existing_pods and not has_constraints:
             return np.zeros(len(rows), dtype=np.int64)
         st = self._snapshot_state(snapshot)
+        if not has_constraints and not any(st.by_kind[k] for k in (_REQ_AFF, _PREF_AFF, _PREF_ANTI)):
+            return np.zeros(len(rows), dtype=np.int64)  # nothing to weigh anywhere
         # Per topology key: a per-row weighted count (incoming pod's terms) and
         # (rows, weight) pairs (existing pods' terms), summed per domain below.
         dense: dict[str, np.ndarray] = {}
