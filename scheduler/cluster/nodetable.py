@@ -41,12 +41,23 @@ class NodeTable:
         # read only those (and the pod spec) may reuse results across cycles.
         self.static_generation = 0
         self._domain_cache: dict[tuple[str, int, int], tuple[np.ndarray, list[str]]] = {}
+        # Read-only copies of names/nodes/row/columns for snapshots, rebuilt only
+        # after the rows, nodes or columns change (not on usage changes).
+        self._frozen: tuple[list[str], list[NodeInfo | None], dict[str, int], list[str], dict[str, int]] | None = None
 
     # --------------------------------------------------------------- columns
+
+    def frozen(self) -> tuple[list[str], list[NodeInfo | None], dict[str, int], list[str], dict[str, int]]:
+        """(names, nodes, row, resources, column) as copies no one mutates: shared
+        by every snapshot until the structure changes."""
+        if self._frozen is None:
+            self._frozen = (list(self.names), list(self.nodes), dict(self.row), list(self.resources), dict(self.column))
+        return self._frozen
 
     def column_of(self, resource: str) -> int:
         col = self.column.get(resource)
         if col is None:
+            self._frozen = None
             col = len(self.resources)
             self.resources.append(resource)
             self.column[resource] = col
@@ -94,6 +105,7 @@ class NodeTable:
             self.nodes.append(None)
         self.row[name] = idx
         self.row_version[idx] = next(self.versions)
+        self._frozen = None
         return idx
 
     def _maybe_release(self, idx: int) -> None:
@@ -105,6 +117,7 @@ class NodeTable:
             self.nonzero[idx] = 0
             self.row_version[idx] = next(self.versions)
             self._free.append(idx)
+            self._frozen = None
 
     def set_node(self, node: NodeInfo) -> None:
         idx = self.ensure_row(node.name)
@@ -115,6 +128,7 @@ class NodeTable:
         self.nodes[idx] = node
         self.valid[idx] = True
         self.row_version[idx] = next(self.versions)
+        self._frozen = None
         if old is None or old.labels != node.labels or old.taints != node.taints or old.unschedulable != node.unschedulable:
             self.static_generation += 1
 
@@ -126,6 +140,7 @@ class NodeTable:
         self.valid[idx] = False
         self.alloc[idx] = 0
         self.row_version[idx] = next(self.versions)
+        self._frozen = None
         self.static_generation += 1
         self._maybe_release(idx)
 

@@ -45,8 +45,9 @@ class Snapshot:
         pod_nodes: Mapping[str, str] | None = None,
     ) -> None:
         n = len(table.names)
-        self.names: list[str] = list(table.names)
-        self.nodes: list[NodeInfo | None] = list(table.nodes)
+        names, nodes, row, resources, column = table.frozen()
+        self.names: list[str] = names
+        self.nodes: list[NodeInfo | None] = nodes
         self.valid: np.ndarray = table.valid[:n].copy()
         self.alloc: np.ndarray = table.alloc[:n].copy()
         self.req: np.ndarray = table.req[:n].copy()
@@ -54,11 +55,11 @@ class Snapshot:
         self.row_version: np.ndarray = table.row_version[:n].copy()
         self._versions = table.versions
         self.serial: int = next(_SERIALS)  # tells snapshots apart without keeping them alive
-        self.resources: list[str] = list(table.resources)
-        self.column: dict[str, int] = dict(table.column)
+        self.resources: list[str] = resources
+        self.column: dict[str, int] = column
         self.static_generation: int = table.static_generation
         self.num_nodes: int = int(self.valid.sum())
-        self.row: Mapping[str, int] = dict(table.row)
+        self.row: Mapping[str, int] = row
         self.pods_on_node: Mapping[str, Mapping[str, PodInfo]] = pods_on_node or {}
         self.pods_with_affinity: Mapping[str, PodInfo] = pods_with_affinity or {}
         self.namespace_labels: Mapping[str, Mapping[str, str]] = namespace_labels or {}

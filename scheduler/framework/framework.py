@@ -327,6 +327,8 @@ class Framework:
                 raw = self._row_local_score(i, plugin, state, pod, snapshot, rows)
             else:
                 raw = plugin.score(state, pod, snapshot, rows)
+                if len(raw) and raw.min() == raw.max():
+                    continue  # equal everywhere: cannot change the winner
             total += np.asarray(plugin.normalize(raw), dtype=np.int64) * ws.weight
         return total
 

@@ -176,6 +176,8 @@ class ScorePlugin(Plugin):
         raise NotImplementedError
 
     def normalize(self, scores: np.ndarray) -> np.ndarray:
+        """Maps raw scores to 0..100. Must map equal raw scores to equal results:
+        the framework leaves out a score that is equal on every node."""
         return scores
 
 
