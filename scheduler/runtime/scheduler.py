@@ -77,14 +77,20 @@ class Scheduler:
         return pod.scheduler_name in self.frameworks
 
     def is_pending(self, pod: PodInfo) -> bool:
-        return self.is_ours(pod) and not pod.node_name and not pod.terminal and not pod.deleting
+        """Ours, unbound, alive, and not being bound right now: a pod assumed
+        onto a node stays out of the queue until the watch confirms the binding
+        (or the bind fails and it is requeued), whatever other updates arrive."""
+        return (
+            self.is_ours(pod) and not pod.node_name and not pod.terminal and not pod.deleting
+            and pod.uid not in self.cache.assumed
+        )
 
     def still_waiting(self, uid: str) -> Callable[[], bool]:
         """For the status writer: is the pod still unplaced when its condition is written?"""
 
         def check() -> bool:
             pod = self.cache.pods.get(uid)
-            return pod is not None and self.is_pending(pod) and uid not in self.cache.assumed
+            return pod is not None and self.is_pending(pod)
 
         return check
 

@@ -252,3 +252,24 @@ def test_a_filling_gang_writes_each_pod_condition_once(sched):
     s.on_pod(pod("p-299", "g"))
     drain(s)
     assert len(rec.binds) == 300
+
+
+def test_a_pod_being_bound_is_not_queued_again_by_other_updates(sched):
+    """Between the decision and the watch confirming the binding, updates of the
+    pod (e.g. our own condition patch landing) must not put it back in the
+    queue: it would be tried, and possibly bound, a second time."""
+    s, rec = sched
+    s.on_node(node("a", cpu="4"))
+    s.on_podgroup(podgroup("g", 2))
+    bodies = [pod("p-0", "g"), pod("p-1", "g")]
+    for b in bodies:
+        s.on_pod(b)
+    drain(s)
+    assert sorted(rec.binds) == [("p-0", "a"), ("p-1", "a")]
+    for b in bodies:  # status-only updates arrive, still without nodeName
+        s.on_pod({**b, "status": {"conditions": [{"type": "PodScheduled", "status": "False"}]}})
+    assert drain(s) == 0 and len(rec.binds) == 2
+    assert "uid-p-0" not in s.queue
+    # A failed bind puts it back, exactly once.
+    s.on_bind_failed(s.cache.pods["uid-p-0"], "a", "Binding rejected: 500")
+    assert "uid-p-0" in s.queue
