@@ -225,6 +225,11 @@ class PodInfo:
         return self.labels.get(POD_GROUP_LABEL) or None
 
     @property
+    def has_pod_affinity_terms(self) -> bool:
+        """Any required or preferred pod affinity or anti-affinity term."""
+        return bool(self.pod_affinity or self.pod_anti_affinity or self.pod_affinity_preferred or self.pod_anti_affinity_preferred)
+
+    @property
     def terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 
@@ -429,6 +434,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         priority = int(spec.get("priority") or 0)
     except (TypeError, ValueError):
         raise ObjectError(f"spec.priority: not an integer: {spec.get('priority')!r}") from None
+    has_affinity = bool(pod_affinity or pod_affinity_preferred or pod_anti_affinity or pod_anti_affinity_preferred)
     # Everything a Filter or Score plugin reads from the pod: pods with equal
     # keys get the same answer from the static filters (shared filter pass).
     spec_key = (
@@ -443,11 +449,10 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         pod_anti_affinity_preferred,
         topology_spread,
         host_ports,
-        # Affinity, spread and matchLabelKeys can depend on the pod's own labels.
-        tuple(sorted(labels.items())) if (pod_affinity or pod_affinity_preferred or pod_anti_affinity
-                                          or pod_anti_affinity_preferred or topology_spread) else (),
-        str(meta.get("namespace") or "default") if (pod_affinity or pod_affinity_preferred or pod_anti_affinity
-                                                     or pod_anti_affinity_preferred) else "",
+        # Affinity, spread and matchLabelKeys can depend on the pod's own labels
+        # (and affinity on its namespace).
+        tuple(sorted(labels.items())) if has_affinity or topology_spread else (),
+        str(meta.get("namespace") or "default") if has_affinity else "",
     )
     if not meta.get("uid") or not meta.get("name"):
         raise ObjectError("metadata.uid and metadata.name are required")

@@ -120,7 +120,7 @@ class ClusterCache:
         self._indexed_pod[uid] = pod
         for label in pod.labels.items():
             self.pods_by_label.setdefault(label, {})[uid] = pod
-        if pod.pod_affinity or pod.pod_anti_affinity or pod.pod_affinity_preferred or pod.pod_anti_affinity_preferred:
+        if pod.has_pod_affinity_terms:
             self.pods_with_affinity[uid] = pod
 
     def node_of(self, uid: str) -> str | None:

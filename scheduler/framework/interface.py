@@ -134,6 +134,9 @@ class NodeFilterPlugin(FilterPlugin):
     """A filter written per node: return None to accept, or the rejection reason."""
 
     static = True
+    # Every rejection is one preemption cannot fix (upstream's
+    # UnschedulableAndUnresolvable); override unresolvable_reasons to pick some.
+    unresolvable: ClassVar[bool] = False
 
     def filter_node(self, pod: PodInfo, node: NodeInfo) -> str | None:
         raise NotImplementedError
@@ -157,7 +160,7 @@ class NodeFilterPlugin(FilterPlugin):
         return FilterResult(feasible, reasons, self.unresolvable_reasons(by_reason))
 
     def unresolvable_reasons(self, reasons: Mapping[str, Any]) -> frozenset[str]:
-        return frozenset()
+        return frozenset(reasons) if self.unresolvable else frozenset()
 
 
 class ScorePlugin(Plugin):

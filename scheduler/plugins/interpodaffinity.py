@@ -164,10 +164,6 @@ def _terms_with_kind(pod: PodInfo) -> Iterable[tuple[int, int, PodAffinityTerm]]
         yield _PREF_ANTI, w.weight, w.term
 
 
-def _has_terms(pod: PodInfo) -> bool:
-    return bool(pod.pod_affinity or pod.pod_anti_affinity or pod.pod_affinity_preferred or pod.pod_anti_affinity_preferred)
-
-
 # --------------------------------------------------------- per-snapshot index
 
 
@@ -225,7 +221,7 @@ class _SnapshotState:
         """Fold in pods assumed since the last call: O(1) per new pod."""
         assumed = snapshot.assumed
         for row, pod in assumed[self.n_assumed:]:
-            if _has_terms(pod):
+            if pod.has_pod_affinity_terms:
                 self._add(pod, row)
         self.n_assumed = len(assumed)
 

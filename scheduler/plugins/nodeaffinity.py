@@ -21,6 +21,7 @@ MAX_NODE_SCORE = 100
 
 class NodeAffinity(NodeFilterPlugin, ScorePlugin):
     name = "NodeAffinity"
+    unresolvable = True  # preemption cannot make a node match
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
@@ -50,9 +51,6 @@ class NodeAffinity(NodeFilterPlugin, ScorePlugin):
         if pod.required_affinity is not None and not any(t.matches(labels, node.name) for t in pod.required_affinity):
             return REASON
         return None
-
-    def unresolvable_reasons(self, reasons):  # type: ignore[no-untyped-def]
-        return frozenset(reasons)
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         terms = self.added_preferred + pod.preferred_affinity

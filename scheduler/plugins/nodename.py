@@ -13,6 +13,7 @@ REASON = "node(s) didn't match the requested node name"
 
 class NodeName(NodeFilterPlugin):
     name = "NodeName"
+    unresolvable = True  # preemption cannot make a node match
 
     def sign_pod(self, pod: PodInfo) -> object:
         return pod.node_name
@@ -21,6 +22,3 @@ class NodeName(NodeFilterPlugin):
         if pod.node_name and pod.node_name != node.name:
             return REASON
         return None
-
-    def unresolvable_reasons(self, reasons):  # type: ignore[no-untyped-def]
-        return frozenset(reasons)

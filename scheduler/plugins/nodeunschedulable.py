@@ -12,6 +12,7 @@ REASON = "node(s) were unschedulable"
 
 class NodeUnschedulable(NodeFilterPlugin):
     name = "NodeUnschedulable"
+    unresolvable = True  # preemption cannot make a node match
 
     def sign_pod(self, pod: PodInfo) -> object:
         return pod.tolerations
@@ -22,6 +23,3 @@ class NodeUnschedulable(NodeFilterPlugin):
         if any(t.tolerates(_UNSCHEDULABLE_TAINT) for t in pod.tolerations):
             return None
         return REASON
-
-    def unresolvable_reasons(self, reasons):  # type: ignore[no-untyped-def]
-        return frozenset(reasons)

@@ -14,6 +14,7 @@ MAX_NODE_SCORE = 100
 
 class TaintToleration(NodeFilterPlugin, ScorePlugin):
     name = "TaintToleration"
+    unresolvable = True  # preemption cannot make a node match
 
     static_score = True
 
@@ -27,9 +28,6 @@ class TaintToleration(NodeFilterPlugin, ScorePlugin):
             if not any(t.tolerates(taint) for t in pod.tolerations):
                 return f"node(s) had untolerated taint {taint}"
         return None
-
-    def unresolvable_reasons(self, reasons):  # type: ignore[no-untyped-def]
-        return frozenset(reasons)
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         # Upstream counts untolerated PreferNoSchedule taints, using only the
