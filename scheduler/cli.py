@@ -149,22 +149,12 @@ def check_config(config: SchedulerConfiguration, registry: Registry) -> None:
 def _run(args: argparse.Namespace) -> int:
     # The configuration is checked before the runtime (kopf, kubernetes_asyncio:
     # about a second) is even imported: a bad file exits at once.
-    from .framework.framework import ProfileError
-    from .plugins import in_tree_registry
-
-    try:
-        config = load_config(args.config)
-        if args.health_bind_address:
-            config.health_bind_address = args.health_bind_address
-        registry = in_tree_registry()
-        registry.load_entry_points()
-        check_config(config, registry)
-    except ProfileError as exc:
-        print(f"troupe: {args.config or 'default configuration'}: {exc}", file=sys.stderr)
+    loaded = _load(args.config)
+    if loaded is None:
         return 2
-    except (ConfigError, ValueError) as exc:
-        print(f"troupe: {exc}", file=sys.stderr)
-        return 2
+    config, registry = loaded
+    if args.health_bind_address:
+        config.health_bind_address = args.health_bind_address
 
     from .runtime.app import run
     from .runtime.kube import ConnectError
@@ -178,25 +168,36 @@ def _run(args: argparse.Namespace) -> int:
         return 130
 
 
-def _simulate(args: argparse.Namespace) -> int:
+def _load(path: str | None) -> tuple[SchedulerConfiguration, Registry] | None:
+    """The configuration and the plugin registry (in-tree plus entry points),
+    checked; None after printing why they cannot be used."""
     from .framework.framework import ProfileError
     from .plugins import in_tree_registry
+
+    try:
+        config = load_config(path)
+        registry = in_tree_registry()
+        registry.load_entry_points()
+        check_config(config, registry)
+    except ProfileError as exc:
+        print(f"troupe: {path or 'default configuration'}: {exc}", file=sys.stderr)
+        return None
+    except (ConfigError, ValueError) as exc:
+        print(f"troupe: {exc}", file=sys.stderr)
+        return None
+    return config, registry
+
+
+def _simulate(args: argparse.Namespace) -> int:
     from .simulate import InputError, read_input, render_json, render_table, simulate
 
     # The scheduler's own warnings (e.g. an invalid PodGroup) are reported by
     # the simulation in its words; internal errors still show.
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        config = load_config(args.config)
-        registry = in_tree_registry()
-        registry.load_entry_points()
-        check_config(config, registry)  # a bad profile is reported before the input is read
-    except ProfileError as exc:
-        print(f"troupe: {args.config or 'default configuration'}: {exc}", file=sys.stderr)
+    loaded = _load(args.config)  # a bad profile is reported before the input is read
+    if loaded is None:
         return 2
-    except (ConfigError, ValueError) as exc:
-        print(f"troupe: {exc}", file=sys.stderr)
-        return 2
+    config, registry = loaded
     try:
         inp = read_input(args.file)
     except InputError as exc:

@@ -439,12 +439,16 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
             return True
         return resource not in self.ignored and resource.split("/", 1)[0] not in self.ignored_groups
 
+    def _checked_columns(self, vec: np.ndarray, snapshot: Snapshot) -> list[int]:
+        """The columns the pod requests and this plugin checks."""
+        return [c for c in np.flatnonzero(vec) if self._checked(snapshot.resources[c])]
+
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
         # One (nodes x requested resources) comparison, numpy only; the
         # per-reason masks are column views, only built when a node is short.
         vec, unknown = snapshot.request_vector(pod)
         n = len(snapshot)
-        cols = [c for c in np.flatnonzero(vec) if self._checked(snapshot.resources[c])]
+        cols = self._checked_columns(vec, snapshot)
         short = snapshot.req[:, cols] + vec[cols] > snapshot.alloc[:, cols]
         bad = short.any(axis=1)
         reasons: list[tuple[str, np.ndarray]] = []
@@ -463,7 +467,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         vec, unknown = snapshot.request_vector(pod)
         if any(self._checked(r) for r in unknown):
             return np.zeros(len(rows), dtype=bool)
-        cols = [c for c in np.flatnonzero(vec) if self._checked(snapshot.resources[c])]
+        cols = self._checked_columns(vec, snapshot)
         return ~(snapshot.req[rows][:, cols] + vec[cols] > snapshot.alloc[rows][:, cols]).any(axis=1)
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:

@@ -163,13 +163,19 @@ class SchedulingQueue:
         heapq.heappush(self._backoff, (unit.backoff_until, next(self._seq), unit.key, unit.heap_version))
         self._wakeup.set()
 
+    def _hold(self, unit: Unit) -> bool:
+        """Run the gate; if it says wait, the unit becomes GATED. True if held."""
+        message = self._gate(unit.key, (q.pod for q in unit.pods.values()))
+        if message is None:
+            return False
+        unit.state = State.GATED
+        unit.gate_message = message
+        unit.heap_version = next(self._seq)
+        return True
+
     def _admit(self, unit: Unit) -> None:
         """Gated or waiting unit: run the gate, then active or backoff."""
-        message = self._gate(unit.key, (q.pod for q in unit.pods.values()))
-        if message is not None:
-            unit.state = State.GATED
-            unit.gate_message = message
-            unit.heap_version = next(self._seq)
+        if self._hold(unit):
             return
         unit.gate_message = ""
         if unit.backoff_until > self._clock():
@@ -249,11 +255,7 @@ class SchedulingQueue:
             if unit is not None:
                 unit.dirty = True
             return
-        message = self._gate(unit.key, (q.pod for q in unit.pods.values()))
-        if message is not None:
-            unit.state = State.GATED
-            unit.gate_message = message
-            unit.heap_version = next(self._seq)
+        self._hold(unit)
 
     def move_all_to_active_or_backoff(self) -> int:
         """A cluster event that may help any unschedulable unit (node added,

@@ -198,8 +198,7 @@ class Scheduler:
         self.cache.remove_node(str((body.get("metadata") or {}).get("name") or ""))
 
     def on_podgroup(self, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
-        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        key = _object_key(body)
         try:
             group: PodGroup | InvalidObject = parse_podgroup(body)
         except ValidationError as exc:
@@ -213,23 +212,20 @@ class Scheduler:
         self._report_if_gated(group_unit(*key))
 
     def on_podgroup_deleted(self, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
-        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        key = _object_key(body)
         self.cache.remove_group(key)
         self.queue.regate(group_unit(*key))
         self._report_if_gated(group_unit(*key))
 
     def on_workload(self, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
-        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        key = _object_key(body)
         try:
             self.cache.upsert_workload(key, parse_workload(body))
         except ValidationError as exc:
             self.cache.upsert_workload(key, InvalidObject(describe_validation_error(exc)))
 
     def on_workload_deleted(self, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
-        self.cache.remove_workload((str(meta.get("namespace") or "default"), str(meta.get("name") or "")))
+        self.cache.remove_workload(_object_key(body))
 
     def on_namespace(self, body: Mapping[str, Any], deleted: bool = False) -> None:
         meta = body.get("metadata") or {}
@@ -378,3 +374,9 @@ class Scheduler:
         if self.writer is not None and current is not None:
             self.writer.pod_event(current, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Binding")
         self.queue.move_all_to_active_or_backoff()  # the capacity it held is free again
+
+
+def _object_key(body: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of a namespaced object body."""
+    meta = body.get("metadata") or {}
+    return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
