@@ -26,6 +26,7 @@ class Diagnosis:
     reasons: dict[str, int] = field(default_factory=dict)
     pre_filter_message: str = ""
     unresolvable: bool = False  # preemption cannot help any node
+    plugins: set[str] = field(default_factory=set)  # upstream's UnschedulablePlugins
 
     @property
     def message(self) -> str:
@@ -45,13 +46,14 @@ class ScheduleResult:
     diagnosis: Diagnosis | None = None
 
 
-def diagnose(snapshot: Snapshot, trail: list[tuple[np.ndarray, FilterResult]]) -> Diagnosis:
+def diagnose(snapshot: Snapshot, trail: list[tuple[str, np.ndarray, FilterResult]]) -> Diagnosis:
     diag = Diagnosis(num_nodes=snapshot.num_nodes)
     all_unresolvable = True
-    for seen, result in trail:
+    for plugin, seen, result in trail:
         rejected = seen & ~result.feasible
         if not rejected.any():
             continue
+        diag.plugins.add(plugin)
         covered = np.zeros_like(rejected)
         for reason, mask in result.reasons:
             hit = rejected & mask
@@ -88,7 +90,8 @@ def schedule_pod(fwk: Framework, pod: PodInfo, snapshot: Snapshot, state: CycleS
     state = state if state is not None else CycleState()
     status = fwk.run_pre_filters(state, pod, snapshot)
     if not status.ok:
-        return ScheduleResult(None, Diagnosis(snapshot.num_nodes, pre_filter_message=status.message))
+        plugins = {status.plugin} if status.plugin else set()
+        return ScheduleResult(None, Diagnosis(snapshot.num_nodes, pre_filter_message=status.message, plugins=plugins))
     feasible, trail = fwk.run_filters(state, pod, snapshot)
     rows = np.flatnonzero(feasible)
     if len(rows) == 0:

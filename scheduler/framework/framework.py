@@ -7,7 +7,7 @@ find a node for one pod (`algorithm.schedule_pod` uses `run_filters` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Hashable
 
 import numpy as np
@@ -29,6 +29,7 @@ from .interface import (
     ScorePlugin,
     Status,
 )
+from . import events
 from .registry import Registry
 
 # The default profile, in upstream's order (filters run in this order and a
@@ -165,6 +166,15 @@ class Framework:
         self._row_filters: dict[tuple[int, Hashable], _RowCache] = {}
         self._row_scores: dict[tuple[int, Hashable], _RowCache] = {}
 
+    def wake_events(self, rejected_by: frozenset[str] | None) -> frozenset[str] | None:
+        """The cluster events that may help a unit these plugins rejected
+        (None: any event; also when the rejecting plugins are unknown)."""
+        if not rejected_by:
+            return None
+        return events.union(
+            self.plugins[name].events if name in self.plugins else None for name in rejected_by
+        )
+
     # ------------------------------------------------------------- PreEnqueue
 
     def run_pre_enqueue(self, pod: PodInfo) -> Status:
@@ -180,7 +190,7 @@ class Framework:
         for plugin in self.pre_filter:
             status = plugin.pre_filter(state, pod, snapshot)
             if not status.ok:
-                return status
+                return status if status.plugin else replace(status, plugin=plugin.name)
         return Status.success()
 
     def _check_static(self, snapshot: Snapshot) -> None:
@@ -233,9 +243,9 @@ class Framework:
         # run_filters recomputes exactly when no node is left.
         return FilterResult(entry.values, entry.result.reasons, entry.result.unresolvable)
 
-    def run_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[np.ndarray, list[tuple[np.ndarray, FilterResult]]]:
+    def run_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[np.ndarray, list[tuple[str, np.ndarray, FilterResult]]]:
         """Returns the feasible mask and, when no node is feasible, per plugin
-        (candidates it saw, its result) for the diagnosis.
+        (its name, the candidates it saw, its result) for the diagnosis.
 
         The answer is the AND of every filter's mask, so the common case takes
         a short path: the AND of the static filters is cached per signature,
@@ -278,15 +288,15 @@ class Framework:
             result = self._static_filters[ck] = plugin.filter(state, pod, snapshot)
         return result
 
-    def _run_filters_exact(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[np.ndarray, list[tuple[np.ndarray, FilterResult]]]:
+    def _run_filters_exact(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[np.ndarray, list[tuple[str, np.ndarray, FilterResult]]]:
         candidates = snapshot.valid.copy()
-        trail: list[tuple[np.ndarray, FilterResult]] = []
+        trail: list[tuple[str, np.ndarray, FilterResult]] = []
         for i, plugin in enumerate(self.filters):
             if plugin.static:
                 result = self._static_filter(i, plugin, state, pod, snapshot)
             else:
                 result = plugin.filter(state, pod, snapshot)
-            trail.append((candidates, result))
+            trail.append((plugin.name, candidates, result))
             candidates = candidates & result.feasible
             if not candidates.any():
                 break
@@ -364,5 +374,5 @@ class Framework:
         for plugin in self.permits:
             status = plugin.permit(group)
             if not status.ok:
-                return status
+                return status if status.plugin else replace(status, plugin=plugin.name)
         return Status.success()

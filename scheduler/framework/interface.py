@@ -93,6 +93,9 @@ class Handle:
 
 class Plugin:
     name: ClassVar[str] = ""
+    # The cluster events (framework/events.py) that can make a pod this plugin
+    # rejected schedulable, as upstream's EventsToRegister. None: any event.
+    events: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
         self.args = dict(args)

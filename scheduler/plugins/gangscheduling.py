@@ -16,6 +16,8 @@ from ..framework.interface import GroupContext, PermitPlugin, PreEnqueuePlugin, 
 
 class GangScheduling(PreEnqueuePlugin, PermitPlugin):
     name = "GangScheduling"
+    # Only more pods or a changed PodGroup help a short gang; the gate sees those.
+    events = frozenset[str]()
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         group_name = pod.group_name

@@ -66,6 +66,7 @@ import numpy as np
 from ..api.objects import LabelSelector, PodAffinityTerm, PodInfo, Requirement
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
+from ..framework import events as E
 
 NAME = "InterPodAffinity"
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
@@ -231,6 +232,7 @@ class _SnapshotState:
 
 class InterPodAffinity(FilterPlugin, ScorePlugin):
     name = NAME
+    events = frozenset({E.ASSIGNED_POD_ADD, E.ASSIGNED_POD_LABEL, E.ASSIGNED_POD_DELETE, E.NODE_ADD, E.NODE_LABEL})
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)

@@ -13,6 +13,7 @@ import numpy as np
 from ..api.objects import NodeInfo, NodeSelectorTerm, PodInfo, PreferredTerm, parse_node_selector_term
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, Handle, NodeFilterPlugin, ScorePlugin
+from ..framework import events as E
 
 REASON = "node(s) didn't match Pod's node affinity/selector"
 REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
@@ -21,6 +22,7 @@ MAX_NODE_SCORE = 100
 
 class NodeAffinity(NodeFilterPlugin, ScorePlugin):
     name = "NodeAffinity"
+    events = frozenset({E.NODE_ADD, E.NODE_LABEL})
     unresolvable = True  # preemption cannot make a node match
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:

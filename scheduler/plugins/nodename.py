@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from ..api.objects import NodeInfo, PodInfo
 from ..framework.interface import NodeFilterPlugin
+from ..framework import events as E
 
 REASON = "node(s) didn't match the requested node name"
 
 
 class NodeName(NodeFilterPlugin):
     name = "NodeName"
+    events = frozenset({E.NODE_ADD})
     unresolvable = True  # preemption cannot make a node match
 
     def sign_pod(self, pod: PodInfo) -> object:

@@ -23,6 +23,7 @@ import numpy as np
 from ..api.objects import HostPort, PodInfo
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, FilterPlugin, FilterResult
+from ..framework import events as E
 
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 BIND_ALL = "0.0.0.0"  # upstream DefaultBindAllHostIP
@@ -52,6 +53,7 @@ def uses_conflicting_port(want: PortKey) -> Callable[[PodInfo], bool]:
 
 class NodePorts(FilterPlugin):
     name = "NodePorts"
+    events = frozenset({E.NODE_ADD, E.ASSIGNED_POD_DELETE})
 
     _all_rows: np.ndarray | None = None
 

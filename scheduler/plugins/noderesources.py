@@ -38,6 +38,7 @@ import numpy as np
 from ..api.objects import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, PodInfo
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
+from ..framework import events as E
 
 MAX_NODE_SCORE = 100
 MAX_CUSTOM_PRIORITY_SCORE = 10  # upstream config.MaxCustomPriorityScore: shape scores are 0..10
@@ -375,6 +376,7 @@ def least_allocated_cpu_memory(
 
 class NodeResourcesFit(FilterPlugin, ScorePlugin):
     name = "NodeResourcesFit"
+    events = frozenset({E.NODE_ADD, E.NODE_ALLOCATABLE, E.ASSIGNED_POD_DELETE, E.ASSIGNED_POD_SCALE_DOWN})
     row_local = True  # a node's fit and score depend on its own usage only
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:

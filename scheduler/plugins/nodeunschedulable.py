@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..api.objects import NodeInfo, PodInfo, Taint
 from ..framework.interface import NodeFilterPlugin
+from ..framework import events as E
 
 _UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 REASON = "node(s) were unschedulable"
@@ -12,6 +13,7 @@ REASON = "node(s) were unschedulable"
 
 class NodeUnschedulable(NodeFilterPlugin):
     name = "NodeUnschedulable"
+    events = frozenset({E.NODE_ADD, E.NODE_TAINT})
     unresolvable = True  # preemption cannot make a node match
 
     def sign_pod(self, pod: PodInfo) -> object:

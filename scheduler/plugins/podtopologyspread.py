@@ -66,6 +66,7 @@ from ..api.constants import POD_GROUP_LABEL
 from ..api.objects import LabelSelector, NodeInfo, PodInfo, Requirement, TopologySpreadConstraint
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
+from ..framework import events as E
 
 REASON = "node(s) didn't match pod topology spread constraints"
 REASON_MISSING_LABEL = REASON + " (missing required label)"
@@ -234,6 +235,7 @@ class _SoftCounts:
 
 class PodTopologySpread(FilterPlugin, ScorePlugin):
     name = "PodTopologySpread"
+    events = frozenset({E.ASSIGNED_POD_ADD, E.ASSIGNED_POD_LABEL, E.ASSIGNED_POD_DELETE, E.NODE_ADD, E.NODE_DELETE, E.NODE_LABEL, E.NODE_TAINT})
 
     # Depends on the pods running in each domain, so nothing is cached by the framework.
     static = False

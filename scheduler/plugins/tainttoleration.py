@@ -8,12 +8,14 @@ import numpy as np
 from ..api.objects import NodeInfo, PodInfo
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, NodeFilterPlugin, ScorePlugin
+from ..framework import events as E
 
 MAX_NODE_SCORE = 100
 
 
 class TaintToleration(NodeFilterPlugin, ScorePlugin):
     name = "TaintToleration"
+    events = frozenset({E.NODE_ADD, E.NODE_TAINT})
     unresolvable = True  # preemption cannot make a node match
 
     static_score = True

@@ -41,6 +41,10 @@ class GroupDecision:
     placed_before: int = 0
     min_count: int = 1
     unresolvable: bool = False
+    # The plugins that rejected pods of this cycle (None: unknown), for the
+    # queue: only events these plugins registered move the unit back.
+    rejected_by: frozenset[str] | None = None
+    wake_on: frozenset[str] | None = None  # the events those plugins registered (None: any)
 
     @property
     def scheduled(self) -> bool:
@@ -92,6 +96,11 @@ def schedule_group(
     first_failure = failures[0][1] if failures else None
     unresolvable = bool(failures) and all(d.unresolvable for _, d in failures)
     permit = fwk.run_permit(ctx)
+    rejecting = {name for _, d in failures for name in d.plugins}
+    if not permit.ok and permit.plugin:
+        rejecting.add(permit.plugin)
+    rejected_by = frozenset(rejecting) if rejecting else None
+    wake_on = fwk.wake_events(rejected_by)
 
     if not permit.ok:
         why = permit.message
@@ -101,6 +110,7 @@ def schedule_group(
             group_key, REASON_UNSCHEDULABLE, why,
             unplaced=[(p, why) for p in pods],
             placed_before=placed_before, min_count=min_count, unresolvable=unresolvable,
+        rejected_by=rejected_by, wake_on=wake_on,
         )
 
     failed_msgs = {p.uid: d.message for p, d in failures}
@@ -118,4 +128,5 @@ def schedule_group(
     return GroupDecision(
         group_key, outcome, message, placements, unplaced,
         placed_before=placed_before, min_count=min_count, unresolvable=unresolvable,
+        rejected_by=rejected_by, wake_on=wake_on,
     )

@@ -7,7 +7,8 @@ or a single pod that belongs to no group. A unit is in exactly one place:
 - active:         a heap ordered by priority (high first), then first-seen time
 - backoff:        failed recently; returns to active when its backoff expires
 - unschedulable:  tried and did not fit; waits for a cluster event that may help
-                  (or for `max_unschedulable` seconds, upstream's periodic flush)
+                  it (one its rejecting plugins registered, framework/events.py),
+                  or for `max_unschedulable` seconds (upstream's periodic flush)
 - in flight:      being scheduled; pods that arrive meanwhile are kept and
                   merged into the next attempt
 
@@ -68,7 +69,10 @@ class Unit:
     gate_message: str = ""
     heap_version: int = 0
     in_flight: frozenset[str] = frozenset()  # uids handed to the current attempt
-    dirty: bool = False  # something changed while in flight: retry at once
+    dirty: bool = False  # the unit itself changed while in flight: retry at once
+    events_in_flight: set[str] = field(default_factory=set)  # cluster events during the attempt
+    # The cluster events that may help it after its last failure (None: any).
+    wake_on: frozenset[str] | None = None
     # Heap order of the unit, kept up to date incrementally (units can hold
     # thousands of pods; recomputing per added pod would be quadratic).
     priority: int = 0
@@ -118,10 +122,12 @@ class SchedulingQueue:
         self._unit_of_pod: dict[str, UnitKey] = {}
         self._active: list[tuple[int, float, int, UnitKey, int]] = []
         self._backoff: list[tuple[float, int, UnitKey, int]] = []
-        # Units in the unschedulable pool (lazily pruned: check unit.state) and
+        # Units in the unschedulable pool (lazily pruned: check unit.state), the
+        # same indexed by the event that may help them (None: any event), and
         # their flush deadlines; the in-flight units. Events and pops touch only
         # these, never every unit.
         self._unschedulable: dict[UnitKey, Unit] = {}
+        self._waiting_for: dict[str | None, dict[UnitKey, Unit]] = {}
         self._flush_heap: list[tuple[float, int, UnitKey, int]] = []
         self._in_flight: dict[UnitKey, Unit] = {}
         self._seq = itertools.count()
@@ -233,9 +239,16 @@ class SchedulingQueue:
             unit.recompute()
         if not unit.pods and unit.state != State.IN_FLIGHT:
             unit.heap_version = next(self._seq)
-            del self._units[key]
+            self._forget_unit(key)
         elif unit.state == State.GATED:
             self._admit(unit)
+
+    def _forget_unit(self, key: UnitKey) -> None:
+        """The unit has no pods left: drop it and its pool index entries."""
+        del self._units[key]
+        self._unschedulable.pop(key, None)
+        for waiting in self._waiting_for.values():
+            waiting.pop(key, None)
 
     def activate(self, key: UnitKey) -> None:
         """Something that concerns this unit changed (its PodGroup appeared or
@@ -258,10 +271,11 @@ class SchedulingQueue:
         self._hold(unit)
 
     def move_all_to_active_or_backoff(self) -> int:
-        """A cluster event that may help any unschedulable unit (node added,
-        capacity freed). Returns how many units moved."""
+        """Every unschedulable unit is retried (after its backoff), whatever
+        rejected it. Returns how many units moved."""
         moved = 0
         pool, self._unschedulable = self._unschedulable, {}
+        self._waiting_for = {}
         for unit in pool.values():
             if unit.state == State.UNSCHEDULABLE and self._units.get(unit.key) is unit:
                 self._admit(unit)
@@ -270,12 +284,36 @@ class SchedulingQueue:
             unit.dirty = True
         return moved
 
+    def move_for_event(self, event: str) -> int:
+        """A cluster event happened (framework/events.py): retry the
+        unschedulable units it may help, that is, those whose rejecting plugins
+        registered it. Units in flight remember it for when their attempt
+        ends. Returns how many units moved."""
+        moved = 0
+        for bucket in (event, None):
+            for key, unit in self._waiting_for.pop(bucket, {}).items():
+                if unit.state == State.UNSCHEDULABLE and self._units.get(key) is unit:
+                    self._unschedulable.pop(key, None)
+                    self._admit(unit)
+                    moved += 1
+        for unit in self._in_flight.values():
+            unit.events_in_flight.add(event)
+        return moved
+
+    def _helped_in_flight(self, unit: Unit) -> bool:
+        """Did an event during the attempt possibly help the unit it failed for?"""
+        if not unit.events_in_flight:
+            return False
+        return unit.wake_on is None or not unit.wake_on.isdisjoint(unit.events_in_flight)
+
     def _make_unschedulable(self, unit: Unit) -> None:
         unit.backoff_until = self._clock() + self._backoff_duration(unit.attempts)
         unit.state = State.UNSCHEDULABLE
         unit.unschedulable_since = self._clock()
         unit.heap_version = next(self._seq)
         self._unschedulable[unit.key] = unit
+        for event in (unit.wake_on if unit.wake_on is not None else (None,)):
+            self._waiting_for.setdefault(event, {})[unit.key] = unit
         heapq.heappush(
             self._flush_heap,
             (unit.unschedulable_since + self.max_unschedulable, next(self._seq), unit.key, unit.heap_version),
@@ -308,6 +346,7 @@ class SchedulingQueue:
             self._in_flight[key] = unit
             unit.heap_version = next(self._seq)
             unit.dirty = False
+            unit.events_in_flight = set()
             unit.in_flight = frozenset(unit.pods)
             unit.attempts += 1
             return PoppedUnit(
@@ -338,9 +377,13 @@ class SchedulingQueue:
             except asyncio.TimeoutError:
                 pass
 
-    def done(self, key: UnitKey, placed: Iterable[str], unschedulable: bool, error: bool = False) -> None:
+    def done(
+        self, key: UnitKey, placed: Iterable[str], unschedulable: bool, error: bool = False,
+        wake_on: frozenset[str] | None = None,
+    ) -> None:
         """The attempt of `key` ended. `placed` pods leave the queue (they are
-        binding); the others go back with their original first-seen times."""
+        binding); the others go back with their original first-seen times.
+        `wake_on`: the cluster events that may help the pods left (None: any)."""
         self._in_flight.pop(key, None)
         unit = self._units.get(key)
         if unit is None:
@@ -357,13 +400,16 @@ class SchedulingQueue:
         unit.in_flight = frozenset()
         self._in_flight.pop(key, None)
         if not unit.pods:
-            del self._units[key]
+            self._forget_unit(key)
             return
         new_pods = any(uid not in attempted for uid in unit.pods)
+        unit.wake_on = wake_on
+        helped = self._helped_in_flight(unit)
+        unit.events_in_flight = set()
         if error:
             unit.backoff_until = self._clock() + self._backoff_duration(unit.attempts)
             self._admit(unit)
-        elif unschedulable and not unit.dirty and not new_pods:
+        elif unschedulable and not unit.dirty and not new_pods and not helped:
             self._make_unschedulable(unit)
         elif unschedulable:
             # Something changed while it was being tried: retry after backoff.
@@ -373,7 +419,7 @@ class SchedulingQueue:
             # Success, with pods left over (they arrived meanwhile, or are the
             # extra pods of a gang that did not fit).
             unit.backoff_until = 0.0
-            if new_pods or unit.dirty:
+            if new_pods or unit.dirty or helped:
                 self._admit(unit)
             else:
                 self._make_unschedulable(unit)

@@ -11,6 +11,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api.objects import PodInfo
+from . import failpoints
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class Binder:
         async with self._sem:
             for _ in range(MAX_RETRIES_429 + 1):
                 await self._bucket.acquire()
+                failpoints.hit("bind-start")
                 try:
                     # _preload_content=False: the client cannot deserialize the
                     # Status the server answers with into a V1Binding.
@@ -66,9 +68,9 @@ class Binder:
                     resp.release()
                 except ApiException as exc:
                     if exc.status == 429:
-                        retry_after = _retry_after(exc)
-                        log.info("bind %s: throttled by the server, retrying in %.1fs", pod.key, retry_after)
-                        self._bucket.pause(retry_after)
+                        wait = retry_after(exc)
+                        log.info("bind %s: throttled by the server, retrying in %.1fs", pod.key, wait)
+                        self._bucket.pause(wait)
                         continue
                     if exc.status == 409:
                         # Already bound (by an earlier attempt of ours or by someone
@@ -80,12 +82,14 @@ class Binder:
                 except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                     self._on_failed(pod, node, f"Binding failed: {type(exc).__name__}: {exc}")
                     return
+                failpoints.hit("bind-done")
                 self._on_bound(pod, node)
                 return
             self._on_failed(pod, node, "Binding failed: the API server kept answering 429 Too Many Requests")
 
 
-def _retry_after(exc: ApiException) -> float:
+def retry_after(exc: ApiException) -> float:
+    """Seconds a 429 answer asks us to wait (Retry-After, 1 s if absent)."""
     try:
         return max(float((exc.headers or {}).get("Retry-After", 1)), 0.1)
     except ValueError:

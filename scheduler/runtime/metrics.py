@@ -26,6 +26,11 @@ PENDING_PODS = Gauge(
     "Number of pending pods, by queue (active, backoff, unschedulable, gated, in-flight).",
     ["queue"],
 )
+QUEUE_INCOMING = Counter(
+    "troupe_queue_moved_units_total",
+    "Scheduling units (a PodGroup's pending pods, or a lone pod) moved out of the unschedulable pool, by the cluster event that moved them.",
+    ["event", "queue"],
+)
 POD_BINDINGS = Counter("troupe_pod_bindings_total", "Bindings posted, by result.", ["result"])
 GROUP_DECISIONS = Counter("troupe_podgroup_decisions_total", "PodGroup cycle outcomes.", ["outcome"])
 

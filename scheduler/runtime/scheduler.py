@@ -27,7 +27,8 @@ from ..framework.registry import Registry
 from ..podgroup.cycle import GroupDecision, error_decision, order_pods, schedule_group
 from ..framework.interface import Status
 from ..queue.scheduling_queue import PoppedUnit, SchedulingQueue, State, UnitKey, group_unit, unit_of
-from . import metrics
+from ..framework import events as E
+from . import failpoints, metrics
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,8 @@ class Scheduler:
             log.warning("ignoring pod %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
             return
         old = self.cache.upsert_pod(pod)
+        for event in E.pod_update_events(old, pod):
+            self._cluster_event(event)
         if self.is_pending(pod):
             self.queue.add(pod)
             self._report_if_gated(unit_of(pod), pod)
@@ -164,11 +167,10 @@ class Scheduler:
             key = group_unit(pod.namespace, pod.group_name)
             self.queue.activate(key)
             self._report_if_gated(key)
-        if old is not None and old.node_name and not old.terminal and pod.terminal:
-            self.queue.move_all_to_active_or_backoff()  # capacity freed
 
     def on_pod_deleted(self, body: Mapping[str, Any]) -> None:
         uid = str((body.get("metadata") or {}).get("uid") or "")
+        held_room = bool(self.cache.placed_node(uid))  # bound, or assumed while binding
         old = self.cache.remove_pod(uid)
         self.queue.delete(uid)
         self._gated_reported.pop(uid, None)
@@ -176,8 +178,8 @@ class Scheduler:
             self.writer.forget_pod(uid)
         if old is None:
             return
-        if old.node_name and not old.terminal:
-            self.queue.move_all_to_active_or_backoff()
+        if held_room and not old.terminal:
+            self._cluster_event(E.ASSIGNED_POD_DELETE)
         if old.group_name:
             key = group_unit(old.namespace, old.group_name)
             self.queue.regate(key)
@@ -189,13 +191,23 @@ class Scheduler:
         except ObjectError as exc:
             log.warning("ignoring node %s: %s", (body.get("metadata") or {}).get("name"), exc)
             return
-        if self.cache.node(node.name) == node:
+        old = self.cache.node(node.name)
+        if old == node:
             return  # a heartbeat: nothing the scheduler reads changed
         self.cache.upsert_node(node)
-        self.queue.move_all_to_active_or_backoff()
+        for event in [E.NODE_ADD] if old is None else E.node_update_events(old, node):
+            self._cluster_event(event)
 
     def on_node_deleted(self, body: Mapping[str, Any]) -> None:
-        self.cache.remove_node(str((body.get("metadata") or {}).get("name") or ""))
+        name = str((body.get("metadata") or {}).get("name") or "")
+        if self.cache.node(name) is not None:
+            self.cache.remove_node(name)
+            self._cluster_event(E.NODE_DELETE)
+
+    def _cluster_event(self, event: str) -> None:
+        moved = self.queue.move_for_event(event)
+        if moved:
+            metrics.QUEUE_INCOMING.labels(event=event, queue="active").inc(moved)
 
     def on_podgroup(self, body: Mapping[str, Any]) -> None:
         key = _object_key(body)
@@ -322,7 +334,10 @@ class Scheduler:
             [p.pod.uid for p in decision.placements],
             unschedulable=bool(decision.unplaced),
             error=decision.outcome == C.REASON_SCHEDULER_ERROR,
+            wake_on=decision.wake_on,
         )
+        if decision.placements:
+            failpoints.hit("cycle-decided")
         if self.binder is not None:
             for placement in decision.placements:
                 if self.writer is not None:
@@ -373,7 +388,7 @@ class Scheduler:
             self.queue.requeue(current)
         if self.writer is not None and current is not None:
             self.writer.pod_event(current, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Binding")
-        self.queue.move_all_to_active_or_backoff()  # the capacity it held is free again
+        self._cluster_event(E.ASSIGNED_POD_DELETE)  # the room it held is free again
 
 
 def _object_key(body: Mapping[str, Any]) -> tuple[str, str]:

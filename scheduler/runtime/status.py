@@ -24,6 +24,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ..api import constants as C
 from ..api.objects import PodInfo
 from ..api.podgroup import PodGroup
+from . import failpoints
+from .binder import retry_after as _retry_after
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -83,11 +85,15 @@ class StatusWriter:
             self._busy += 1
             try:
                 await self._bucket.acquire()
+                failpoints.hit("status-write")
                 await write()
             except ApiException as exc:
                 if exc.status == 429:
-                    self._bucket.pause(1.0)
-                log.warning("status write failed: %s %s", exc.status, exc.reason)
+                    # Throttled: wait as told, then write it again (unless a newer write replaced it).
+                    self._bucket.pause(_retry_after(exc))
+                    self._pending.setdefault(key, write)
+                else:
+                    log.warning("status write failed: %s %s", exc.status, exc.reason)
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 log.warning("status write failed: %s", exc)
             except Exception:  # never let a bad write kill a worker

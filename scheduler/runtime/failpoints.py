@@ -1,0 +1,54 @@
+"""Crash points for the recovery tests, in the spirit of etcd's gofail.
+
+`TROUPE_FAILPOINTS="bind-done=3,cycle-decided=1"` makes the process SIGKILL
+itself the 3rd time it passes `bind-done` (or the 1st time it passes
+`cycle-decided`): no cleanup, no flush, exactly like an OOM kill or a node
+loss at that moment. Unset (the normal case), `hit()` is one dict lookup.
+
+Points (where a crash leaves the most interesting state behind):
+  cycle-decided   a cycle assumed its placements; no bind is sent yet
+  bind-start      a bind is about to be sent (earlier binds of the cycle may be done)
+  bind-done       the API server accepted a bind; the scheduler has not recorded it
+  status-write    a PodGroup/pod status write is about to be sent
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+
+log = logging.getLogger(__name__)
+
+POINTS = ("cycle-decided", "bind-start", "bind-done", "status-write")
+ENV = "TROUPE_FAILPOINTS"
+
+
+def _parse(spec: str) -> dict[str, int]:
+    armed: dict[str, int] = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        name, _, count = item.partition("=")
+        if name not in POINTS:
+            raise ValueError(f"{ENV}: unknown point {name!r} (known: {', '.join(POINTS)})")
+        try:
+            armed[name] = int(count or "1")
+        except ValueError:
+            raise ValueError(f"{ENV}: {item!r}: the count after '=' must be an integer") from None
+    return armed
+
+
+_armed: dict[str, int] = _parse(os.environ.get(ENV, ""))
+
+
+def hit(name: str) -> None:
+    """Count a pass through `name`; SIGKILL the process on the armed pass."""
+    left = _armed.get(name)
+    if left is None:
+        return
+    if left > 1:
+        _armed[name] = left - 1
+        return
+    log.warning("failpoint %s: killing the process (SIGKILL)", name)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
