@@ -250,12 +250,18 @@ class SchedulingQueue:
         for waiting in self._waiting_for.values():
             waiting.pop(key, None)
 
-    def activate(self, key: UnitKey) -> None:
+    def activate(self, key: UnitKey, skip_backoff: bool = False) -> None:
         """Something that concerns this unit changed (its PodGroup appeared or
-        changed): re-run the gate, and retry it if it was waiting."""
+        changed): re-run the gate, and retry it if it was waiting.
+        `skip_backoff`: what it failed for is fixed (the Workload it named
+        appeared), so a unit backing off is retried now too."""
         unit = self._units.get(key)
         if unit is None:
             return
+        if skip_backoff and unit.state in (State.BACKOFF, State.UNSCHEDULABLE):
+            unit.backoff_until = 0.0
+            self._unschedulable.pop(key, None)
+            unit.state = State.GATED  # so that _admit runs the gate
         if unit.state == State.IN_FLIGHT:
             unit.dirty = True
         elif unit.state in (State.GATED, State.UNSCHEDULABLE):

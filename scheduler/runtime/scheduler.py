@@ -235,9 +235,21 @@ class Scheduler:
             self.cache.upsert_workload(key, parse_workload(body))
         except ValidationError as exc:
             self.cache.upsert_workload(key, InvalidObject(describe_validation_error(exc)))
+        self._activate_groups_of_workload(key)
 
     def on_workload_deleted(self, body: Mapping[str, Any]) -> None:
-        self.cache.remove_workload(_object_key(body))
+        key = _object_key(body)
+        self.cache.remove_workload(key)
+        self._activate_groups_of_workload(key)
+
+    def _activate_groups_of_workload(self, key: tuple[str, str]) -> None:
+        """PodGroups naming this Workload are judged again (Workload events are rare: a scan is fine)."""
+        for (ns, name), group in list(self.cache.groups.items()):
+            if not isinstance(group, PodGroup) or ns != key[0]:
+                continue
+            ref = group.spec.pod_group_template_ref
+            if ref is not None and ref.workload is not None and ref.workload.workload_name == key[1]:
+                self.queue.activate(group_unit(ns, name), skip_backoff=True)
 
     def on_namespace(self, body: Mapping[str, Any], deleted: bool = False) -> None:
         meta = body.get("metadata") or {}
@@ -313,6 +325,9 @@ class Scheduler:
             if isinstance(found, InvalidObject):
                 return error_decision(group_key, pods, f"PodGroup {group_key[0]}/{group_key[1]} is invalid: {found.message}")
             group = found
+            problem = self._template_ref_problem(group)
+            if problem:
+                return error_decision(group_key, pods, problem)
             names = sorted({p.scheduler_name for p in self.cache.members(group_key) if not p.terminal})
             if len(names) > 1:
                 return error_decision(
@@ -324,6 +339,25 @@ class Scheduler:
         placed_before = self.cache.placed_member_count(group_key) if group_key else 0
         ordered = order_pods(pods, popped.first_seen)
         return schedule_group(fwk, self.cache.snapshot(), group_key, group, ordered, placed_before)
+
+    def _template_ref_problem(self, group: PodGroup) -> str | None:
+        """A PodGroup that names its Workload template must name one that exists."""
+        ref = group.spec.pod_group_template_ref
+        if ref is None or ref.workload is None:
+            return None
+        ns, name = group.key
+        wl_name, template = ref.workload.workload_name, ref.workload.pod_group_template_name
+        where = "spec.podGroupTemplateRef.workload"
+        workload = self.cache.workloads.get((ns, wl_name))
+        if workload is None:
+            return f"{where}.workloadName: Workload {ns}/{wl_name} does not exist"
+        if isinstance(workload, InvalidObject):
+            return f"{where}.workloadName: Workload {ns}/{wl_name} is invalid: {workload.message}"
+        if workload.template(template) is None:
+            known = ", ".join(t.name for t in workload.spec.pod_group_templates)
+            return (f"{where}.podGroupTemplateName: Workload {ns}/{wl_name} has no podGroupTemplate "
+                    f"named {template!r} (it has: {known})")
+        return None
 
     def _apply(self, popped: PoppedUnit, decision: GroupDecision) -> None:
         # Assume first, all together: the next cycle must see this capacity used.
@@ -360,10 +394,11 @@ class Scheduler:
         current = group.condition(C.POD_GROUP_SCHEDULED)
         if decision.scheduled:
             self.writer.group_condition(group, "True", C.REASON_SCHEDULED, decision.message)
-        elif current is not None and current.status == "True" and decision.outcome == C.REASON_UNSCHEDULABLE:
+        elif current is not None and current.status == "True":
             # Once scheduled, a group stays scheduled (as upstream); pods that do
-            # not fit later say so on their own conditions.
-            pass
+            # not fit later say so on their own conditions, and errors in events.
+            if decision.outcome == C.REASON_SCHEDULER_ERROR:
+                self.writer.group_event(group, "Warning", C.EVENT_FAILED_SCHEDULING, decision.message, "Scheduling")
         else:
             self.writer.group_condition(group, "False", decision.outcome, decision.message)
             self.writer.group_event(group, "Warning", C.EVENT_FAILED_SCHEDULING, decision.message, "Scheduling")
