@@ -87,6 +87,11 @@ def _parser() -> argparse.ArgumentParser:
         "--health-bind-address", metavar="HOST:PORT",
         help="serve /healthz, /readyz and /metrics here (default: the config's healthBindAddress, 0.0.0.0:10251)",
     )
+    run.add_argument(
+        "--resync-seconds", type=float, default=300.0, metavar="S",
+        help="every S seconds, list pods, nodes, PodGroups and Workloads (metadata only) and drop cached objects "
+        "the API no longer has, in case a watch gap hid their deletion; 0 disables (default: 300)",
+    )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="default: info")
     simulate = sub.add_parser(
         "simulate",
@@ -160,7 +165,7 @@ def _run(args: argparse.Namespace) -> int:
     from .runtime.kube import ConnectError
 
     try:
-        return asyncio.run(run(config, registry, args.kubeconfig))
+        return asyncio.run(run(config, registry, args.kubeconfig, resync_seconds=args.resync_seconds))
     except ConnectError as exc:
         print(f"troupe: {exc}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ from .handlers import build_registry, operator_settings
 from .health import start_health_server
 from .kube import connection_info, load_configuration
 from .ratelimit import TokenBucket
+from .resync import Resync
 from .scheduler import Scheduler
 from .status import StatusWriter
 
@@ -24,7 +25,9 @@ log = logging.getLogger(__name__)
 STALL_SECONDS = 60.0
 
 
-async def run(config: SchedulerConfiguration, registry: Registry, kubeconfig: str | None) -> int:
+async def run(
+    config: SchedulerConfiguration, registry: Registry, kubeconfig: str | None, resync_seconds: float = 300.0,
+) -> int:
     cfg = await load_configuration(kubeconfig)
     cc = config.client_connection
     # One connection pool for binds and status writes; every watch holds a connection of its own in kopf.
@@ -32,8 +35,9 @@ async def run(config: SchedulerConfiguration, registry: Registry, kubeconfig: st
     api_client = client.ApiClient(cfg)
     scheduler = Scheduler(config, registry)
     bucket = TokenBucket(cc.qps, cc.burst)
-    scheduler.binder = Binder(client.CoreV1Api(api_client), bucket, cc.bind_concurrency, scheduler.on_bound, scheduler.on_bind_failed)
-    writer = StatusWriter(api_client, bucket)
+    scheduler.binder = Binder(client.CoreV1Api(api_client), bucket, cc.bind_concurrency, scheduler.on_bound, scheduler.on_bind_failed, scheduler.on_pod_gone)
+    # Events have a rate limit of their own, as kube-scheduler's event client.
+    writer = StatusWriter(api_client, bucket, event_bucket=TokenBucket(cc.qps, cc.burst))
     scheduler.writer = writer
 
     def healthy() -> bool:
@@ -46,6 +50,9 @@ async def run(config: SchedulerConfiguration, registry: Registry, kubeconfig: st
         ", ".join(scheduler.frameworks), cfg.host, config.health_bind_address,
     )
     loop_task = asyncio.create_task(scheduler.run(), name="scheduling loop")
+    resync = None
+    if resync_seconds > 0:
+        resync = asyncio.create_task(Resync(scheduler, api_client, bucket, resync_seconds).run(), name="resync")
     operator = asyncio.create_task(
         kopf.operator(
             registry=build_registry(scheduler, await connection_info(cfg)),
@@ -63,9 +70,10 @@ async def run(config: SchedulerConfiguration, registry: Registry, kubeconfig: st
             log.error("scheduling loop crashed", exc_info=loop_task.exception())
             rc = 1
     finally:
-        for task in (loop_task, operator):
+        tasks = [t for t in (loop_task, operator, resync) if t is not None]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(loop_task, operator, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await writer.flush(timeout=5)
         await writer.close()
         await health.cleanup()

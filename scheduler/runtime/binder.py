@@ -27,12 +27,17 @@ class Binder:
         concurrency: int,
         on_bound: Callable[[PodInfo, str], None],
         on_failed: Callable[[PodInfo, str, str], None],
+        on_gone: Callable[[PodInfo], None] | None = None,
     ) -> None:
+        """`on_gone`: the pod no longer exists (404), e.g. deleted while a
+        missed watch event still kept it in the cache; without it a 404 is a
+        failure like any other."""
         self._api = api
         self._bucket = bucket
         self._sem = asyncio.Semaphore(concurrency)
         self._on_bound = on_bound
         self._on_failed = on_failed
+        self._on_gone = on_gone
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -76,6 +81,10 @@ class Binder:
                         # Already bound (by an earlier attempt of ours or by someone
                         # else): the watch brings the node it is on.
                         log.info("bind %s: already bound (409)", pod.key)
+                        return
+                    if exc.status == 404 and self._on_gone is not None:
+                        log.info("bind %s: the pod no longer exists (404)", pod.key)
+                        self._on_gone(pod)
                         return
                     self._on_failed(pod, node, f"Binding rejected: {exc.status} {exc.reason}: {_message(exc)}")
                     return

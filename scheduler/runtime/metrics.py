@@ -31,6 +31,11 @@ QUEUE_INCOMING = Counter(
     "Scheduling units (a PodGroup's pending pods, or a lone pod) moved out of the unschedulable pool, by the cluster event that moved them.",
     ["event", "queue"],
 )
+RESYNC_DROPPED = Counter(
+    "troupe_resync_dropped_objects_total",
+    "Cached objects the periodic resync found deleted in the API (their DELETED event was missed).",
+    ["kind"],
+)
 POD_BINDINGS = Counter("troupe_pod_bindings_total", "Bindings posted, by result.", ["result"])
 GROUP_DECISIONS = Counter("troupe_podgroup_decisions_total", "PodGroup cycle outcomes.", ["outcome"])
 

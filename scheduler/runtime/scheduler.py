@@ -425,6 +425,22 @@ class Scheduler:
             self.writer.pod_event(current, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Binding")
         self._cluster_event(E.ASSIGNED_POD_DELETE)  # the room it held is free again
 
+    def on_pod_gone(self, pod: PodInfo) -> None:
+        """The API says the pod does not exist (its bind got 404): forget it as if
+        its DELETED event had arrived (the watch may have missed it)."""
+        metrics.POD_BINDINGS.labels(result="gone").inc()
+        self.forget_object("pod", pod.namespace, pod.name, pod.uid)
+
+    def forget_object(self, kind: str, namespace: str, name: str, uid: str = "") -> None:
+        """Drop an object the API no longer has, through the same path as its DELETED event."""
+        body = {"metadata": {"namespace": namespace, "name": name, "uid": uid}}
+        {
+            "pod": self.on_pod_deleted,
+            "node": self.on_node_deleted,
+            "podgroup": self.on_podgroup_deleted,
+            "workload": self.on_workload_deleted,
+        }[kind](body)
+
 
 def _object_key(body: Mapping[str, Any]) -> tuple[str, str]:
     """(namespace, name) of a namespaced object body."""

@@ -43,11 +43,17 @@ def now_micro() -> str:
 
 
 class StatusWriter:
-    def __init__(self, api_client: client.ApiClient, bucket: TokenBucket, workers: int = 4) -> None:
+    def __init__(
+        self, api_client: client.ApiClient, bucket: TokenBucket, event_bucket: TokenBucket | None = None, workers: int = 4,
+    ) -> None:
+        """`bucket` limits status writes (shared with binding, one client as
+        kube-scheduler's); `event_bucket` limits Events, which kube-scheduler
+        sends through a client of its own."""
         self._core = client.CoreV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
         self._events = client.EventsV1Api(api_client)
         self._bucket = bucket
+        self._event_bucket = event_bucket or bucket
         self._pending: OrderedDict[tuple[str, ...], Callable[[], Awaitable[None]]] = OrderedDict()
         self._wakeup = asyncio.Event()
         self._writing: set[tuple[str, ...]] = set()
@@ -83,14 +89,15 @@ class StatusWriter:
             key, write = job
             self._writing.add(key)
             self._busy += 1
+            bucket = self._event_bucket if key[0] == "event" else self._bucket
             try:
-                await self._bucket.acquire()
+                await bucket.acquire()
                 failpoints.hit("status-write")
                 await write()
             except ApiException as exc:
                 if exc.status == 429:
                     # Throttled: wait as told, then write it again (unless a newer write replaced it).
-                    self._bucket.pause(_retry_after(exc))
+                    bucket.pause(_retry_after(exc))
                     self._pending.setdefault(key, write)
                 else:
                     log.warning("status write failed: %s %s", exc.status, exc.reason)

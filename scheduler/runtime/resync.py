@@ -1,0 +1,130 @@
+"""Periodic resync: drop from the cache what the API server no longer has.
+
+kopf lists again when a watch expires (410 Gone) but reports only what the new
+listing holds, never what was deleted in the gap; client-go's reflector
+handles that with Replace. Without it a pod or node deleted in such a gap
+would stay in the cache for ever, holding room on its node or queued for
+ever. So every `interval` seconds each watched kind is listed (metadata only,
+paged) and compared with the cache.
+
+An object is dropped only if the cache held the very same object before the
+list was requested and the answer does not have it. The list is a quorum
+read, at least as new as the request, so such an object was deleted; anything
+the watch added or changed meanwhile is left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, Callable, Hashable
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ..api import constants as C
+from . import metrics
+from .ratelimit import TokenBucket
+from .scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+PAGE = 500
+
+# kind -> (list path, key of an item's metadata as the cache keys it)
+KINDS: dict[str, tuple[str, Callable[[dict[str, Any]], Hashable]]] = {
+    "pod": ("/api/v1/pods", lambda m: m.get("uid", "")),
+    "node": ("/api/v1/nodes", lambda m: m.get("name", "")),
+    "podgroup": (f"/apis/{C.GROUP}/{C.VERSION}/{C.PODGROUP_PLURAL}", lambda m: (m.get("namespace", ""), m.get("name", ""))),
+    "workload": (f"/apis/{C.GROUP}/{C.VERSION}/{C.WORKLOAD_PLURAL}", lambda m: (m.get("namespace", ""), m.get("name", ""))),
+}
+
+
+def cached_objects(scheduler: Scheduler, kind: str) -> dict[Hashable, object]:
+    """The cache's objects of a kind, by the key KINDS gives their metadata."""
+    cache = scheduler.cache
+    if kind == "pod":
+        return dict(cache.pods)
+    if kind == "node":
+        table = cache.table
+        return {name: table.nodes[row] for name, row in table.row.items()}
+    if kind == "podgroup":
+        return dict(cache.groups)
+    return dict(cache.workloads)
+
+
+def stale(before: dict[Hashable, object], listed: set[Hashable], now: dict[Hashable, object]) -> list[Hashable]:
+    """Keys cached before the list, absent from it, and not touched by the watch since."""
+    return [key for key, obj in before.items() if key not in listed and now.get(key) is obj]
+
+
+class Resync:
+    def __init__(self, scheduler: Scheduler, api_client: client.ApiClient, bucket: TokenBucket, interval: float) -> None:
+        self._scheduler = scheduler
+        self._api = api_client
+        self._bucket = bucket
+        self.interval = interval
+
+    async def run(self) -> None:
+        await self._scheduler.synced.wait()
+        while True:
+            await asyncio.sleep(self.interval)
+            for kind in KINDS:
+                try:
+                    await self.resync(kind)
+                except (ApiException, OSError, asyncio.TimeoutError, ValueError) as exc:
+                    log.warning("resync of %ss failed (retrying in %.0fs): %s", kind, self.interval, exc)
+
+    async def resync(self, kind: str) -> int:
+        """Compare one kind with the API; returns how many objects were dropped."""
+        before = cached_objects(self._scheduler, kind)
+        listed = await self._list_keys(kind)
+        if listed is None:
+            return 0
+        dropped = stale(before, listed, cached_objects(self._scheduler, kind))
+        for key in dropped:
+            obj = before[key]
+            log.warning("resync: %s %s is gone from the API but was still cached (a missed deletion); dropping it", kind, key)
+            self._forget(kind, key, obj)
+        if dropped:
+            metrics.RESYNC_DROPPED.labels(kind=kind).inc(len(dropped))
+        return len(dropped)
+
+    def _forget(self, kind: str, key: Hashable, obj: object) -> None:
+        s = self._scheduler
+        if kind == "pod":
+            pod = obj
+            s.forget_object("pod", pod.namespace, pod.name, pod.uid)  # type: ignore[attr-defined]
+        elif kind == "node":
+            s.forget_object("node", "", str(key))
+        else:
+            ns, name = key  # type: ignore[misc]
+            s.forget_object(kind, ns, name)
+
+    async def _list_keys(self, kind: str) -> set[Hashable] | None:
+        path, key_of = KINDS[kind]
+        keys: set[Hashable] = set()
+        cont = ""
+        while True:
+            await self._bucket.acquire()
+            query = [("limit", PAGE)] + ([("continue", cont)] if cont else [])
+            try:
+                resp = await self._api.call_api(
+                    path, "GET", query_params=query, header_params={"Accept": METADATA_LIST},
+                    auth_settings=["BearerToken"], _preload_content=False, _request_timeout=60,
+                )
+            except ApiException as exc:
+                if exc.status == 404:  # the CRD is not installed: nothing of that kind can be cached either
+                    return None
+                if exc.status == 410:  # the continue token expired: start over next time
+                    return None
+                raise
+            page = json.loads(await resp.read())
+            resp.release()
+            for item in page.get("items") or []:
+                keys.add(key_of(item.get("metadata") or {}))
+            cont = (page.get("metadata") or {}).get("continue") or ""
+            if not cont:
+                return keys
