@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = {"core": "bench.core"}
+BENCHMARKS = {"core": "bench.core", "e2e": "bench.e2e"}
 DEFAULT = "core"
 
 

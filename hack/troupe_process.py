@@ -1,9 +1,17 @@
 """The real scheduler as a subprocess (`python -m scheduler run`), with the
-ServiceAccount's token identity, so the RBAC from manifests/ applies."""
+ServiceAccount's token identity, so the RBAC from manifests/ applies.
+
+`env` adds environment variables for the process, e.g.
+`{"TROUPE_FAILPOINTS": "bind-done=2"}` to make it SIGKILL itself at a chosen
+point (scheduler/runtime/failpoints.py); TROUPE_FAILPOINTS is never inherited
+from the caller's environment. A process expected to die by itself is started
+with `start(wait_ready=False)` and awaited with `wait_exit()`.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -14,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+FAILPOINTS_ENV = "TROUPE_FAILPOINTS"
 
 
 def free_port() -> int:
@@ -23,15 +32,26 @@ def free_port() -> int:
 
 
 class TroupeProcess:
-    def __init__(self, kubeconfig: Path, workdir: Path, config: str | None = None, name: str = "troupe") -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        workdir: Path,
+        config: str | None = None,
+        name: str = "troupe",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.kubeconfig = kubeconfig
         self.workdir = workdir
         self.config_text = config
+        self.env = dict(env or {})
         self.log_path = workdir / f"{name}.log"
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
 
-    def start(self, timeout: float = 30.0) -> "TroupeProcess":
+    def start(self, timeout: float = 30.0, wait_ready: bool = True) -> "TroupeProcess":
+        """Start the process; with `wait_ready`, return once /readyz answers 200
+        (RuntimeError with the log tail if it exits or is not ready in time)."""
         self.port = free_port()
         cmd = [
             sys.executable, "-m", "scheduler", "run",
@@ -42,10 +62,14 @@ class TroupeProcess:
             cfg = self.workdir / f"{self.log_path.stem}-config.yaml"
             cfg.write_text(self.config_text)
             cmd += ["--config", str(cfg)]
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = {k: v for k, v in os.environ.items() if k != FAILPOINTS_ENV}
+        env.update(self.env, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         log.close()
+        if not wait_ready:
+            return self
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -55,6 +79,21 @@ class TroupeProcess:
             time.sleep(0.1)
         raise RuntimeError(f"troupe not ready after {timeout}s:\n{self.log_tail()}")
 
+    @property
+    def returncode(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def wait_exit(self, timeout: float = 30.0) -> int:
+        """Wait for the process to end by itself and return its exit status
+        (negative: killed by that signal, -9 for SIGKILL). If it is still running
+        after `timeout`, it is SIGKILLed and AssertionError (with the log tail) is raised."""
+        assert self.proc is not None, "not started"
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"troupe still running after {timeout}s (killed now):\n{self.log_tail()}") from None
+
     def get(self, path: str) -> tuple[int, str]:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
@@ -63,6 +102,24 @@ class TroupeProcess:
             return e.code, e.read().decode()
         except OSError:
             return 0, ""
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        """The value of one sample on /metrics (the sum over samples that carry at
+        least `labels`); None if the process does not answer. A counter that was
+        never incremented has no sample: 0.0."""
+        status, text = self.get("/metrics")
+        if status != 200:
+            return None
+        total = 0.0
+        pattern = re.compile(rf"^{re.escape(name)}(?:\{{(.*)\}})?\s+(\S+)$")
+        for line in text.splitlines():
+            m = pattern.match(line)
+            if not m:
+                continue
+            have = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(1) or ""))
+            if all(have.get(k) == v for k, v in labels.items()):
+                total += float(m.group(2))
+        return total
 
     def kill(self) -> None:
         """SIGKILL: no chance to clean up (a crash)."""
@@ -81,8 +138,14 @@ class TroupeProcess:
                 self.kill()
         return self.proc.returncode
 
-    def log_tail(self, lines: int = 60) -> str:
+    def log_text(self, this_run: bool = False) -> str:
+        """The whole log, or (`this_run`) only what the latest start() wrote."""
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            data = self.log_path.read_bytes()
         except OSError:
-            return "(no log)"
+            return ""
+        return data[self._log_offset if this_run else 0:].decode(errors="replace")
+
+    def log_tail(self, lines: int = 60) -> str:
+        text = self.log_text()
+        return "\n".join(text.splitlines()[-lines:]) if text else "(no log)"

@@ -304,7 +304,8 @@ class Scheduler:
         if decision is None:
             return None
         self._apply(popped, decision)
-        metrics.observe_attempt(decision, time.perf_counter() - start)
+        profile = popped.pods[0].scheduler_name if popped.pods else ""
+        metrics.observe_attempt(decision, time.perf_counter() - start, profile)
         return decision
 
     def _decide(self, popped: PoppedUnit) -> GroupDecision | None:
