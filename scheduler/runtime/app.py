@@ -23,6 +23,9 @@ from .status import StatusWriter
 log = logging.getLogger(__name__)
 
 STALL_SECONDS = 60.0
+# A gang whose pods all arrive within this time is never reported as waiting
+# (upstream reports PreEnqueue rejections in no API object at all).
+GATED_REPORT_DELAY = 1.0
 
 
 async def run(
@@ -33,7 +36,7 @@ async def run(
     # One connection pool for binds and status writes; every watch holds a connection of its own in kopf.
     cfg.connection_pool_maxsize = max(cc.bind_concurrency + 8, 32)
     api_client = client.ApiClient(cfg)
-    scheduler = Scheduler(config, registry)
+    scheduler = Scheduler(config, registry, gated_report_delay=GATED_REPORT_DELAY)
     bucket = TokenBucket(cc.qps, cc.burst)
     scheduler.binder = Binder(client.CoreV1Api(api_client), bucket, cc.bind_concurrency, scheduler.on_bound, scheduler.on_bind_failed, scheduler.on_pod_gone)
     # Events have a rate limit of their own, as kube-scheduler's event client.

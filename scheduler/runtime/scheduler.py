@@ -47,8 +47,15 @@ class WriterLike(Protocol):
 
 class Scheduler:
     def __init__(
-        self, config: SchedulerConfiguration, registry: Registry, clock: Callable[[], float] = time.monotonic
+        self,
+        config: SchedulerConfiguration,
+        registry: Registry,
+        clock: Callable[[], float] = time.monotonic,
+        gated_report_delay: float = 0.0,
     ) -> None:
+        """`gated_report_delay`: a unit held by PreEnqueue is told why only if it
+        is still held this many seconds later (on the running loop), so a gang
+        whose pods arrive within that time costs no status writes at all."""
         self.config = config
         self.cache = ClusterCache()
         handle = Handle(self.cache)
@@ -71,6 +78,8 @@ class Scheduler:
         self._gated_reported: dict[str, str] = {}
         self._unit_reported: dict[UnitKey, str] = {}
         self._gate_status: dict[UnitKey, Status] = {}
+        self.gated_report_delay = gated_report_delay
+        self._report_timers: dict[UnitKey, asyncio.TimerHandle] = {}
 
     # ------------------------------------------------------------- helpers
 
@@ -109,7 +118,7 @@ class Scheduler:
         self._unit_reported.pop(key, None)
         return None
 
-    def _report_waiting(self, key: UnitKey, new_pod: PodInfo | None = None) -> None:
+    def _report_waiting(self, key: UnitKey, new_pod: PodInfo | None = None, everyone: bool = False) -> None:
         """Say why a gated unit waits. Each pod gets the stable part of the
         message (`reasons[0]`, e.g. "waiting for pods of PodGroup ns/g: minCount
         is 4") once, and again only when it changes, so a gang of N pods
@@ -120,7 +129,7 @@ class Scheduler:
         if status is None or unit is None or self.writer is None or not self.synced.is_set():
             return
         stable = status.reasons[0] if status.reasons else status.message
-        if self._unit_reported.get(key) != stable:
+        if self._unit_reported.get(key) != stable or everyone:
             self._unit_reported[key] = stable
             targets = [q.pod for q in unit.pods.values()]
         elif new_pod is not None:
@@ -141,8 +150,22 @@ class Scheduler:
 
     def _report_if_gated(self, key: UnitKey, new_pod: PodInfo | None = None) -> None:
         unit = self.queue.unit(key)
-        if unit is not None and unit.state == State.GATED:
+        if unit is None or unit.state != State.GATED:
+            return
+        if self.gated_report_delay <= 0:
             self._report_waiting(key, new_pod)
+        elif key not in self._report_timers:
+            self._report_timers[key] = asyncio.get_running_loop().call_later(
+                self.gated_report_delay, self._report_due, key
+            )
+
+    def _report_due(self, key: UnitKey) -> None:
+        """The delay is over: report the unit if it is still held (each pod at
+        most once per message, as without a delay)."""
+        self._report_timers.pop(key, None)
+        unit = self.queue.unit(key)
+        if unit is not None and unit.state == State.GATED:
+            self._report_waiting(key, everyone=True)
 
     # --------------------------------------------------------------- events
 

@@ -150,3 +150,33 @@ def _gone(name: str):
     from scheduler.api.objects import parse_pod
 
     return parse_pod(pod(name, cpu="2"))
+
+
+async def test_a_gang_that_fills_within_the_report_delay_costs_no_writes():
+    from scheduler.api.config import SchedulerConfiguration
+    from scheduler.plugins import in_tree_registry
+    from scheduler.runtime.scheduler import Scheduler
+    import asyncio
+
+    s = Scheduler(SchedulerConfiguration(), in_tree_registry(), gated_report_delay=0.05)
+    rec = Recorder()
+    s.binder = s.writer = rec
+    s.synced.set()
+    s.on_node(node("a", cpu="4"))
+    s.on_podgroup(podgroup("fast", 2))
+    s.on_podgroup(podgroup("slow", 2))
+    s.on_pod(pod("fast-0", "fast"))
+    s.on_pod(pod("slow-0", "slow"))
+    s.on_pod(pod("fast-1", "fast"))  # fast is complete before the delay ends
+    await asyncio.sleep(0.1)
+    assert "fast-0" not in rec.pods and not any(g == "fast" for g, *_ in rec.groups)
+    assert rec.pods["slow-0"] == "waiting for pods of PodGroup ns/slow: minCount is 2"
+    assert rec.groups[-1] == ("slow", "False", "Unschedulable", "waiting for pods of PodGroup ns/slow: minCount is 2, 1 exist")
+    # A pod arriving after the report is told too, once.
+    s.on_podgroup(podgroup("slow", 3))
+    s.on_pod(pod("slow-1", "slow"))
+    await asyncio.sleep(0.1)
+    assert rec.pods["slow-1"] == "waiting for pods of PodGroup ns/slow: minCount is 3"
+    writes = rec.pod_writes
+    await asyncio.sleep(0.1)
+    assert rec.pod_writes == writes
