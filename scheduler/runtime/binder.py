@@ -12,6 +12,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api.objects import PodInfo
 from . import failpoints
+from .kube import read_checked
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ class Binder:
                     resp = await self._api.create_namespaced_pod_binding(
                         pod.name, pod.namespace, body, _preload_content=False
                     )
-                    resp.release()
+                    await read_checked(resp)
                 except ApiException as exc:
                     if exc.status == 429:
                         wait = retry_after(exc)

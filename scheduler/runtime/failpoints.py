@@ -34,6 +34,8 @@ def _parse(spec: str) -> dict[str, int]:
             armed[name] = int(count or "1")
         except ValueError:
             raise ValueError(f"{ENV}: {item!r}: the count after '=' must be an integer") from None
+        if armed[name] < 1:
+            raise ValueError(f"{ENV}: {item!r}: the count after '=' must be at least 1")
     return armed
 
 

@@ -5,13 +5,30 @@ from __future__ import annotations
 import inspect
 import os
 from pathlib import Path
+from typing import Any
 
 import kopf
 from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.client.rest import RESTResponse
 
 
 class ConnectError(Exception):
     pass
+
+
+async def read_checked(resp: Any) -> bytes:
+    """The body of a `_preload_content=False` answer, which kubernetes_asyncio
+    hands back without looking at its status: raise ApiException for a
+    non-2xx answer as it does for preloaded ones (else a 409, 429 or 500 would
+    pass for success). Releases the connection."""
+    try:
+        data = await resp.read()
+    finally:
+        resp.release()
+    if not 200 <= resp.status <= 299:
+        raise ApiException(http_resp=RESTResponse(resp, data))
+    return data
 
 
 async def load_configuration(kubeconfig: str | None) -> client.Configuration:

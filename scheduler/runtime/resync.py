@@ -25,6 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
 from . import metrics
+from .kube import read_checked
 from .ratelimit import TokenBucket
 from .scheduler import Scheduler
 
@@ -115,15 +116,16 @@ class Resync:
                     path, "GET", query_params=query, header_params={"Accept": METADATA_LIST},
                     auth_settings=["BearerToken"], _preload_content=False, _request_timeout=60,
                 )
+                page = json.loads(await read_checked(resp))
             except ApiException as exc:
                 if exc.status == 404:  # the CRD is not installed: nothing of that kind can be cached either
                     return None
                 if exc.status == 410:  # the continue token expired: start over next time
                     return None
                 raise
-            page = json.loads(await resp.read())
-            resp.release()
-            for item in page.get("items") or []:
+            if not str(page.get("kind", "")).endswith("List"):
+                raise ValueError(f"GET {path}: the answer is a {page.get('kind')!r}, not a list")
+            for item in page.get("items") or []:  # an empty list has "items": null
                 keys.add(key_of(item.get("metadata") or {}))
             cont = (page.get("metadata") or {}).get("continue") or ""
             if not cont:

@@ -69,6 +69,25 @@ async def test_resync_drops_what_the_api_lost_and_keeps_the_rest(installed, name
     assert ghost_uid not in sched.queue and all(p["metadata"]["uid"] in sched.queue for p in listed)
 
 
+async def test_a_refused_list_drops_nothing(installed, namespace):
+    import pytest
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    sched = Scheduler(SchedulerConfiguration(), in_tree_registry())
+    sched.on_pod(pod_body(namespace, "kept", uid=str(uuid.uuid4())))
+    cfg = await load_configuration(str(installed.scheduler_kubeconfig))
+    cfg.api_key = {"BearerToken": "not-a-valid-token"}
+    cfg.api_key_prefix = {"BearerToken": "Bearer"}
+    api = client.ApiClient(cfg)
+    try:
+        with pytest.raises(ApiException) as err:
+            await Resync(sched, api, TokenBucket(100, 100), interval=3600).resync("pod")
+        assert err.value.status == 401
+    finally:
+        await api.close()
+    assert len(sched.cache.pods) == 1
+
+
 def test_an_object_the_watch_touched_during_the_list_is_kept():
     a, b, c = object(), object(), object()
     before = {"a": a, "b": b, "c": c}
