@@ -21,11 +21,11 @@ PYTEST_ARGS ?=
 DEMO_ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv controlplane test test-unit test-integration demo clean bench
+.PHONY: help venv controlplane test test-unit test-integration demo clean bench bench-e2e
 
 help: ## list the targets
 	@echo "troupe (Kubernetes v$(K8S_VERSION), etcd v$(ETCD_VERSION)); usage: make <target>"
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "variables: PYTEST_ARGS, DEMO_ARGS; kubectl: $(KUBECTL)"
 
 venv: $(VENV_STAMP) ## create .venv (python3.11) and pip install -e '.[test]'
@@ -57,3 +57,11 @@ clean: ## remove .venv and the caches inside the repository (not the control-pla
 
 bench: venv ## core scheduling benchmark, no API (BENCH_ARGS="core --quick", "--shapes a,b", "--profile")
 	$(VENV)/bin/python -m bench $(BENCH_ARGS)
+
+BENCH_E2E_STAMP := $(VENV)/.troupe-bench-installed
+$(BENCH_E2E_STAMP): pyproject.toml $(VENV_STAMP)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	@touch $@
+
+bench-e2e: $(BENCH_E2E_STAMP) controlplane ## troupe vs kube-scheduler vs a raw bind loop on a real API server (BENCH_ARGS="--quick")
+	$(VENV)/bin/python -m bench e2e $(BENCH_ARGS)

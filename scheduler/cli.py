@@ -161,7 +161,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.health_bind_address:
         config.health_bind_address = args.health_bind_address
 
-    from .runtime.app import run
+    try:
+        from .runtime.app import run
+    except ValueError as exc:  # a bad TROUPE_FAILPOINTS (tests only)
+        print(f"troupe: {exc}", file=sys.stderr)
+        return 2
     from .runtime.kube import ConnectError
 
     try:

@@ -18,6 +18,9 @@ from .ratelimit import TokenBucket
 log = logging.getLogger(__name__)
 
 MAX_RETRIES_429 = 5
+# An answer that never comes (a half-open connection) must not hold a bind slot
+# and an assumed pod for ever: after this the bind fails and the pod is requeued.
+REQUEST_TIMEOUT_SECONDS = 30.0
 
 
 class Binder:
@@ -69,7 +72,8 @@ class Binder:
                     # _preload_content=False: the client cannot deserialize the
                     # Status the server answers with into a V1Binding.
                     resp = await self._api.create_namespaced_pod_binding(
-                        pod.name, pod.namespace, body, _preload_content=False
+                        pod.name, pod.namespace, body, _preload_content=False,
+                        _request_timeout=REQUEST_TIMEOUT_SECONDS,
                     )
                     await read_checked(resp)
                 except ApiException as exc:

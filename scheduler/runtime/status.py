@@ -25,7 +25,7 @@ from ..api import constants as C
 from ..api.objects import PodInfo
 from ..api.podgroup import PodGroup
 from . import failpoints
-from .binder import retry_after as _retry_after
+from .binder import REQUEST_TIMEOUT_SECONDS, retry_after as _retry_after
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ class StatusWriter:
             try:
                 await self._custom.patch_namespaced_custom_object_status(
                     C.GROUP, C.VERSION, ns, C.PODGROUP_PLURAL, name, body,
-                    _content_type="application/merge-patch+json",
+                    _content_type="application/merge-patch+json", _request_timeout=REQUEST_TIMEOUT_SECONDS,
                 )
             except ApiException as exc:
                 if exc.status != 404:  # deleted meanwhile: nothing to report on
@@ -191,7 +191,8 @@ class StatusWriter:
                 return
             try:
                 await self._core.patch_namespaced_pod_status(
-                    pod.name, pod.namespace, body, _content_type="application/strategic-merge-patch+json"
+                    pod.name, pod.namespace, body, _content_type="application/strategic-merge-patch+json",
+                    _request_timeout=REQUEST_TIMEOUT_SECONDS,
                 )
             except ApiException as exc:
                 if exc.status != 404:
@@ -230,7 +231,7 @@ class StatusWriter:
         }
 
         async def write() -> None:
-            await self._events.create_namespaced_event(ns, body)
+            await self._events.create_namespaced_event(ns, body, _request_timeout=REQUEST_TIMEOUT_SECONDS)
 
         self._enqueue(("event", *dedupe), write)
 

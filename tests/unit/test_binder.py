@@ -1,0 +1,367 @@
+"""The binder's client side: retries, limits and what it reports, driven against a
+small local HTTP server (aiohttp.web) that answers pods/binding the way the
+script of each test says. This tests the client's logic (status handling,
+Retry-After, the retry cap, the concurrency limit, the token bucket), not
+Kubernetes behaviour; the real apiserver is in tests/integration/test_binding.py.
+
+The Binder is given the real kubernetes_asyncio CoreV1Api pointed at the local
+server, so the tests see exactly what the library hands the binder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from aiohttp import web
+from kubernetes_asyncio import client
+from prometheus_client import REGISTRY
+
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.objects import parse_pod
+from scheduler.plugins import in_tree_registry
+from scheduler.runtime.binder import MAX_RETRIES_429, Binder
+from scheduler.runtime.ratelimit import TokenBucket
+from scheduler.runtime.scheduler import Scheduler
+
+LABEL = "scheduling.troupe.dev/pod-group"
+
+# A 409/429/500/404 answer reaches the binder as an ApiException only if someone
+# raises one: with `_preload_content=False` kubernetes_asyncio does not (rest.py
+# checks the status only when it preloads), so every answer used to pass for a
+# successful bind. The status tests below fail if that check goes missing.
+
+
+# ---------------------------------------------------------------- the server
+
+
+class FakeAPI:
+    """Answers POST .../pods/{name}/binding from `script[name]` (a list of answers,
+    the last one repeated): an int status, (status, headers), or "drop" (close the
+    connection without answering). Records every request and the peak of requests
+    in flight (each held `delay` seconds)."""
+
+    def __init__(self) -> None:
+        self.script: dict[str, list[Any]] = {}
+        self.default: Any = 201
+        self.delay = 0.0
+        self.requests: list[tuple[str, float, dict[str, Any]]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+
+    def times(self, name: str) -> list[float]:
+        return [t for n, t, _ in self.requests if n == name]
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        body = await request.json()
+        loop = asyncio.get_running_loop()
+        self.requests.append((name, loop.time(), body))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            answers = self.script.get(name, [self.default])
+            answer = answers[min(len(self.times(name)) - 1, len(answers) - 1)]
+            if answer == "hang":
+                await asyncio.sleep(2)  # answers only long after the client gave up
+            if answer == "drop":
+                assert request.transport is not None
+                request.transport.close()
+                return web.Response(status=500)  # never reaches the client
+            status, headers = answer if isinstance(answer, tuple) else (answer, {})
+            if status == 201:
+                payload: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
+            else:
+                payload = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
+                           "message": f"scripted {status}", "reason": "Scripted"}
+            return web.json_response(payload, status=status, headers=headers)
+        finally:
+            self.in_flight -= 1
+
+    async def start(self) -> "FakeAPI":
+        app = web.Application()
+        app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+@pytest.fixture
+async def server():
+    s = await FakeAPI().start()
+    yield s
+    await s.stop()
+
+
+@pytest.fixture
+async def core(server):
+    api_client = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{server.port}"))
+    yield client.CoreV1Api(api_client)
+    await api_client.close()
+
+
+class Calls:
+    def __init__(self) -> None:
+        self.bound: list[tuple[str, str]] = []
+        self.failed: list[tuple[str, str, str]] = []
+        self.gone: list[str] = []
+
+    def on_bound(self, pod, node: str) -> None:
+        self.bound.append((pod.name, node))
+
+    def on_failed(self, pod, node: str, message: str) -> None:
+        self.failed.append((pod.name, node, message))
+
+    def on_gone(self, pod) -> None:
+        self.gone.append(pod.name)
+
+
+def pod_body(name: str, group: str | None = None, ns: str = "ns") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "labels": {LABEL: group} if group else {}},
+            "spec": {"schedulerName": "troupe-scheduler",
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+
+
+def make_binder(core, calls: Calls, concurrency: int = 4, qps: float = 1000, burst: int = 1000,
+                gone: bool = False) -> Binder:
+    return Binder(core, TokenBucket(qps, burst), concurrency, calls.on_bound, calls.on_failed,
+                  *([calls.on_gone] if gone else []))
+
+
+async def bind_all(binder: Binder, *names: str, node: str = "node-a", timeout: float = 20) -> None:
+    for name in names:
+        binder.submit(parse_pod(pod_body(name)), node)
+    await asyncio.wait_for(binder.drain(), timeout)
+
+
+# ------------------------------------------------------------ status handling
+
+
+async def test_201_is_bound_and_the_binding_names_pod_uid_and_node(server, core):
+    calls = Calls()
+    await bind_all(make_binder(core, calls), "p", node="node-a")
+    assert calls.bound == [("p", "node-a")] and calls.failed == []
+    [(name, _, body)] = server.requests
+    assert name == "p"
+    assert body["metadata"] == {"name": "p", "namespace": "ns", "uid": "uid-p"}
+    assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "node-a"}
+
+
+async def test_409_is_already_bound_neither_bound_nor_failed(server, core, caplog):
+    server.script["p"] = [409]
+    calls = Calls()
+    with caplog.at_level(logging.INFO, logger="scheduler.runtime.binder"):
+        await bind_all(make_binder(core, calls), "p")
+    assert calls.bound == [] and calls.failed == [], "a 409 must not be reported as our binding nor as a failure"
+    assert len(server.requests) == 1, "a 409 is not retried"
+    assert "bind ns/p: already bound (409)" in caplog.text
+
+
+async def test_500_fails_the_bind_once_without_retry(server, core):
+    server.script["p"] = [500]
+    calls = Calls()
+    await bind_all(make_binder(core, calls), "p")
+    assert calls.bound == []
+    assert len(calls.failed) == 1
+    name, node, message = calls.failed[0]
+    assert (name, node) == ("p", "node-a")
+    assert message.startswith("Binding rejected: 500") and "scripted 500" in message, message
+    assert len(server.requests) == 1
+
+
+async def test_404_is_gone_when_the_scheduler_handles_it_else_a_failure(server, core):
+    server.script["p"] = [404]
+    server.script["q"] = [404]
+    calls = Calls()
+    await bind_all(make_binder(core, calls, gone=True), "p")
+    assert calls.gone == ["p"] and calls.bound == [] and calls.failed == []
+    await bind_all(make_binder(core, calls, gone=False), "q")
+    assert [f[0] for f in calls.failed] == ["q"] and calls.bound == []
+
+
+async def test_dropped_connection_fails_the_bind(server, core):
+    server.script["p"] = ["drop"]
+    calls = Calls()
+    await bind_all(make_binder(core, calls), "p")
+    assert calls.bound == []
+    assert len(calls.failed) == 1
+    assert calls.failed[0][2].startswith("Binding failed: "), calls.failed
+    assert len(server.requests) == 1
+
+
+async def test_an_answer_that_never_comes_fails_the_bind_after_the_timeout(server, core, monkeypatch):
+    from scheduler.runtime import binder as binder_mod
+
+    monkeypatch.setattr(binder_mod, "REQUEST_TIMEOUT_SECONDS", 0.5)
+    server.script["p"] = ["hang"]
+    calls = Calls()
+    await bind_all(make_binder(core, calls), "p", timeout=5)
+    assert calls.bound == [] and len(calls.failed) == 1
+    assert calls.failed[0][2].startswith("Binding failed: TimeoutError"), calls.failed
+
+
+# ------------------------------------------------------------------------ 429
+
+
+async def test_429_waits_retry_after_then_binds(server, core, caplog):
+    server.script["p"] = [(429, {"Retry-After": "1"}), 201]
+    calls = Calls()
+    with caplog.at_level(logging.INFO, logger="scheduler.runtime.binder"):
+        await bind_all(make_binder(core, calls), "p")
+    assert calls.bound == [("p", "node-a")] and calls.failed == []
+    times = server.times("p")
+    assert len(times) == 2, f"expected the 429 and one retry, the server saw {len(times)} request(s)"
+    first, second = times
+    assert 0.9 <= second - first < 3.0, f"retried {second - first:.2f}s after the 429 (Retry-After: 1)"
+    assert "bind ns/p: throttled by the server, retrying in 1.0s" in caplog.text
+
+
+async def test_429_pauses_every_bind_not_just_the_throttled_one(server, core):
+    """Retry-After pauses the shared bucket: a bind submitted during the pause waits too."""
+    server.script["p"] = [(429, {"Retry-After": "1"}), 201]
+    calls = Calls()
+    binder = make_binder(core, calls)
+    binder.submit(parse_pod(pod_body("p")), "node-a")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5
+    while not server.requests and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)  # the 429 is answered and read
+    await bind_all(binder, "q")
+    assert sorted(calls.bound) == [("p", "node-a"), ("q", "node-a")]
+    p_times, q_times = server.times("p"), server.times("q")
+    assert len(p_times) == 2 and len(q_times) == 1, (p_times, q_times)
+    p_first, q_time = p_times[0], q_times[0]
+    assert q_time - p_first >= 0.9, f"q was sent {q_time - p_first:.2f}s after p's 429 (Retry-After: 1)"
+
+
+async def test_429_is_retried_at_most_the_cap_then_fails(server, core):
+    server.script["p"] = [(429, {"Retry-After": "0.1"})]  # forever
+    calls = Calls()
+    await bind_all(make_binder(core, calls), "p")
+    assert calls.bound == []
+    assert calls.failed == [("p", "node-a", "Binding failed: the API server kept answering 429 Too Many Requests")]
+    assert len(server.requests) == MAX_RETRIES_429 + 1
+
+
+# --------------------------------------------------------------------- limits
+
+
+async def test_concurrency_limit_holds_at_the_server(server, core):
+    server.delay = 0.05
+    calls = Calls()
+    names = [f"p-{i}" for i in range(12)]
+    await bind_all(make_binder(core, calls, concurrency=3), *names)
+    assert sorted(n for n, _ in calls.bound) == sorted(names)
+    assert server.max_in_flight == 3, f"{server.max_in_flight} binds were in flight at once, the limit is 3"
+
+
+async def test_token_bucket_limits_binds_to_qps_after_the_burst(server, core):
+    calls = Calls()
+    names = [f"p-{i}" for i in range(20)]
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await bind_all(make_binder(core, calls, concurrency=20, qps=10, burst=5), *names)
+    assert len(calls.bound) == 20
+    times = sorted(t for _, t, _ in server.requests)
+    # 5 at once (the burst), then 15 more at 10/s: 1.5 s.
+    assert times[4] - start < 0.4, f"the burst of 5 took {times[4] - start:.2f}s"
+    assert times[-1] - start >= 1.4, f"20 binds at qps 10 / burst 5 took only {times[-1] - start:.2f}s"
+    assert times[-1] - start < 3.0, f"20 binds at qps 10 / burst 5 took {times[-1] - start:.2f}s"
+
+
+async def test_token_bucket_pause_blocks_acquire():
+    bucket = TokenBucket(1000, 10)
+    loop = asyncio.get_running_loop()
+    bucket.pause(0.5)
+    start = loop.time()
+    await bucket.acquire()
+    assert loop.time() - start >= 0.45
+
+
+# ------------------------------------------- a failed bind goes back to the queue
+
+
+def sched_with_binder(core) -> Scheduler:
+    config = SchedulerConfiguration.model_validate(
+        {"queue": {"podInitialBackoffSeconds": 0.1, "podMaxBackoffSeconds": 0.2}}
+    )
+    s = Scheduler(config, in_tree_registry())
+    s.binder = Binder(core, TokenBucket(1000, 1000), 4, s.on_bound, s.on_bind_failed)
+    s.synced.set()
+    return s
+
+
+def node_body(name: str, cpu: str = "2") -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": f"uid-{name}"},
+            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+
+
+def bindings(result: str) -> float:
+    return REGISTRY.get_sample_value("troupe_pod_bindings_total", {"result": result}) or 0.0
+
+
+async def cycle(s: Scheduler, timeout: float = 5) -> None:
+    """One scheduling cycle (waiting out any backoff), then every bind it started."""
+    s.schedule_unit(await asyncio.wait_for(s.queue.pop(), timeout))
+    await asyncio.wait_for(s.binder.drain(), timeout)  # type: ignore[union-attr]
+
+
+async def _failed_bind_is_requeued_and_bound_on_retry(server, core, first_answer: Any) -> None:
+    server.script["p"] = [first_answer, 201]
+    s = sched_with_binder(core)
+    s.on_node(node_body("a", cpu="1"))
+    s.on_pod(pod_body("p"))
+    bound0, failed0 = bindings("bound"), bindings("failed")
+    await cycle(s)
+    assert bindings("failed") - failed0 == 1 and bindings("bound") - bound0 == 0
+    assert "uid-p" in s.queue, "a failed bind must return the pod to the queue"
+    assert s.cache.placed_node("uid-p") == "", "a failed bind must free the room it was assumed into"
+    await cycle(s)
+    assert bindings("bound") - bound0 == 1
+    assert [n for n, _, _ in server.requests] == ["p", "p"]
+    assert all(b["target"]["name"] == "a" for _, _, b in server.requests)
+    assert "uid-p" not in s.queue
+
+
+async def test_dropped_bind_returns_the_pod_to_the_queue_and_it_is_bound_on_retry(server, core):
+    await _failed_bind_is_requeued_and_bound_on_retry(server, core, "drop")
+
+
+async def test_rejected_bind_returns_the_pod_to_the_queue_and_it_is_bound_on_retry(server, core):
+    await _failed_bind_is_requeued_and_bound_on_retry(server, core, 500)
+
+
+async def test_a_gang_member_whose_bind_failed_is_placed_alone_counting_the_bound_ones(server, core):
+    """minCount 3: two binds succeed, one fails. The failed pod comes back alone;
+    the next cycle counts the two bound pods toward minCount and binds it."""
+    server.script["g-2"] = ["drop", 201]
+    s = sched_with_binder(core)
+    s.on_node(node_body("a", cpu="4"))
+    s.on_podgroup({"metadata": {"name": "g", "namespace": "ns", "uid": "uid-pg-g", "generation": 1},
+                   "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})
+    bodies = {f"g-{i}": pod_body(f"g-{i}", "g") for i in range(3)}
+    for b in bodies.values():
+        s.on_pod(b)
+    await cycle(s)
+    assert sorted(n for n, _, _ in server.requests) == ["g-0", "g-1", "g-2"]
+    for name in ("g-0", "g-1"):  # the watch confirms the two bindings that worked
+        s.on_pod({**bodies[name], "spec": {**bodies[name]["spec"], "nodeName": "a"}})
+    assert "uid-g-2" in s.queue and "uid-g-0" not in s.queue
+    assert s.cache.placed_member_count(("ns", "g")) == 2
+    await cycle(s)
+    assert sorted(n for n, _, _ in server.requests) == ["g-0", "g-1", "g-2", "g-2"]
+    assert "uid-g-2" not in s.queue
