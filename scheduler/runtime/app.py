@@ -6,8 +6,10 @@ import asyncio
 import logging
 import time
 
+import aiohttp
 import kopf
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api.config import SchedulerConfiguration
 from ..framework.registry import Registry
@@ -16,6 +18,7 @@ from .handlers import build_registry, operator_settings
 from .health import start_health_server
 from .kube import connection_info, load_configuration
 from .ratelimit import TokenBucket
+from .initial_sync import prime
 from .resync import Resync
 from .scheduler import Scheduler
 from .status import StatusWriter
@@ -26,6 +29,21 @@ STALL_SECONDS = 60.0
 # A gang whose pods all arrive within this time is never reported as waiting
 # (upstream reports PreEnqueue rejections in no API object at all).
 GATED_REPORT_DELAY = 1.0
+
+
+async def _prime_until_done(scheduler: Scheduler, api_client: client.ApiClient) -> None:
+    """The initial listing, retried (1 s doubling to 10 s) while the API server cannot answer."""
+    delay = 1.0
+    while True:
+        try:
+            await prime(scheduler, api_client)
+            return
+        except (ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+            status = getattr(exc, "status", None)
+            hint = " (RBAC: kubectl apply -f manifests/)" if status in (401, 403) else ""
+            log.error("initial listing failed%s: %s; retrying in %.0fs", hint, str(exc).strip().splitlines()[0], delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
 
 
 async def run(
@@ -52,6 +70,8 @@ async def run(
         "troupe starting: profiles %s, API %s, health on %s",
         ", ".join(scheduler.frameworks), cfg.host, config.health_bind_address,
     )
+    await _prime_until_done(scheduler, api_client)
+    scheduler.synced.set()
     loop_task = asyncio.create_task(scheduler.run(), name="scheduling loop")
     resync = None
     if resync_seconds > 0:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import inspect
 import os
 from pathlib import Path
-from typing import Any
+import json
+from typing import Any, AsyncIterator
 
 import kopf
 from kubernetes_asyncio import client, config
@@ -29,6 +30,29 @@ async def read_checked(resp: Any) -> bytes:
     if not 200 <= resp.status <= 299:
         raise ApiException(http_resp=RESTResponse(resp, data))
     return data
+
+
+async def list_paged(
+    api: client.ApiClient, path: str, accept: str = "application/json", limit: int = 500,
+) -> AsyncIterator[dict[str, Any]]:
+    """The items of a LIST, page by page (a quorum read per page). Raises
+    ApiException for an error answer (404 if the kind is not served) and
+    ValueError for an answer that is not a list."""
+    cont = ""
+    while True:
+        query: list[tuple[str, Any]] = [("limit", limit)] + ([("continue", cont)] if cont else [])
+        resp = await api.call_api(
+            path, "GET", query_params=query, header_params={"Accept": accept},
+            auth_settings=["BearerToken"], _preload_content=False, _request_timeout=60,
+        )
+        page = json.loads(await read_checked(resp))
+        if not str(page.get("kind", "")).endswith("List"):
+            raise ValueError(f"GET {path}: the answer is a {page.get('kind')!r}, not a list")
+        for item in page.get("items") or []:  # an empty list has "items": null
+            yield item
+        cont = (page.get("metadata") or {}).get("continue") or ""
+        if not cont:
+            return
 
 
 async def load_configuration(kubeconfig: str | None) -> client.Configuration:

@@ -16,16 +16,16 @@ the watch added or changed meanwhile is left alone.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any, Callable, Hashable
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
 from . import metrics
-from .kube import read_checked
+from .kube import list_paged
 from .ratelimit import TokenBucket
 from .scheduler import Scheduler
 
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 PAGE = 500
+FIRST_PASS_SECONDS = 60.0
 
 # kind -> (list path, key of an item's metadata as the cache keys it)
 KINDS: dict[str, tuple[str, Callable[[dict[str, Any]], Hashable]]] = {
@@ -70,13 +71,16 @@ class Resync:
 
     async def run(self) -> None:
         await self._scheduler.synced.wait()
+        # The first pass comes early: it catches what was deleted between the
+        # initial listing and kopf's (see initial_sync.py).
+        await asyncio.sleep(min(self.interval, FIRST_PASS_SECONDS))
         while True:
-            await asyncio.sleep(self.interval)
             for kind in KINDS:
                 try:
                     await self.resync(kind)
-                except (ApiException, OSError, asyncio.TimeoutError, ValueError) as exc:
+                except (ApiException, aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as exc:
                     log.warning("resync of %ss failed (retrying in %.0fs): %s", kind, self.interval, exc)
+            await asyncio.sleep(self.interval)
 
     async def resync(self, kind: str) -> int:
         """Compare one kind with the API; returns how many objects were dropped."""
@@ -107,26 +111,12 @@ class Resync:
     async def _list_keys(self, kind: str) -> set[Hashable] | None:
         path, key_of = KINDS[kind]
         keys: set[Hashable] = set()
-        cont = ""
-        while True:
-            await self._bucket.acquire()
-            query = [("limit", PAGE)] + ([("continue", cont)] if cont else [])
-            try:
-                resp = await self._api.call_api(
-                    path, "GET", query_params=query, header_params={"Accept": METADATA_LIST},
-                    auth_settings=["BearerToken"], _preload_content=False, _request_timeout=60,
-                )
-                page = json.loads(await read_checked(resp))
-            except ApiException as exc:
-                if exc.status == 404:  # the CRD is not installed: nothing of that kind can be cached either
-                    return None
-                if exc.status == 410:  # the continue token expired: start over next time
-                    return None
-                raise
-            if not str(page.get("kind", "")).endswith("List"):
-                raise ValueError(f"GET {path}: the answer is a {page.get('kind')!r}, not a list")
-            for item in page.get("items") or []:  # an empty list has "items": null
+        await self._bucket.acquire()
+        try:
+            async for item in list_paged(self._api, path, accept=METADATA_LIST, limit=PAGE):
                 keys.add(key_of(item.get("metadata") or {}))
-            cont = (page.get("metadata") or {}).get("continue") or ""
-            if not cont:
-                return keys
+        except ApiException as exc:
+            if exc.status in (404, 410):  # kind not served (no CRD: nothing cached either), or the list expired
+                return None
+            raise
+        return keys
