@@ -26,11 +26,15 @@ from ..api.objects import PodInfo
 from ..api.podgroup import PodGroup
 from . import failpoints
 from .binder import REQUEST_TIMEOUT_SECONDS, retry_after as _retry_after
+from .kube import read_checked
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
 EVENT_DEDUPE_SECONDS = 600.0
+# The answers (the whole patched object) are not deserialized into models:
+# that cost more than the request itself (read_checked still checks the status).
+_UNREAD: dict[str, Any] = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT_SECONDS}
 MAX_NOTE = 1024
 
 
@@ -155,10 +159,10 @@ class StatusWriter:
 
         async def write() -> None:
             try:
-                await self._custom.patch_namespaced_custom_object_status(
+                await read_checked(await self._custom.patch_namespaced_custom_object_status(
                     C.GROUP, C.VERSION, ns, C.PODGROUP_PLURAL, name, body,
-                    _content_type="application/merge-patch+json", _request_timeout=REQUEST_TIMEOUT_SECONDS,
-                )
+                    _content_type="application/merge-patch+json", **_UNREAD,
+                ))
             except ApiException as exc:
                 if exc.status != 404:  # deleted meanwhile: nothing to report on
                     raise
@@ -190,10 +194,9 @@ class StatusWriter:
             if still_waiting is not None and not still_waiting():
                 return
             try:
-                await self._core.patch_namespaced_pod_status(
-                    pod.name, pod.namespace, body, _content_type="application/strategic-merge-patch+json",
-                    _request_timeout=REQUEST_TIMEOUT_SECONDS,
-                )
+                await read_checked(await self._core.patch_namespaced_pod_status(
+                    pod.name, pod.namespace, body, _content_type="application/strategic-merge-patch+json", **_UNREAD,
+                ))
             except ApiException as exc:
                 if exc.status != 404:
                     raise
@@ -231,7 +234,7 @@ class StatusWriter:
         }
 
         async def write() -> None:
-            await self._events.create_namespaced_event(ns, body, _request_timeout=REQUEST_TIMEOUT_SECONDS)
+            await read_checked(await self._events.create_namespaced_event(ns, body, **_UNREAD))
 
         self._enqueue(("event", *dedupe), write)
 
