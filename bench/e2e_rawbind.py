@@ -1,0 +1,178 @@
+"""The raw bind loop: the physical limit of binding on this API server.
+
+``python -m bench.e2e_rawbind --kubeconfig K --namespace NS [...]`` lists the
+nodes once, watches the namespace's unbound pods
+(``fieldSelector=spec.nodeName=``) and POSTs ``pods/binding`` for every pod
+with its schedulerName, to the next node round-robin. No scheduling, no gang
+rule, no status writes, no events. It uses the same client limits as troupe's
+binder: a ``scheduler.runtime.ratelimit.TokenBucket`` (QPS/burst) and a fixed
+number of binds in flight (troupe's ``bindConcurrency``). HTTP is plain
+aiohttp (bench/e2e_kube.py), not kubernetes_asyncio.
+
+It runs as its own process, as the two schedulers do, and touches the
+``--ready-file`` once its watch is open. SIGTERM stops it; it prints
+``bound N, conflicts N, errors N`` at exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+import aiohttp
+
+from scheduler.runtime.ratelimit import TokenBucket
+
+from .e2e_kube import ApiError, Credentials, Kube
+from .e2e_workload import RAW_SCHEDULER_NAME
+
+
+class RawBinder:
+    def __init__(self, kube: Kube, ns: str, scheduler_name: str, qps: float, burst: int, concurrency: int) -> None:
+        self.kube = kube
+        self.ns = ns
+        self.scheduler_name = scheduler_name
+        self.bucket = TokenBucket(qps, burst)
+        self.concurrency = concurrency
+        self.queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self.seen: set[str] = set()
+        self.nodes: list[str] = []
+        self.next_node = 0
+        self.bound = self.conflicts = self.errors = 0
+        self.rv = ""
+
+    def offer(self, pod: dict) -> None:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        if spec.get("nodeName") or spec.get("schedulerName") != self.scheduler_name or meta.get("deletionTimestamp"):
+            return
+        uid = meta["uid"]
+        if uid in self.seen:
+            return
+        self.seen.add(uid)
+        self.queue.put_nowait((meta["name"], uid))
+
+    async def bind_worker(self) -> None:
+        path = f"/api/v1/namespaces/{self.ns}/pods/{{}}/binding"
+        while True:
+            name, uid = await self.queue.get()
+            node = self.nodes[self.next_node % len(self.nodes)]
+            self.next_node += 1
+            body = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": name, "namespace": self.ns, "uid": uid},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+            }
+            await self.bucket.acquire()
+            try:
+                r = await self.kube.request("POST", path.format(name), body, ok=(409,), decode=False)
+                if r is not None:
+                    self.conflicts += 1
+                else:
+                    self.bound += 1
+            except (ApiError, aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                self.errors += 1
+                print(f"bind {name} -> {node}: {exc}", file=sys.stderr, flush=True)
+
+    async def list_pods(self) -> None:
+        items, self.rv = await self.kube.list_all(
+            f"/api/v1/namespaces/{self.ns}/pods", params={"fieldSelector": "spec.nodeName="}
+        )
+        for pod in items:
+            self.offer(pod)
+
+    async def watch(self, ready_file: Path | None) -> None:
+        url = f"{self.kube.creds.server}/api/v1/namespaces/{self.ns}/pods"
+        while True:
+            params = {"watch": "1", "fieldSelector": "spec.nodeName=", "resourceVersion": self.rv,
+                      "allowWatchBookmarks": "true", "timeoutSeconds": "3600"}
+            async with self.kube.session.get(url, params=params, timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as resp:
+                if resp.status == 410:
+                    await self.list_pods()
+                    continue
+                if resp.status != 200:
+                    raise RuntimeError(f"watch: HTTP {resp.status}: {(await resp.text())[:300]}")
+                if ready_file is not None:
+                    ready_file.write_text("ready\n")
+                    ready_file = None
+                buf = b""
+                gone = False
+                async for chunk in resp.content.iter_any():
+                    buf += chunk
+                    *lines, buf = buf.split(b"\n")
+                    for line in lines:
+                        if not line:
+                            continue
+                        ev = json.loads(line)
+                        obj = ev.get("object") or {}
+                        if ev.get("type") == "ERROR":
+                            if obj.get("code") == 410:
+                                gone = True
+                                break
+                            raise RuntimeError(f"watch error: {obj}")
+                        rv = (obj.get("metadata") or {}).get("resourceVersion")
+                        if rv:
+                            self.rv = rv
+                        if ev.get("type") in ("ADDED", "MODIFIED"):
+                            self.offer(obj)
+                    if gone:
+                        break
+                if gone:
+                    await self.list_pods()
+
+    async def run(self, ready_file: Path | None) -> None:
+        nodes, _ = await self.kube.list_all("/api/v1/nodes")
+        self.nodes = sorted(n["metadata"]["name"] for n in nodes)
+        if not self.nodes:
+            raise RuntimeError("no nodes")
+        await self.list_pods()
+        workers = [asyncio.create_task(self.bind_worker()) for _ in range(self.concurrency)]
+        try:
+            await self.watch(ready_file)
+        finally:
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+
+async def amain(args: argparse.Namespace) -> int:
+    kube = Kube(Credentials.from_kubeconfig(args.kubeconfig), connections=args.concurrency + 4)
+    binder = RawBinder(kube, args.namespace, args.scheduler_name, args.qps, args.burst, args.concurrency)
+    task = asyncio.create_task(binder.run(args.ready_file))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    rc = 0
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception as exc:  # noqa: BLE001
+        print(f"raw binder failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        rc = 1
+    finally:
+        await kube.close()
+    print(f"raw binder: bound {binder.bound}, conflicts {binder.conflicts}, errors {binder.errors}, "
+          f"nodes {len(binder.nodes)}", flush=True)
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.e2e_rawbind", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kubeconfig", required=True, help="token kubeconfig (the benchmark passes the admin one)")
+    p.add_argument("--namespace", required=True, help="namespace whose pods to bind")
+    p.add_argument("--scheduler-name", default=RAW_SCHEDULER_NAME, help=f"bind only pods with this schedulerName ({RAW_SCHEDULER_NAME})")
+    p.add_argument("--qps", type=float, default=1000.0, help="client-side QPS of the token bucket (1000)")
+    p.add_argument("--burst", type=int, default=1000, help="token bucket burst (1000)")
+    p.add_argument("--concurrency", type=int, default=16, help="binds in flight (16, troupe's bindConcurrency default)")
+    p.add_argument("--ready-file", type=Path, help="written once the watch is open")
+    return asyncio.run(amain(p.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""Numbers and output of the end-to-end benchmark: per-run summary
+(pods/s, group latency percentiles), the side-by-side tables, the plot.
+
+Definitions (client clock, monotonic):
+
+- pods/s = pods bound / (last pod bound - first pod created);
+- group latency = the time the last pod of the group was seen bound
+  - the time the create of the group's last pod returned;
+- creator pods/s = pods created / (last create returned - first create sent).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .e2e_workload import SCHEDULERS
+
+NAMES = {"troupe": "troupe", "upstream": "upstream", "raw": "raw bind"}
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) with linear interpolation between closest
+    ranks (numpy's default); nan for no values."""
+    xs = sorted(v for v in values if v == v)
+    if not xs:
+        return math.nan
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q} not in [0, 100]")
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def summarize(pod_created: Sequence[float], bound_at: Sequence[float], size: int) -> dict[str, Any]:
+    """Throughput and per-group latency from per-pod timestamps (nan = never).
+    Pods are ordered by group (group g = indexes g*size .. g*size+size-1)."""
+    n = len(pod_created)
+    created = [t for t in pod_created if t == t]
+    bound = [t for t in bound_at if t == t]
+    first_created = min(created) if created else math.nan
+    last_created = max(created) if created else math.nan
+    last_bound = max(bound) if bound else math.nan
+    span = last_bound - first_created
+    latencies: list[float] = []
+    for g in range(n // size):
+        c = pod_created[g * size:(g + 1) * size]
+        b = bound_at[g * size:(g + 1) * size]
+        if all(t == t for t in c) and all(t == t for t in b):
+            latencies.append(max(b) - max(c))
+    return {
+        "pods": n,
+        "pods_created": len(created),
+        "pods_bound": len(bound),
+        "groups": n // size,
+        "groups_bound": len(latencies),
+        "pods_per_s": len(bound) / span if bound and span > 0 else math.nan,
+        "span_s": span,
+        "drain_s": last_bound - last_created,  # last bound after the last create returned
+        "latency_p50_s": percentile(latencies, 50),
+        "latency_p99_s": percentile(latencies, 99),
+        "latency_max_s": max(latencies) if latencies else math.nan,
+    }
+
+
+# ------------------------------------------------------------------ tables
+
+
+def _num(x: float | None, digits: int = 0) -> str:
+    if x is None or x != x:
+        return "-"
+    return f"{x:,.{digits}f}"
+
+
+def _secs(x: float | None) -> str:
+    if x is None or x != x:
+        return "-"
+    return f"{x * 1000:.0f} ms" if abs(x) < 1 else f"{x:.2f} s"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    if a is None or b is None or a != a or b != b or b == 0:
+        return "-"
+    return f"{a / b:.2f}x"
+
+
+def _cell_rate(run: dict[str, Any] | None) -> str:
+    if run is None:
+        return "-"
+    if run.get("failed"):
+        return f"FAILED ({run['pods_bound']}/{run['pods']} bound; {run.get('outcome', '')[:40]})"
+    if run["pods_bound"] < run["pods"]:
+        return f"TIMEOUT {run['pods_bound']}/{run['pods']} bound"
+    return _num(run["pods_per_s"])
+
+
+def _complete(run: dict[str, Any] | None, key: str) -> float | None:
+    if run is None or run["pods_bound"] < run["pods"]:
+        return None
+    return run[key]
+
+
+def _table(header: list[str], rows: Iterable[list[str]]) -> str:
+    rows = list(rows)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)])
+
+
+def group_runs(runs: list[dict[str, Any]]) -> list[tuple[int, str, str, dict[str, dict[str, Any]]]]:
+    """[(nodes, shape key, shape label, {scheduler: run})] in run order."""
+    out: dict[tuple[int, str], tuple[str, dict[str, dict[str, Any]]]] = {}
+    for r in runs:
+        if r.get("profiled"):
+            continue
+        key = (r["nodes"], r["shape"])
+        out.setdefault(key, (r["shape_label"], {}))[1][r["scheduler"]] = r
+    return [(n, s, label, scheds) for (n, s), (label, scheds) in out.items()]
+
+
+def throughput_table(runs: list[dict[str, Any]]) -> str:
+    header = ["nodes", "shape", "pods", "creator pods/s (t/u/r)", *(f"{NAMES[s]} pods/s" for s in SCHEDULERS),
+              "troupe÷upstream", "troupe÷raw"]
+    rows = []
+    for nodes, _, label, sc in group_runs(runs):
+        t, u, r = (sc.get(s) for s in SCHEDULERS)
+        any_run = t or u or r
+        creator = "/".join(_num(sc[s].get("creator_pods_per_s")) if s in sc else "-" for s in SCHEDULERS)
+        rows.append([
+            str(nodes), label, str(any_run["pods"]), creator, *(_cell_rate(sc.get(s)) for s in SCHEDULERS),
+            _ratio(_complete(t, "pods_per_s"), _complete(u, "pods_per_s")),
+            _ratio(_complete(t, "pods_per_s"), _complete(r, "pods_per_s")),
+        ])
+    return _table(header, rows)
+
+
+def latency_table(runs: list[dict[str, Any]]) -> str:
+    header = ["nodes", "shape", *(f"{NAMES[s]} p50 / p99" for s in SCHEDULERS), "p99 troupe÷upstream", "p99 troupe÷raw"]
+    rows = []
+    for nodes, _, label, sc in group_runs(runs):
+        t, u, r = (sc.get(s) for s in SCHEDULERS)
+        cells = []
+        for s in SCHEDULERS:
+            run = sc.get(s)
+            if run is None:
+                cells.append("-")
+            else:
+                extra = "" if run["groups_bound"] == run["groups"] else f" ({run['groups_bound']}/{run['groups']} groups)"
+                cells.append(f"{_secs(run['latency_p50_s'])} / {_secs(run['latency_p99_s'])}{extra}")
+        rows.append([str(nodes), label, *cells,
+                     _ratio(_complete(t, "latency_p99_s"), _complete(u, "latency_p99_s")),
+                     _ratio(_complete(t, "latency_p99_s"), _complete(r, "latency_p99_s"))])
+    return _table(header, rows)
+
+
+def detail_table(runs: list[dict[str, Any]]) -> str:
+    header = ["nodes", "shape", "run", "bound", "pods/s", "span", "drain after last create", "creator pods/s",
+              "scheduler CPU s", "apiserver CPU s", "etcd CPU s", "bench CPU s", "other CPU s (wall)", "ready after", "nodes used (max pods/node)",
+              "log (error lines)"]
+    rows = []
+    for r in runs:
+        rows.append([
+            str(r["nodes"]), r["shape"], r["run"], f"{r['pods_bound']}/{r['pods']}", _num(r["pods_per_s"]),
+            _secs(r.get("span_s")), _secs(r.get("drain_s")), _num(r.get("creator_pods_per_s")),
+            _num(r.get("scheduler_cpu_s"), 1), _num(r.get("apiserver_cpu_s"), 1), _num(r.get("etcd_cpu_s"), 1),
+            _num(r.get("bench_cpu_s"), 1),
+            f"{_num(r.get('other_cpu_s'), 1)} ({_num(r.get('wall_s'), 0)} s)" if r.get("other_cpu_s") is not None else "-",
+            _secs(r.get("scheduler_ready_s")),
+            f"{r.get('nodes_used', 0)} ({r.get('max_pods_per_node', 0)})",
+            f"{Path(r.get('log', '')).name} ({r.get('log_problem_lines', 0)})",
+        ])
+    return _table(header, rows)
+
+
+# -------------------------------------------------------------------- plot
+
+
+def plot(runs: list[dict[str, Any]], path: Path) -> str | None:
+    """Grouped bars: pods/s (top row) and p99 group latency (bottom row), one
+    column per node count. Returns None, or why no plot was written."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return ("matplotlib is not installed, so no plot; install it with "
+                "`.venv/bin/pip install 'matplotlib>=3.8'` and rerun")
+    groups = group_runs(runs)
+    node_counts = sorted({g[0] for g in groups})
+    if not node_counts:
+        return "no runs to plot"
+    fig, axes = plt.subplots(2, len(node_counts), figsize=(5.5 * len(node_counts), 8), squeeze=False)
+    colors = {"troupe": "#1f77b4", "upstream": "#ff7f0e", "raw": "#7f7f7f"}
+    width = 0.26
+    for col, nodes in enumerate(node_counts):
+        mine = [g for g in groups if g[0] == nodes]
+        labels = [g[2] for g in mine]
+        for row, (key, ylabel) in enumerate((("pods_per_s", "pods/s (bound / (last bound - first created))"),
+                                             ("latency_p99_s", "p99 group latency (s)"))):
+            ax = axes[row][col]
+            for k, s in enumerate(SCHEDULERS):
+                vals, hatches = [], []
+                for g in mine:
+                    run = g[3].get(s)
+                    v = run.get(key) if run else None
+                    vals.append(v if v is not None and v == v else 0.0)
+                    hatches.append(run is not None and run["pods_bound"] < run["pods"])
+                xs = [i + (k - 1) * width for i in range(len(mine))]
+                bars = ax.bar(xs, vals, width, label=NAMES[s], color=colors[s])
+                for bar, v, h in zip(bars, vals, hatches):
+                    if h:
+                        bar.set_hatch("//")
+                    if v:
+                        ax.annotate(f"{v:,.0f}" if key == "pods_per_s" else f"{v:.2f}",
+                                    (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                                    ha="center", va="bottom", fontsize=7)
+            ax.set_xticks(range(len(mine)), labels, fontsize=8)
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.set_title(f"{nodes} nodes", fontsize=10)
+            if row == 0 and col == 0:
+                ax.legend(fontsize=8)
+    fig.suptitle("troupe vs kube-scheduler v1.37.2 (GangScheduling) vs raw bind loop\n"
+                 "same API server, nodes and pod creator; hatched = did not finish", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None

@@ -1,0 +1,337 @@
+"""The end-to-end benchmark's objects and the one pod creator all three runs share.
+
+Shapes are upstream scheduler_perf's GangScheduling workloads (a, b) and
+troupe's larger c; every gang has minCount = its size. Pods ask for 100m CPU /
+100Mi. Nodes have 32 CPU / 128Gi / 110 pods allocatable (set on create; the
+benchmark reads one back to check that the status stuck).
+
+What differs between the three runs is only what each scheduler needs to see
+(``Flavor``): troupe gets its CRD PodGroup and the pod-group label with
+``schedulerName: troupe-scheduler``; upstream gets the native
+``scheduling.k8s.io`` PodGroup and ``spec.schedulingGroup`` with the default
+scheduler name; the raw bind loop gets the same objects as upstream but a
+schedulerName nobody else serves. The creator is the same code with the same
+concurrency and order for all three:
+
+- groups one after another, in order; the PodGroup is created (the create
+  has returned) before any of its pods is sent;
+- ``concurrency`` creates in flight (pods of one group in index order, the
+  next group's PodGroup and pods as soon as workers are free);
+- a pod's "created" time is the client's clock right after its create returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from scheduler.api.constants import API_VERSION as TROUPE_API_VERSION
+from scheduler.api.constants import DEFAULT_SCHEDULER_NAME as TROUPE_SCHEDULER_NAME
+from scheduler.api.constants import POD_GROUP_LABEL
+
+from .e2e_kube import ApiError, Kube
+
+NODE_CPU, NODE_MEMORY, NODE_PODS = "32", "128Gi", 110
+POD_CPU_MILLI, POD_MEMORY_MI = 100, 100
+NODE_CPU_MILLI, NODE_MEMORY_MI = 32_000, 128 * 1024
+ZONES, REGIONS = 10, 2
+IMAGE = "registry.k8s.io/pause:3.10.1"
+
+NATIVE_PODGROUP_API = "scheduling.k8s.io/v1beta1"  # what kube-scheduler 1.37's informer reads
+RAW_SCHEDULER_NAME = "e2e-raw-binder"
+SCHEDULERS = ("troupe", "upstream", "raw")
+
+
+@dataclass(frozen=True)
+class Shape:
+    key: str
+    gangs: int
+    size: int  # pods per gang = minCount
+
+    @property
+    def pods(self) -> int:
+        return self.gangs * self.size
+
+    def label(self) -> str:
+        return f"{self.key}: {self.gangs} gangs x {self.size}"
+
+
+FULL_SHAPES = {"a": Shape("a", 1000, 3), "b": Shape("b", 3, 1000), "c": Shape("c", 10, 5000)}
+QUICK_SHAPES = {"a": Shape("a", 100, 3), "b": Shape("b", 3, 100), "c": Shape("c", 2, 500)}
+QUICK_NODES = 100
+
+_SHAPE_RE = re.compile(r"^([a-z][a-z0-9]*)(?:=(\d+)x(\d+))?$")
+
+
+def parse_shapes(text: str, quick: bool) -> list[Shape]:
+    """``a,b,c`` or with sizes: ``a,b,c=10x2000`` (gangs x pods per gang)."""
+    base = QUICK_SHAPES if quick else FULL_SHAPES
+    out: list[Shape] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        m = _SHAPE_RE.match(part)
+        if not m:
+            raise ValueError(f"bad shape {part!r}: use a, b, c or KEY=GANGSxSIZE (e.g. c=10x2000)")
+        key, gangs, size = m.group(1), m.group(2), m.group(3)
+        if gangs:
+            out.append(Shape(key, int(gangs), int(size)))
+        elif key in base:
+            out.append(base[key])
+        else:
+            raise ValueError(f"unknown shape {key!r} (known: {', '.join(base)}; or KEY=GANGSxSIZE)")
+        if out[-1].gangs < 1 or out[-1].size < 1 or out[-1].gangs > 99_999 or out[-1].size > 99_999:
+            raise ValueError(f"shape {part!r}: gangs and size must be 1..99999")
+    return out
+
+
+def fits(shape: Shape, nodes: int) -> str | None:
+    """None if the shape fits the nodes (pods, cpu, memory in total); else why not."""
+    per_node = math.ceil(shape.pods / nodes)
+    if shape.pods > nodes * NODE_PODS:
+        return f"{shape.pods} pods > {nodes} nodes x {NODE_PODS} pods"
+    if per_node * POD_CPU_MILLI > NODE_CPU_MILLI or per_node * POD_MEMORY_MI > NODE_MEMORY_MI:
+        return f"{per_node} pods per node exceed a node's cpu/memory"
+    return None
+
+
+def group_name(g: int) -> str:
+    return f"g{g:05d}"
+
+
+def pod_name(g: int, i: int) -> str:
+    return f"g{g:05d}-{i:05d}"
+
+
+def parse_pod_name(name: str) -> tuple[int, int] | None:
+    """(group, member) of a pod_name(); None for other names."""
+    if len(name) == 12 and name[0] == "g" and name[6] == "-":
+        try:
+            return int(name[1:6]), int(name[7:])
+        except ValueError:
+            return None
+    return None
+
+
+def node_name(i: int) -> str:
+    return f"node-{i:05d}"
+
+
+def node_body(i: int) -> dict[str, Any]:
+    name = node_name(i)
+    res = {"cpu": NODE_CPU, "memory": NODE_MEMORY, "pods": str(NODE_PODS)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "topology.kubernetes.io/zone": f"zone-{i % ZONES}",
+                "topology.kubernetes.io/region": f"region-{i % REGIONS}",
+            },
+        },
+        "spec": {},
+        "status": {
+            "capacity": res,
+            "allocatable": res,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "e2e bench"}],
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """What one scheduler needs on its objects."""
+
+    podgroup_path: str  # under /apis/, with {ns}
+    podgroup_api: str
+    scheduler_name: str
+    native_group: bool  # spec.schedulingGroup (else the troupe label)
+
+    def podgroup(self, ns: str, g: int, min_count: int) -> dict[str, Any]:
+        return {
+            "apiVersion": self.podgroup_api,
+            "kind": "PodGroup",
+            "metadata": {"name": group_name(g), "namespace": ns},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+        }
+
+    def pod(self, ns: str, g: int, i: int) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "schedulerName": self.scheduler_name,
+            "containers": [
+                {
+                    "name": "pause",
+                    "image": IMAGE,
+                    "resources": {"requests": {"cpu": f"{POD_CPU_MILLI}m", "memory": f"{POD_MEMORY_MI}Mi"}},
+                }
+            ],
+        }
+        meta: dict[str, Any] = {"name": pod_name(g, i), "namespace": ns}
+        if self.native_group:
+            spec["schedulingGroup"] = {"podGroupName": group_name(g)}
+        else:
+            meta["labels"] = {POD_GROUP_LABEL: group_name(g)}
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def flavor(scheduler: str) -> Flavor:
+    native = f"/apis/{NATIVE_PODGROUP_API}/namespaces/{{ns}}/podgroups"
+    if scheduler == "troupe":
+        return Flavor(f"/apis/{TROUPE_API_VERSION}/namespaces/{{ns}}/podgroups", TROUPE_API_VERSION, TROUPE_SCHEDULER_NAME, False)
+    if scheduler == "upstream":
+        return Flavor(native, NATIVE_PODGROUP_API, "default-scheduler", True)
+    if scheduler == "raw":
+        return Flavor(native, NATIVE_PODGROUP_API, RAW_SCHEDULER_NAME, True)
+    raise ValueError(scheduler)
+
+
+# ------------------------------------------------------------------ nodes
+
+
+async def create_nodes(kube: Kube, count: int, concurrency: int, progress: Callable[[str], None]) -> float:
+    """Create node-00000.. concurrently (skipping ones that exist); seconds taken.
+    Reads the first and last node back to check that status.allocatable stuck
+    (and patches the status subresource if it did not)."""
+    t0 = time.monotonic()
+    it = iter(range(count))
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        for i in it:
+            await kube.request("POST", "/api/v1/nodes", node_body(i), ok=(409,), decode=False)
+            done += 1
+            if done % 1000 == 0:
+                progress(f"nodes: {done}/{count} created")
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    for i in {0, count - 1}:
+        node = await kube.request("GET", f"/api/v1/nodes/{node_name(i)}")
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        if alloc.get("pods") != str(NODE_PODS) or alloc.get("cpu") != NODE_CPU:
+            progress(f"nodes: status did not stick on create ({alloc}); patching the status subresource")
+            await _patch_node_status(kube, count, concurrency)
+            break
+    return time.monotonic() - t0
+
+
+async def _patch_node_status(kube: Kube, count: int, concurrency: int) -> None:
+    it = iter(range(count))
+
+    async def worker() -> None:
+        for i in it:
+            body = json.dumps({"status": node_body(i)["status"]}).encode()
+            async with kube.session.patch(
+                f"{kube.creds.server}/api/v1/nodes/{node_name(i)}/status",
+                data=body, headers={"Content-Type": "application/merge-patch+json"},
+            ) as r:
+                if r.status >= 300:
+                    raise ApiError("PATCH", f"/api/v1/nodes/{node_name(i)}/status", r.status, await r.text())
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+# ----------------------------------------------------------------- creator
+
+
+@dataclass
+class Creation:
+    """What the creator did, on the client's monotonic clock."""
+
+    shape: Shape
+    started: float = 0.0
+    finished: float = 0.0
+    pod_created: list[float] = field(default_factory=list)  # per pod (g * size + i); nan until created
+    pods_created: int = 0
+    podgroups_created: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def group_last_created(self, g: int) -> float:
+        s = self.shape.size
+        return max(self.pod_created[g * s:(g + 1) * s])
+
+    @property
+    def first_created(self) -> float:
+        return min((t for t in self.pod_created if t == t), default=math.nan)
+
+    @property
+    def last_created(self) -> float:
+        return max((t for t in self.pod_created if t == t), default=math.nan)
+
+    @property
+    def rate(self) -> float:
+        """Pods created per second, from the first request sent to the last create returned."""
+        span = self.last_created - self.started
+        return self.pods_created / span if span > 0 else math.nan
+
+
+async def create_workload(kube: Kube, ns: str, shape: Shape, fl: Flavor, concurrency: int, creation: Creation) -> Creation:
+    """Create the shape's PodGroups and pods in ``ns`` (see the module docstring)."""
+    size = shape.size
+    creation.pod_created = [math.nan] * shape.pods
+    pg_ready = [asyncio.Event() for _ in range(shape.gangs)]
+    pods_path = f"/api/v1/namespaces/{ns}/pods"
+    pg_path = fl.podgroup_path.format(ns=ns)
+
+    def items():
+        for g in range(shape.gangs):
+            yield ("pg", g, 0)
+            for i in range(size):
+                yield ("pod", g, i)
+
+    it = items()
+
+    async def worker() -> None:
+        for kind, g, i in it:
+            try:
+                if kind == "pg":
+                    await kube.request("POST", pg_path, fl.podgroup(ns, g, size), ok=(409,), decode=False)
+                    creation.podgroups_created += 1
+                    pg_ready[g].set()
+                else:
+                    await pg_ready[g].wait()
+                    await kube.request("POST", pods_path, fl.pod(ns, g, i), ok=(409,), decode=False)
+                    creation.pod_created[g * size + i] = time.monotonic()
+                    creation.pods_created += 1
+            except Exception as exc:  # noqa: BLE001 - recorded, the run reports it
+                if kind == "pg":
+                    pg_ready[g].set()  # its pods are still sent (and will wait)
+                creation.errors.append(f"{kind} {group_name(g)}/{i}: {exc}")
+
+    creation.started = time.monotonic()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    creation.finished = time.monotonic()
+    return creation
+
+
+# ---------------------------------------------------------------- cleanup
+
+
+async def delete_all_pods(kube: Kube, ns: str, timeout: float = 600.0) -> float:
+    """deletecollection with gracePeriodSeconds=0 (no kubelet: bound pods go only
+    so), for pods and both kinds of PodGroup; wait until the pod list is empty.
+    Seconds taken."""
+    t0 = time.monotonic()
+    opts = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    deadline = t0 + timeout
+    while True:
+        try:
+            await kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods", opts, decode=False, retries=1)
+        except (ApiError, asyncio.TimeoutError) as exc:  # a long deletecollection can time out server-side; poll and repeat
+            if isinstance(exc, ApiError) and exc.status not in (500, 504):
+                raise
+        left = await kube.request("GET", f"/api/v1/namespaces/{ns}/pods", params={"limit": "1"})
+        if not left.get("items"):
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pods in {ns} still there after {timeout:.0f}s")
+        await asyncio.sleep(1.0)
+    for path in (f"/apis/{TROUPE_API_VERSION}/namespaces/{ns}/podgroups", f"/apis/{NATIVE_PODGROUP_API}/namespaces/{ns}/podgroups"):
+        await kube.request("DELETE", path, opts, decode=False, ok=(404,))
+    return time.monotonic() - t0

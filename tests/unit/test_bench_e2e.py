@@ -1,0 +1,111 @@
+"""Pure helpers of the end-to-end benchmark (bench/e2e_*.py): no API server."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # bench/ is not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from bench.e2e_report import latency_table, percentile, summarize, throughput_table  # noqa: E402
+from bench.e2e_workload import (  # noqa: E402
+    FULL_SHAPES, QUICK_SHAPES, Shape, fits, flavor, group_name, parse_pod_name, parse_shapes, pod_name,
+)
+
+nan = math.nan
+
+
+def test_percentile_interpolates_like_numpy():
+    xs = [4.0, 1.0, 3.0, 2.0]
+    assert percentile(xs, 0) == 1.0
+    assert percentile(xs, 100) == 4.0
+    assert percentile(xs, 50) == 2.5
+    assert percentile(xs, 99) == pytest.approx(3.97)
+    assert percentile([7.0], 99) == 7.0
+
+
+def test_percentile_ignores_nan_and_empty_is_nan():
+    assert percentile([nan, 2.0, nan], 50) == 2.0
+    assert math.isnan(percentile([], 50))
+    with pytest.raises(ValueError):
+        percentile([1.0], 101)
+
+
+def test_summarize_rate_and_group_latency():
+    # 2 groups of 2: created at 0,1 | 2,3; bound at 1.5,2 | 3.5,5
+    s = summarize([0.0, 1.0, 2.0, 3.0], [1.5, 2.0, 3.5, 5.0], size=2)
+    assert s["pods_bound"] == 4 and s["groups_bound"] == 2
+    assert s["pods_per_s"] == pytest.approx(4 / 5.0)
+    assert s["drain_s"] == pytest.approx(2.0)
+    # latencies: 2 - 1 = 1, 5 - 3 = 2
+    assert s["latency_p50_s"] == pytest.approx(1.5)
+    assert s["latency_max_s"] == pytest.approx(2.0)
+
+
+def test_summarize_incomplete_groups_are_left_out():
+    s = summarize([0.0, 1.0, 2.0, 3.0], [1.5, 2.0, 3.5, nan], size=2)
+    assert s["pods_bound"] == 3 and s["groups_bound"] == 1
+    assert s["latency_p99_s"] == pytest.approx(1.0)
+    nothing = summarize([0.0, 1.0], [nan, nan], size=2)
+    assert nothing["pods_bound"] == 0 and math.isnan(nothing["pods_per_s"]) and math.isnan(nothing["latency_p50_s"])
+
+
+def test_parse_shapes_defaults_overrides_and_errors():
+    assert parse_shapes("a,b,c", quick=False) == [FULL_SHAPES["a"], FULL_SHAPES["b"], FULL_SHAPES["c"]]
+    assert parse_shapes("b", quick=True) == [QUICK_SHAPES["b"]]
+    assert parse_shapes("a, c=10x2000", quick=False) == [FULL_SHAPES["a"], Shape("c", 10, 2000)]
+    for bad in ("z", "c=10", "c=0x5", "A"):
+        with pytest.raises(ValueError):
+            parse_shapes(bad, quick=False)
+
+
+def test_fits_counts_pod_slots():
+    assert fits(FULL_SHAPES["c"], 5000) is None  # 10 per node
+    assert fits(FULL_SHAPES["c"], 500) is None  # 100 per node <= 110, 10 CPU <= 32
+    assert "pods" in fits(FULL_SHAPES["c"], 400)
+
+
+def test_pod_names_round_trip_and_sort_in_creation_order():
+    assert parse_pod_name(pod_name(12, 345)) == (12, 345)
+    assert parse_pod_name("something-else") is None
+    names = [pod_name(g, i) for g in range(3) for i in range(12)]
+    assert names == sorted(names)
+    assert group_name(7) == "g00007"
+
+
+def test_flavors_differ_only_in_what_each_scheduler_reads():
+    t, u, r = (flavor(s).pod("ns", 1, 2) for s in ("troupe", "upstream", "raw"))
+    assert t["spec"]["schedulerName"] == "troupe-scheduler"
+    assert t["metadata"]["labels"] == {"scheduling.troupe.dev/pod-group": "g00001"}
+    assert "schedulingGroup" not in t["spec"]
+    assert u["spec"]["schedulingGroup"] == {"podGroupName": "g00001"} and u["spec"]["schedulerName"] == "default-scheduler"
+    assert r["spec"]["schedulingGroup"] == u["spec"]["schedulingGroup"] and r["spec"]["schedulerName"] != "default-scheduler"
+    assert t["spec"]["containers"] == u["spec"]["containers"] == r["spec"]["containers"]
+    pg = flavor("upstream").podgroup("ns", 1, 3)
+    assert pg["apiVersion"] == "scheduling.k8s.io/v1beta1" and pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
+    assert flavor("troupe").podgroup("ns", 1, 3)["apiVersion"] == "scheduling.troupe.dev/v1alpha2"
+
+
+def _run(sched: str, pods_per_s: float, bound: int = 6, p99: float = 1.0) -> dict:
+    return {"nodes": 500, "shape": "a", "shape_label": "a: 2 gangs x 3", "scheduler": sched, "pods": 6,
+            "pods_bound": bound, "groups": 2, "groups_bound": 2 if bound == 6 else 1, "pods_per_s": pods_per_s,
+            "latency_p50_s": 0.5, "latency_p99_s": p99, "creator_pods_per_s": 400.0, "failed": False}
+
+
+def test_tables_side_by_side_with_ratios_and_timeouts():
+    runs = [_run("troupe", 800.0, p99=0.5), _run("upstream", 400.0, p99=1.0), _run("raw", 1000.0, p99=0.25)]
+    t = throughput_table(runs)
+    lines = t.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("| nodes")
+    assert "| 800 " in lines[2] and "2.00x" in lines[2] and "0.80x" in lines[2] and "400/400/400" in lines[2]
+    lat = latency_table(runs)
+    assert "500 ms / 500 ms" in lat and "0.50x" in lat and "2.00x" in lat
+    runs[1] = _run("upstream", 300.0, bound=4)
+    t = throughput_table(runs)
+    assert "TIMEOUT 4/6 bound" in t
+    assert t.splitlines()[2].count(" - ") == 1  # no troupe÷upstream ratio against an incomplete run
