@@ -28,8 +28,9 @@ PENDING_PODS = Gauge(
 )
 QUEUE_INCOMING = Counter(
     "troupe_queue_moved_units_total",
-    "Scheduling units (a PodGroup's pending pods, or a lone pod) moved out of the unschedulable pool, by the cluster event that moved them.",
-    ["event", "queue"],
+    "Scheduling units (a PodGroup's pending pods, or a lone pod) moved out of the unschedulable pool "
+    "(to active, or to backoff if theirs has not expired), by the cluster event that moved them.",
+    ["event"],
 )
 RESYNC_DROPPED = Counter(
     "troupe_resync_dropped_objects_total",

@@ -230,7 +230,7 @@ class Scheduler:
     def _cluster_event(self, event: str) -> None:
         moved = self.queue.move_for_event(event)
         if moved:
-            metrics.QUEUE_INCOMING.labels(event=event, queue="active").inc(moved)
+            metrics.QUEUE_INCOMING.labels(event=event).inc(moved)
 
     def on_podgroup(self, body: Mapping[str, Any]) -> None:
         key = _object_key(body)

@@ -200,3 +200,23 @@ def test_a_failed_bind_frees_room_for_units_waiting_on_it(sched, clock):
     first = s.cache.pods["uid-first"]
     s.on_bind_failed(first, "a", "Binding rejected: 500")
     assert s.queue.unit(pod_unit("uid-second")).state == State.ACTIVE
+
+
+def test_moves_are_counted_per_event(sched, clock):
+    from prometheus_client import REGISTRY
+
+    def moved(event: str) -> float:
+        return REGISTRY.get_sample_value("troupe_queue_moved_units_total", {"event": event}) or 0.0
+
+    s, _ = sched
+    s.on_node(node("a", cpu="1"))
+    s.on_pod(pod("big", cpu="2"))
+    drain(s)
+    before_add, before_label = moved(E.NODE_ADD), moved(E.NODE_LABEL)
+    clock.now += 60
+    labelled = node("a", cpu="1")
+    labelled["metadata"]["labels"] = {"x": "y"}
+    s.on_node(labelled)
+    s.on_node(node("b", cpu="4"))
+    assert moved(E.NODE_LABEL) == before_label
+    assert moved(E.NODE_ADD) == before_add + 1
