@@ -215,9 +215,23 @@ class ClusterCache:
         """Pods of the group that exist and can still run (not terminal, not deleting)."""
         return self._live.get(key, 0)
 
+    def member_summary(self, key: GroupKey) -> tuple[set[str], int]:
+        """One pass over the group's running pods: the schedulerNames they name,
+        and how many are bound or assumed to a node."""
+        names: set[str] = set()
+        placed = 0
+        for uid in self._members.get(key, ()):
+            p = self.pods[uid]
+            if p.terminal:
+                continue
+            names.add(p.scheduler_name)
+            if p.node_name or uid in self.assumed:
+                placed += 1
+        return names, placed
+
     def placed_member_count(self, key: GroupKey) -> int:
         """Pods of the group bound or assumed to a node, and still running."""
-        return sum(1 for p in self.members(key) if not p.terminal and (p.node_name or p.uid in self.assumed))
+        return self.member_summary(key)[1]
 
     # --------------------------------------------------------------- snapshot
 

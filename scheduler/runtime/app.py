@@ -40,8 +40,12 @@ async def _prime_until_done(scheduler: Scheduler, api_client: client.ApiClient) 
             return
         except (ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
             status = getattr(exc, "status", None)
-            hint = " (RBAC: kubectl apply -f manifests/)" if status in (401, 403) else ""
-            log.error("initial listing failed%s: %s; retrying in %.0fs", hint, str(exc).strip().splitlines()[0], delay)
+            first_line = str(exc).strip().splitlines()[0]
+            if status == 429:  # e.g. a CRD established a moment ago: "storage is (re)initializing"
+                log.info("initial listing: the API server asks to wait (%s); retrying in %.0fs", first_line, delay)
+            else:
+                hint = " (RBAC: kubectl apply -f manifests/)" if status in (401, 403) else ""
+                log.error("initial listing failed%s: %s; retrying in %.0fs", hint, first_line, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 10.0)
 

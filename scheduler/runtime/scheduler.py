@@ -352,15 +352,17 @@ class Scheduler:
             problem = self._template_ref_problem(group)
             if problem:
                 return error_decision(group_key, pods, problem)
-            names = sorted({p.scheduler_name for p in self.cache.members(group_key) if not p.terminal})
+            scheduler_names, placed_before = self.cache.member_summary(group_key)
+            names = sorted(scheduler_names)
             if len(names) > 1:
                 return error_decision(
                     group_key, pods,
                     f"pods of PodGroup {group_key[0]}/{group_key[1]} name different schedulerName values "
                     f"({', '.join(names)}); a group is placed by one scheduler",
                 )
+        else:
+            placed_before = 0
         fwk = self.frameworks[pods[0].scheduler_name]
-        placed_before = self.cache.placed_member_count(group_key) if group_key else 0
         ordered = order_pods(pods, popped.first_seen)
         return schedule_group(fwk, self.cache.snapshot(), group_key, group, ordered, placed_before)
 
