@@ -261,8 +261,8 @@ class SchedulingQueue:
         if skip_backoff and unit.state in (State.BACKOFF, State.UNSCHEDULABLE):
             unit.backoff_until = 0.0
             self._unschedulable.pop(key, None)
-            unit.state = State.GATED  # so that _admit runs the gate
-        if unit.state == State.IN_FLIGHT:
+            self._admit(unit)  # the heap entry it had (backoff) is stale from here on
+        elif unit.state == State.IN_FLIGHT:
             unit.dirty = True
         elif unit.state in (State.GATED, State.UNSCHEDULABLE):
             self._admit(unit)

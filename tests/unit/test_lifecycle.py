@@ -3,9 +3,13 @@ Scheduled condition, and objects deleted while queued, in flight or binding."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.plugins import in_tree_registry
 from scheduler.queue.scheduling_queue import State, group_unit
+from scheduler.runtime.scheduler import Scheduler
 
 from .test_runtime_scheduler import Recorder, drain, node, pod, podgroup, sched  # noqa: F401 (fixture)
 
@@ -137,8 +141,9 @@ def test_a_pod_deleted_while_binding_leaves_no_trace(sched):
     s.on_pod(pod("p", cpu="2"))
     drain(s)
     assert rec.binds == [("p", "a")] and "uid-p" in s.cache.assumed
+    binding = s.cache.pods["uid-p"]  # what the binder holds while the deletion arrives
     s.on_pod_deleted(pod("p", cpu="2"))
-    s.on_bind_failed(s.cache.pods.get("uid-p") or _gone("p"), "a", "Binding rejected: 404 Not Found")
+    s.on_bind_failed(binding, "a", "Binding rejected: 404 Not Found")
     assert s.cache.pods == {} and s.cache.assumed == {} and len(s.queue) == 0
     # Its room is free: another pod takes it.
     s.on_pod(pod("q", cpu="2"))
@@ -146,18 +151,7 @@ def test_a_pod_deleted_while_binding_leaves_no_trace(sched):
     assert rec.binds[-1] == ("q", "a")
 
 
-def _gone(name: str):
-    from scheduler.api.objects import parse_pod
-
-    return parse_pod(pod(name, cpu="2"))
-
-
 async def test_a_gang_that_fills_within_the_report_delay_costs_no_writes():
-    from scheduler.api.config import SchedulerConfiguration
-    from scheduler.plugins import in_tree_registry
-    from scheduler.runtime.scheduler import Scheduler
-    import asyncio
-
     s = Scheduler(SchedulerConfiguration(), in_tree_registry(), gated_report_delay=0.05)
     rec = Recorder()
     s.binder = s.writer = rec

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.api.config import SchedulerConfiguration
 from scheduler.framework import events as E
-from scheduler.plugins import in_tree_registry
 from scheduler.queue.scheduling_queue import State, group_unit, pod_unit
-from scheduler.runtime.scheduler import Scheduler
 
 from .builders import make_node, make_pod
 from .test_queue import G, new_queue
-from .test_runtime_scheduler import Recorder, drain, node, pod, podgroup
+from .test_runtime_scheduler import drain, node, pod, podgroup, sched  # noqa: F401 (sched: fixture)
 
 FIT_EVENTS = frozenset({E.NODE_ADD, E.NODE_ALLOCATABLE, E.ASSIGNED_POD_DELETE})
 
@@ -75,22 +72,17 @@ def test_a_unit_is_moved_once_even_if_several_of_its_events_fire(clock):
     assert q.move_for_event(E.ASSIGNED_POD_DELETE) == 0
 
 
-def test_a_helpful_event_during_the_attempt_retries_it(clock):
+@pytest.mark.parametrize("event, after", [
+    (E.ASSIGNED_POD_DELETE, State.BACKOFF),  # could help: retried
+    (E.NODE_LABEL, State.UNSCHEDULABLE),  # unrelated: it waits
+])
+def test_an_event_during_the_attempt_counts_only_if_it_could_help(clock, event, after):
     q, _ = new_queue(clock)
     q.add(make_pod("p", labels={"scheduling.troupe.dev/pod-group": "g"}))
     popped = q.pop_nowait()
-    q.move_for_event(E.ASSIGNED_POD_DELETE)  # while in flight
+    q.move_for_event(event)  # while in flight
     q.done(popped.key, [], unschedulable=True, wake_on=FIT_EVENTS)
-    assert q.unit(G).state == State.BACKOFF
-
-
-def test_an_unrelated_event_during_the_attempt_does_not(clock):
-    q, _ = new_queue(clock)
-    q.add(make_pod("p", labels={"scheduling.troupe.dev/pod-group": "g"}))
-    popped = q.pop_nowait()
-    q.move_for_event(E.NODE_LABEL)  # while in flight
-    q.done(popped.key, [], unschedulable=True, wake_on=FIT_EVENTS)
-    assert q.unit(G).state == State.UNSCHEDULABLE
+    assert q.unit(G).state == after
 
 
 def test_a_deleted_unit_leaves_no_index_entries(clock):
@@ -127,16 +119,6 @@ def test_pod_update_events():
 
 
 # ------------------------------------------------------- through Scheduler
-
-
-@pytest.fixture
-def sched(clock):
-    s = Scheduler(SchedulerConfiguration(), in_tree_registry(), clock=clock)
-    rec = Recorder()
-    s.binder = rec
-    s.writer = rec
-    s.synced.set()
-    return s, rec
 
 
 def selector_pod(name: str, zone: str) -> dict:
