@@ -14,7 +14,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ..api.config import SchedulerConfiguration
 from ..framework.registry import Registry
 from .binder import Binder
-from .handlers import build_registry, operator_settings
+from .handlers import INFORMED, Resource, build_registry, informer_for, operator_settings
+from .informer import Informer
 from .health import start_health_server
 from .kube import connection_info, load_configuration
 from .ratelimit import TokenBucket
@@ -31,12 +32,12 @@ STALL_SECONDS = 60.0
 GATED_REPORT_DELAY = 1.0
 
 
-async def _prime_until_done(scheduler: Scheduler, api_client: client.ApiClient) -> None:
+async def _prime_until_done(scheduler: Scheduler, api_client: client.ApiClient, informers: dict[Resource, Informer]) -> None:
     """The initial listing, retried (1 s doubling to 10 s) while the API server cannot answer."""
     delay = 1.0
     while True:
         try:
-            await prime(scheduler, api_client)
+            await prime(scheduler, api_client, informers)
             return
         except (ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
             status = getattr(exc, "status", None)
@@ -55,7 +56,8 @@ async def run(
 ) -> int:
     cfg = await load_configuration(kubeconfig)
     cc = config.client_connection
-    # One connection pool for binds and status writes; every watch holds a connection of its own in kopf.
+    # One connection pool for binds, status writes and the two Informer
+    # watches (each holds a connection); kopf's watches have their own.
     cfg.connection_pool_maxsize = max(cc.bind_concurrency + 8, 32)
     api_client = client.ApiClient(cfg)
     scheduler = Scheduler(config, registry, gated_report_delay=GATED_REPORT_DELAY)
@@ -74,12 +76,17 @@ async def run(
         "troupe starting: profiles %s, API %s, health on %s",
         ", ".join(scheduler.frameworks), cfg.host, config.health_bind_address,
     )
-    await _prime_until_done(scheduler, api_client)
+    informers = {resource: informer_for(scheduler, api_client, resource) for resource in INFORMED}
+    await _prime_until_done(scheduler, api_client, informers)
     scheduler.synced.set()
     loop_task = asyncio.create_task(scheduler.run(), name="scheduling loop")
+    watches = [asyncio.create_task(i.run(), name=f"watch {i.path}") for i in informers.values()]
     resync = None
     if resync_seconds > 0:
-        resync = asyncio.create_task(Resync(scheduler, api_client, bucket, resync_seconds).run(), name="resync")
+        # Pods and Nodes need none: their Informers Replace on every relist.
+        resync = asyncio.create_task(
+            Resync(scheduler, api_client, bucket, resync_seconds, kinds=("podgroup", "workload")).run(), name="resync",
+        )
     operator = asyncio.create_task(
         kopf.operator(
             registry=build_registry(scheduler, await connection_info(cfg)),
@@ -92,12 +99,12 @@ async def run(
     )
     rc = 0
     try:
-        done, _ = await asyncio.wait({loop_task, operator}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({loop_task, operator, *watches}, return_when=asyncio.FIRST_COMPLETED)
         if loop_task in done and not loop_task.cancelled() and loop_task.exception() is not None:
             log.error("scheduling loop crashed", exc_info=loop_task.exception())
             rc = 1
     finally:
-        tasks = [t for t in (loop_task, operator, resync) if t is not None]
+        tasks = [t for t in (loop_task, operator, resync, *watches) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,6 +1,10 @@
-"""kopf handlers: watch events in, cache and queue updates out. Nothing is written to watched objects.
+"""Watch events in, cache and queue updates out. Nothing is written to watched objects.
 
-Only `@kopf.on.event` is used (PITFALLS.md: the other handler kinds write
+Pods and Nodes, the kinds with the volume, come through troupe's own
+list+watch (`informer.py`); the low-volume kinds (PodGroups, Workloads,
+Namespaces, PriorityClasses) through kopf handlers.
+
+For kopf, only `@kopf.on.event` is used (PITFALLS.md: the other handler kinds write
 annotations or finalizers). Not `@kopf.index` either: kopf makes every
 object's worker wait until every indexed object of every kind is indexed, and
 each indexed object wakes all the waiting workers, so the initial listing
@@ -16,18 +20,29 @@ import logging
 from typing import Any, Callable
 
 import kopf
+from kubernetes_asyncio import client
 
 from ..api import constants as C
+from .informer import Informer
 from .scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
 Body = Any
 
-# (group/version, plural) of every kind troupe watches, with its handlers.
-def watched(scheduler: Scheduler) -> list[tuple[tuple[str, ...], Callable[[Body], None], Callable[[Body], None]]]:
+Resource = tuple[str, ...]  # (group, version, plural) or ("v1", plural)
+NODES: Resource = ("v1", "nodes")
+PODS: Resource = ("v1", "pods")
+# The kinds an Informer serves instead of kopf.
+INFORMED: tuple[Resource, ...] = (NODES, PODS)
+
+
+# (group/version, plural) of every kind troupe watches, with its handlers, in
+# the order of the initial listing: nodes first and pods last, so the room pods
+# take is on nodes the cache has and a pod's PodGroup is known when it arrives.
+def watched(scheduler: Scheduler) -> list[tuple[Resource, Callable[[Body], None], Callable[[Body], None]]]:
     return [
-        (("v1", "nodes"), scheduler.on_node, scheduler.on_node_deleted),
+        (NODES, scheduler.on_node, scheduler.on_node_deleted),
         (("v1", "namespaces"), scheduler.on_namespace, lambda body: scheduler.on_namespace(body, deleted=True)),
         (
             ("scheduling.k8s.io", "v1", "priorityclasses"),
@@ -36,8 +51,35 @@ def watched(scheduler: Scheduler) -> list[tuple[tuple[str, ...], Callable[[Body]
         ),
         ((C.GROUP, C.VERSION, C.WORKLOAD_PLURAL), scheduler.on_workload, scheduler.on_workload_deleted),
         ((C.GROUP, C.VERSION, C.PODGROUP_PLURAL), scheduler.on_podgroup, scheduler.on_podgroup_deleted),
-        (("v1", "pods"), scheduler.on_pod, scheduler.on_pod_deleted),
+        (PODS, scheduler.on_pod, scheduler.on_pod_deleted),
     ]
+
+
+def list_path(resource: Resource) -> str:
+    *group_version, plural = resource
+    if group_version == ["v1"]:
+        return f"/api/v1/{plural}"
+    return "/apis/" + "/".join(group_version) + f"/{plural}"
+
+
+def informer_for(scheduler: Scheduler, api: client.ApiClient, resource: Resource) -> Informer:
+    """The Informer of a kind in INFORMED, keyed as the cache keys it."""
+    cache = scheduler.cache
+    if resource == PODS:
+        return Informer(
+            api, list_path(PODS), "pod", scheduler.on_pod, scheduler.on_pod_deleted,
+            cached_keys=lambda: set(cache.pods),
+            key_of=lambda meta: str(meta.get("uid") or ""),
+            tombstone=lambda uid: {"metadata": {"uid": uid}},
+        )
+    if resource == NODES:
+        return Informer(
+            api, list_path(NODES), "node", scheduler.on_node, scheduler.on_node_deleted,
+            cached_keys=lambda: {name for name, row in cache.table.row.items() if cache.table.nodes[row] is not None},
+            key_of=lambda meta: str(meta.get("name") or ""),
+            tombstone=lambda name: {"metadata": {"name": name}},
+        )
+    raise ValueError(f"no informer for {resource}")
 
 
 def build_registry(scheduler: Scheduler, connection: kopf.ConnectionInfo) -> kopf.OperatorRegistry:
@@ -60,7 +102,8 @@ def build_registry(scheduler: Scheduler, connection: kopf.ConnectionInfo) -> kop
         kopf.on.event(*resource, registry=registry, id=f"cache-{what}")(event)
 
     for resource, upsert, delete in watched(scheduler):
-        watch(resource, upsert, delete)
+        if resource not in INFORMED:
+            watch(resource, upsert, delete)
     return registry
 
 

@@ -1,15 +1,15 @@
-"""The initial listing: every watched kind listed once, before kopf starts.
+"""The initial listing: every watched kind listed once, before any watch starts.
 
 When `prime()` returns, the cache holds every node and every pod (so node
 usage is complete) and every PodGroup, Workload, Namespace and PriorityClass:
-the "caches synced" moment after which the scheduling loop may start. kopf
-then lists again and watches; its listing replays the same objects, which the
-handlers take as idempotent upserts. An object deleted between the two
-listings has no DELETED event: the periodic resync drops it.
+the "caches synced" moment after which the scheduling loop may start. Pods
+and Nodes are listed by their Informers, which then watch from the listing's
+resourceVersion. kopf lists the other kinds again and watches them; its
+listing replays the same objects, which the handlers take as idempotent
+upserts. An object of those kinds deleted between the two listings has no
+DELETED event: the periodic resync drops it.
 
-Nodes come first and pods last, as their order in `handlers.watched`, so the
-room pods take is on nodes the cache already has, and a pod's PodGroup is
-known when the pod arrives.
+The order is that of `handlers.watched`: nodes first, pods last.
 """
 
 from __future__ import annotations
@@ -20,32 +20,29 @@ import time
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .handlers import watched
+from .handlers import Resource, list_path, watched
+from .informer import Informer
 from .kube import list_paged
 from .scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
 
-def list_path(resource: tuple[str, ...]) -> str:
-    *group_version, plural = resource
-    if group_version == ["v1"]:
-        return f"/api/v1/{plural}"
-    return "/apis/" + "/".join(group_version) + f"/{plural}"
-
-
-async def prime(scheduler: Scheduler, api: client.ApiClient) -> dict[str, int]:
+async def prime(scheduler: Scheduler, api: client.ApiClient, informers: dict[Resource, Informer]) -> dict[str, int]:
     """Fill the cache from one LIST per kind; returns the count per kind."""
     counts: dict[str, int] = {}
     start = time.monotonic()
     for resource, upsert, _ in watched(scheduler):
         path = list_path(resource)
+        if resource in informers:
+            counts[resource[-1]] = await informers[resource].relist()
+            continue
         n = 0
         try:
             async for item in list_paged(api, path):
                 try:
                     upsert(item)
-                except Exception:  # as in the kopf handlers: one odd object must not stop the rest
+                except Exception:  # as in the handlers: one odd object must not stop the rest
                     log.exception("cannot handle %s %s", path, (item.get("metadata") or {}).get("name"))
                 n += 1
         except ApiException as exc:

@@ -34,10 +34,13 @@ async def read_checked(resp: Any) -> bytes:
 
 async def list_paged(
     api: client.ApiClient, path: str, accept: str = "application/json", limit: int = 500,
+    list_meta: dict[str, Any] | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
-    """The items of a LIST, page by page (a quorum read per page). Raises
-    ApiException for an error answer (404 if the kind is not served) and
-    ValueError for an answer that is not a list."""
+    """The items of a LIST, page by page (a quorum read per page, every page
+    from the first page's snapshot). Raises ApiException for an error answer
+    (404 if the kind is not served) and ValueError for an answer that is not a
+    list. `list_meta` gets each page's list metadata: after the last page its
+    resourceVersion is the one to watch from."""
     cont = ""
     while True:
         query: list[tuple[str, Any]] = [("limit", limit)] + ([("continue", cont)] if cont else [])
@@ -48,6 +51,8 @@ async def list_paged(
         page = json.loads(await read_checked(resp))
         if not str(page.get("kind", "")).endswith("List"):
             raise ValueError(f"GET {path}: the answer is a {page.get('kind')!r}, not a list")
+        if list_meta is not None:
+            list_meta.update(page.get("metadata") or {})
         for item in page.get("items") or []:  # an empty list has "items": null
             yield item
         cont = (page.get("metadata") or {}).get("continue") or ""

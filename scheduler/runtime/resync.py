@@ -2,10 +2,11 @@
 
 kopf lists again when a watch expires (410 Gone) but reports only what the new
 listing holds, never what was deleted in the gap; client-go's reflector
-handles that with Replace. Without it a pod or node deleted in such a gap
-would stay in the cache for ever, holding room on its node or queued for
-ever. So every `interval` seconds each watched kind is listed (metadata only,
-paged) and compared with the cache.
+handles that with Replace. Without it a PodGroup deleted in such a gap would
+stay in the cache for ever, its pods scheduled against it. So every
+`interval` seconds each kopf-watched kind is listed (metadata only, paged) and
+compared with the cache. Pods and Nodes come through Informers, which Replace
+on every relist themselves; `resync("pod")` still works for them.
 
 An object is dropped only if the cache held the very same object before the
 list was requested and the answer does not have it. The list is a quorum
@@ -51,7 +52,7 @@ def cached_objects(scheduler: Scheduler, kind: str) -> dict[Hashable, object]:
         return dict(cache.pods)
     if kind == "node":
         table = cache.table
-        return {name: table.nodes[row] for name, row in table.row.items()}
+        return {name: table.nodes[row] for name, row in table.row.items() if table.nodes[row] is not None}
     if kind == "podgroup":
         return dict(cache.groups)
     return dict(cache.workloads)
@@ -63,8 +64,13 @@ def stale(before: dict[Hashable, object], listed: set[Hashable], now: dict[Hasha
 
 
 class Resync:
-    def __init__(self, scheduler: Scheduler, api_client: client.ApiClient, bucket: TokenBucket, interval: float) -> None:
+    def __init__(
+        self, scheduler: Scheduler, api_client: client.ApiClient, bucket: TokenBucket, interval: float,
+        kinds: tuple[str, ...] = tuple(KINDS),
+    ) -> None:
+        """`kinds`: those `run()` passes over (all of KINDS by default)."""
         self._scheduler = scheduler
+        self.kinds = kinds
         self._api = api_client
         self._bucket = bucket
         self.interval = interval
@@ -75,7 +81,7 @@ class Resync:
         # initial listing and kopf's (see initial_sync.py).
         await asyncio.sleep(min(self.interval, FIRST_PASS_SECONDS))
         while True:
-            for kind in KINDS:
+            for kind in self.kinds:
                 try:
                     await self.resync(kind)
                 except (ApiException, aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as exc:
