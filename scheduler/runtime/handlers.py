@@ -24,6 +24,7 @@ from kubernetes_asyncio import client
 
 from ..api import constants as C
 from .informer import Informer
+from .resync import KINDS, cached_objects
 from .scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -63,23 +64,20 @@ def list_path(resource: Resource) -> str:
 
 
 def informer_for(scheduler: Scheduler, api: client.ApiClient, resource: Resource) -> Informer:
-    """The Informer of a kind in INFORMED, keyed as the cache keys it."""
-    cache = scheduler.cache
-    if resource == PODS:
-        return Informer(
-            api, list_path(PODS), "pod", scheduler.on_pod, scheduler.on_pod_deleted,
-            cached_keys=lambda: set(cache.pods),
-            key_of=lambda meta: str(meta.get("uid") or ""),
-            tombstone=lambda uid: {"metadata": {"uid": uid}},
-        )
-    if resource == NODES:
-        return Informer(
-            api, list_path(NODES), "node", scheduler.on_node, scheduler.on_node_deleted,
-            cached_keys=lambda: {name for name, row in cache.table.row.items() if cache.table.nodes[row] is not None},
-            key_of=lambda meta: str(meta.get("name") or ""),
-            tombstone=lambda name: {"metadata": {"name": name}},
-        )
-    raise ValueError(f"no informer for {resource}")
+    """The Informer of a kind in INFORMED: its path, keys and cached objects
+    as the resync has them (`resync.KINDS`, `resync.cached_objects`)."""
+    kind, field = {PODS: ("pod", "uid"), NODES: ("node", "name")}[resource]
+    path, key_of = KINDS[kind]
+    upsert, delete = {
+        "pod": (scheduler.on_pod, scheduler.on_pod_deleted),
+        "node": (scheduler.on_node, scheduler.on_node_deleted),
+    }[kind]
+    return Informer(
+        api, path, kind, upsert, delete,
+        cached_keys=lambda: set(cached_objects(scheduler, kind)),
+        key_of=key_of,
+        tombstone=lambda key: {"metadata": {field: key}},
+    )
 
 
 def build_registry(scheduler: Scheduler, connection: kopf.ConnectionInfo) -> kopf.OperatorRegistry:

@@ -74,7 +74,6 @@ class Informer:
         self._tombstone = tombstone
         self.resource_version = ""
         self.relists = 0
-        self.events = 0
 
     # -------------------------------------------------------------- listing
 
@@ -116,9 +115,6 @@ class Informer:
             except asyncio.CancelledError:
                 raise
             except (ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
-                if isinstance(exc, ApiException) and exc.status == 410:
-                    self.resource_version = ""
-                    continue
                 log.warning("watch of %s failed (%s); retrying in %.1fs", self.path, _short(exc), delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
@@ -136,7 +132,12 @@ class Informer:
             _request_timeout=aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT, sock_read=WATCH_READ_TIMEOUT),
         )
         if not 200 <= resp.status <= 299:
-            await read_checked(resp)  # raises ApiException (410 included)
+            try:
+                await read_checked(resp)  # raises ApiException
+            except ApiException as exc:
+                if exc.status == 410:  # as the ERROR event below
+                    raise WatchExpired() from None
+                raise
         try:
             rest = b""
             # One JSON event per line. Lines are split here, not by
@@ -166,7 +167,6 @@ class Informer:
             log.warning("watch of %s: unknown event type %r ignored", self.path, type_)
         if version:
             self.resource_version = version
-        self.events += 1
 
     def _handle(self, handler: Callable[[Body], None], body: Body) -> None:
         try:
