@@ -17,7 +17,7 @@ from .binder import Binder
 from .handlers import INFORMED, Resource, build_registry, informer_for, operator_settings
 from .informer import Informer
 from .health import start_health_server
-from .kube import connection_info, load_configuration
+from .kube import RestClient, connection_info, load_configuration
 from .ratelimit import TokenBucket
 from .initial_sync import prime
 from .resync import Resync
@@ -62,9 +62,10 @@ async def run(
     api_client = client.ApiClient(cfg)
     scheduler = Scheduler(config, registry, gated_report_delay=GATED_REPORT_DELAY)
     bucket = TokenBucket(cc.qps, cc.burst)
-    scheduler.binder = Binder(client.CoreV1Api(api_client), bucket, cc.bind_concurrency, scheduler.on_bound, scheduler.on_bind_failed, scheduler.on_pod_gone)
+    rest = RestClient(api_client)
+    scheduler.binder = Binder(rest, bucket, cc.bind_concurrency, scheduler.on_bound, scheduler.on_bind_failed, scheduler.on_pod_gone)
     # Events have a rate limit of their own, as kube-scheduler's event client.
-    writer = StatusWriter(api_client, bucket, event_bucket=TokenBucket(cc.qps, cc.burst))
+    writer = StatusWriter(rest, bucket, event_bucket=TokenBucket(cc.qps, cc.burst))
     scheduler.writer = writer
 
     def healthy() -> bool:

@@ -7,12 +7,11 @@ import logging
 from typing import Callable
 
 import aiohttp
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api.objects import PodInfo
 from . import failpoints
-from .kube import read_checked
+from .kube import RestClient, encode
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -26,7 +25,7 @@ REQUEST_TIMEOUT_SECONDS = 30.0
 class Binder:
     def __init__(
         self,
-        api: client.CoreV1Api,
+        rest: RestClient,
         bucket: TokenBucket,
         concurrency: int,
         on_bound: Callable[[PodInfo, str], None],
@@ -36,7 +35,7 @@ class Binder:
         """`on_gone`: the pod no longer exists (404), e.g. deleted while a
         missed watch event still kept it in the cache; without it a 404 is a
         failure like any other."""
-        self._api = api
+        self._rest = rest
         self._bucket = bucket
         self._sem = asyncio.Semaphore(concurrency)
         self._on_bound = on_bound
@@ -58,24 +57,19 @@ class Binder:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _bind(self, pod: PodInfo, node: str) -> None:
-        body = {
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
+        body = encode({
             "apiVersion": "v1",
             "kind": "Binding",
             "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
+        })
         async with self._sem:
             for _ in range(MAX_RETRIES_429 + 1):
                 await self._bucket.acquire()
                 failpoints.hit("bind-start")
                 try:
-                    # _preload_content=False: the client cannot deserialize the
-                    # Status the server answers with into a V1Binding.
-                    resp = await self._api.create_namespaced_pod_binding(
-                        pod.name, pod.namespace, body, _preload_content=False,
-                        _request_timeout=REQUEST_TIMEOUT_SECONDS,
-                    )
-                    await read_checked(resp)
+                    await self._rest.post(path, body, timeout=REQUEST_TIMEOUT_SECONDS)
                 except ApiException as exc:
                     if exc.status == 429:
                         wait = retry_after(exc)

@@ -18,7 +18,6 @@ from collections import OrderedDict
 from typing import Any, Awaitable, Callable
 
 import aiohttp
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
@@ -26,15 +25,14 @@ from ..api.objects import PodInfo
 from ..api.podgroup import PodGroup
 from . import failpoints
 from .binder import REQUEST_TIMEOUT_SECONDS, retry_after as _retry_after
-from .kube import read_checked
+from .kube import RestClient, encode
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
 EVENT_DEDUPE_SECONDS = 600.0
-# The answers (the whole patched object) are not deserialized into models:
-# that cost more than the request itself (read_checked still checks the status).
-_UNREAD: dict[str, Any] = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT_SECONDS}
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 MAX_NOTE = 1024
 
 
@@ -48,14 +46,12 @@ def now_micro() -> str:
 
 class StatusWriter:
     def __init__(
-        self, api_client: client.ApiClient, bucket: TokenBucket, event_bucket: TokenBucket | None = None, workers: int = 4,
+        self, rest: RestClient, bucket: TokenBucket, event_bucket: TokenBucket | None = None, workers: int = 4,
     ) -> None:
         """`bucket` limits status writes (shared with binding, one client as
         kube-scheduler's); `event_bucket` limits Events, which kube-scheduler
         sends through a client of its own."""
-        self._core = client.CoreV1Api(api_client)
-        self._custom = client.CustomObjectsApi(api_client)
-        self._events = client.EventsV1Api(api_client)
+        self._rest = rest
         self._bucket = bucket
         self._event_bucket = event_bucket or bucket
         self._pending: OrderedDict[tuple[str, ...], Callable[[], Awaitable[None]]] = OrderedDict()
@@ -154,15 +150,13 @@ class StatusWriter:
             "lastTransitionTime": transition or now_rfc3339(),
         }
         others = [c.model_dump(by_alias=True, exclude_none=True) for c in group.status.conditions if c.type != C.POD_GROUP_SCHEDULED]
-        body = {"status": {"conditions": others + [condition]}}
+        body = encode({"status": {"conditions": others + [condition]}})
         ns, name = group.key
+        path = f"/apis/{C.GROUP}/{C.VERSION}/namespaces/{ns}/{C.PODGROUP_PLURAL}/{name}/status"
 
         async def write() -> None:
             try:
-                await read_checked(await self._custom.patch_namespaced_custom_object_status(
-                    C.GROUP, C.VERSION, ns, C.PODGROUP_PLURAL, name, body,
-                    _content_type="application/merge-patch+json", **_UNREAD,
-                ))
+                await self._rest.patch(path, body, MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS)
             except ApiException as exc:
                 if exc.status != 404:  # deleted meanwhile: nothing to report on
                     raise
@@ -177,7 +171,7 @@ class StatusWriter:
         if self._pod_conditions.get(pod.uid) == (C.REASON_UNSCHEDULABLE, message):
             return
         self._pod_conditions[pod.uid] = (C.REASON_UNSCHEDULABLE, message)
-        body = {
+        body = encode({
             "status": {
                 "conditions": [{
                     "type": C.POD_SCHEDULED,
@@ -188,15 +182,14 @@ class StatusWriter:
                     "lastTransitionTime": now_rfc3339(),
                 }]
             }
-        }
+        })
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
 
         async def write() -> None:
             if still_waiting is not None and not still_waiting():
                 return
             try:
-                await read_checked(await self._core.patch_namespaced_pod_status(
-                    pod.name, pod.namespace, body, _content_type="application/strategic-merge-patch+json", **_UNREAD,
-                ))
+                await self._rest.patch(path, body, STRATEGIC_MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS)
             except ApiException as exc:
                 if exc.status != 404:
                     raise
@@ -233,8 +226,11 @@ class StatusWriter:
             "regarding": regarding,
         }
 
+        path = f"/apis/events.k8s.io/v1/namespaces/{ns}/events"
+        data = encode(body)
+
         async def write() -> None:
-            await read_checked(await self._events.create_namespaced_event(ns, body, **_UNREAD))
+            await self._rest.post(path, data, timeout=REQUEST_TIMEOUT_SECONDS)
 
         self._enqueue(("event", *dedupe), write)
 

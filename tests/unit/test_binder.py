@@ -4,8 +4,8 @@ script of each test says. This tests the client's logic (status handling,
 Retry-After, the retry cap, the concurrency limit, the token bucket), not
 Kubernetes behaviour; the real apiserver is in tests/integration/test_binding.py.
 
-The Binder is given the real kubernetes_asyncio CoreV1Api pointed at the local
-server, so the tests see exactly what the library hands the binder.
+The Binder is given troupe's RestClient over a real kubernetes_asyncio
+ApiClient pointed at the local server, as `troupe run` builds it.
 """
 
 from __future__ import annotations
@@ -23,15 +23,16 @@ from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.objects import parse_pod
 from scheduler.plugins import in_tree_registry
 from scheduler.runtime.binder import MAX_RETRIES_429, Binder
+from scheduler.runtime.kube import RestClient
 from scheduler.runtime.ratelimit import TokenBucket
 from scheduler.runtime.scheduler import Scheduler
 
 LABEL = "scheduling.troupe.dev/pod-group"
 
 # A 409/429/500/404 answer reaches the binder as an ApiException only if someone
-# raises one: with `_preload_content=False` kubernetes_asyncio does not (rest.py
-# checks the status only when it preloads), so every answer used to pass for a
-# successful bind. The status tests below fail if that check goes missing.
+# raises one: kubernetes_asyncio does not for an answer it does not preload, so
+# every answer once passed for a successful bind. The status tests below fail
+# if RestClient's check goes missing.
 
 
 # ---------------------------------------------------------------- the server
@@ -109,7 +110,7 @@ async def server():
 @pytest.fixture
 async def core(server):
     api_client = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{server.port}"))
-    yield client.CoreV1Api(api_client)
+    yield RestClient(api_client)
     await api_client.close()
 
 
