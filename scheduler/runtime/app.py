@@ -112,6 +112,7 @@ async def run(
         await writer.flush(timeout=5)
         await writer.close()
         await health.cleanup()
+        await rest.close()
         await api_client.close()
     log.info("troupe stopped")
     return rc

@@ -110,7 +110,9 @@ async def server():
 @pytest.fixture
 async def core(server):
     api_client = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{server.port}"))
-    yield RestClient(api_client)
+    rest = RestClient(api_client)
+    yield rest
+    await rest.close()
     await api_client.close()
 
 
