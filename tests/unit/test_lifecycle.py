@@ -174,3 +174,58 @@ async def test_a_gang_that_fills_within_the_report_delay_costs_no_writes():
     writes = rec.pod_writes
     await asyncio.sleep(0.1)
     assert rec.pod_writes == writes
+
+
+def _delayed_sched(delay: float, max_wait: float) -> tuple[Scheduler, Recorder]:
+    s = Scheduler(SchedulerConfiguration(), in_tree_registry(), gated_report_delay=delay, gated_report_max=max_wait)
+    rec = Recorder()
+    s.binder = s.writer = rec
+    s.synced.set()
+    s.on_node(node("a", cpu="100", pods="110"))
+    return s, rec
+
+
+async def test_a_gang_still_filling_reports_its_count_on_the_podgroup_and_tells_its_pods_once_it_stops():
+    """Pods arriving every 20 ms with a 50 ms delay: for as long as they arrive,
+    only the PodGroup's condition (with the live count) is written; 50 ms after
+    the last one, each pod is told once."""
+    s, rec = _delayed_sched(0.05, 30.0)
+    s.on_podgroup(podgroup("g", 40))
+    for i in range(15):
+        s.on_pod(pod(f"g-{i}", "g"))
+        await asyncio.sleep(0.02)
+    assert rec.pod_writes == 0 and rec.events == []
+    assert rec.groups, "the PodGroup says it waits while its pods arrive"
+    assert rec.groups[-1][:3] == ("g", "False", "Unschedulable")
+    assert rec.groups[-1][3].startswith("waiting for pods of PodGroup ns/g: minCount is 40, ")
+    await asyncio.sleep(0.15)  # arrivals stopped
+    assert rec.pod_writes == 15 and sorted(rec.pods) == sorted(f"g-{i}" for i in range(15))
+    assert {note for _, _, note in rec.events} == {"waiting for pods of PodGroup ns/g: minCount is 40"}
+    assert len(rec.events) == 15
+    assert rec.groups[-1][3] == "waiting for pods of PodGroup ns/g: minCount is 40, 15 exist"
+
+
+async def test_a_gang_that_never_stops_filling_tells_its_pods_after_the_maximum_wait():
+    s, rec = _delayed_sched(0.05, 0.2)
+    s.on_podgroup(podgroup("g", 100))
+    for i in range(20):  # 400 ms of arrivals, every 20 ms
+        s.on_pod(pod(f"g-{i}", "g"))
+        await asyncio.sleep(0.02)
+    told = rec.pod_writes
+    assert told >= 5, "after gated_report_max the pods are told even though more keep arriving"
+    await asyncio.sleep(0.15)
+    assert rec.pod_writes == 20, "every pod is told exactly once"
+    drain(s)
+    assert rec.binds == []
+
+
+async def test_a_gang_that_fills_while_reporting_its_count_binds_without_pod_writes():
+    s, rec = _delayed_sched(0.05, 30.0)
+    s.on_podgroup(podgroup("g", 8))
+    for i in range(8):
+        s.on_pod(pod(f"g-{i}", "g"))
+        await asyncio.sleep(0.02)
+    drain(s)
+    assert len(rec.binds) == 8 and rec.pod_writes == 0
+    await asyncio.sleep(0.1)  # a timer left behind writes nothing for a group no longer held
+    assert rec.pod_writes == 0 and rec.events == []
