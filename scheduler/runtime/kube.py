@@ -82,10 +82,7 @@ class RestClient:
             method, self._host + path, data=body, headers=headers,
             timeout=aiohttp.ClientTimeout(total=timeout), **self._extra,
         ) as resp:
-            data = await resp.read()
-            if not 200 <= resp.status <= 299:
-                raise ApiException(http_resp=RESTResponse(resp, data))
-            return data
+            return await read_checked(resp)
 
     async def post(self, path: str, body: bytes, timeout: float | None = None) -> bytes:
         return await self.request("POST", path, body, timeout=timeout)
