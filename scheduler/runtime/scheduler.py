@@ -154,11 +154,15 @@ class Scheduler:
             targets = [new_pod]
         else:
             targets = []
+        told = 0
         for pod in targets:
             if self._gated_reported.get(pod.uid) != stable:
                 self._gated_reported[pod.uid] = stable
                 self.writer.pod_unschedulable(pod, stable, self.still_waiting(pod.uid))
                 self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, stable, "Scheduling")
+                told += 1
+        if told and key[0] == "group":
+            log.info("%d pod(s) of PodGroup %s/%s told why they wait: %s", told, key[1], key[2], status.message)
         if key[0] == "group":
             group = self.cache.groups.get((key[1], key[2]))
             if isinstance(group, PodGroup):
