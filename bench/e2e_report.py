@@ -202,21 +202,25 @@ def plot(runs: list[dict[str, Any]], path: Path) -> str | None:
                                              ("latency_p99_s", "p99 group latency (s)"))):
             ax = axes[row][col]
             for k, s in enumerate(SCHEDULERS):
-                vals, hatches = [], []
+                vals, unfinished = [], []
                 for g in mine:
                     run = g[3].get(s)
                     v = run.get(key) if run else None
                     vals.append(v if v is not None and v == v else 0.0)
-                    hatches.append(run is not None and run["pods_bound"] < run["pods"])
+                    unfinished.append(run if run is not None and run["pods_bound"] < run["pods"] else None)
                 xs = [i + (k - 1) * width for i in range(len(mine))]
                 bars = ax.bar(xs, vals, width, label=NAMES[s], color=colors[s])
-                for bar, v, h in zip(bars, vals, hatches):
-                    if h:
+                for bar, v, run in zip(bars, vals, unfinished):
+                    x = bar.get_x() + bar.get_width() / 2
+                    if run is not None:
                         bar.set_hatch("//")
                     if v:
                         ax.annotate(f"{v:,.0f}" if key == "pods_per_s" else f"{v:.2f}",
-                                    (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                                    ha="center", va="bottom", fontsize=7)
+                                    (x, bar.get_height()), ha="center", va="bottom", fontsize=7)
+                    elif run is not None:  # no bar to see: say what happened
+                        ax.annotate(f"{run['pods_bound']:,}/{run['pods']:,} bound", (x, 0), xytext=(0, 4),
+                                    textcoords="offset points", ha="center", va="bottom", rotation=90,
+                                    fontsize=7, color=colors[s])
             ax.set_xticks(range(len(mine)), labels, fontsize=8)
             ax.set_ylabel(ylabel, fontsize=8)
             ax.set_title(f"{nodes} nodes", fontsize=10)
