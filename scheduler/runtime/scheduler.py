@@ -161,9 +161,9 @@ class Scheduler:
                 self.writer.pod_unschedulable(pod, stable, self.still_waiting(pod.uid))
                 self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, stable, "Scheduling")
                 told += 1
-        if told and key[0] == "group":
-            log.info("%d pod(s) of PodGroup %s/%s told why they wait: %s", told, key[1], key[2], status.message)
         if key[0] == "group":
+            if told:
+                log.info("%d pod(s) of PodGroup %s/%s told why they wait: %s", told, key[1], key[2], status.message)
             group = self.cache.groups.get((key[1], key[2]))
             if isinstance(group, PodGroup):
                 current = group.condition(C.POD_GROUP_SCHEDULED)
