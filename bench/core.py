@@ -117,7 +117,7 @@ def _reference_profile() -> dict[str, Any]:
 def _new_scheduler(variant: str) -> Any:
     from scheduler.api.config import SchedulerConfiguration
     from scheduler.plugins import in_tree_registry
-    from scheduler.runtime.scheduler import Scheduler
+    from scheduler.core.scheduler import Scheduler
 
     raw: dict[str, Any] = {}
     if variant == "full":
@@ -156,9 +156,9 @@ def run_vectorized(shape: Shape, variant: str, placements_file: str | None) -> d
         t1 = time.perf_counter()
         cycles += 1
         if decision is not None:
-            for p in decision.placements:
+            for p in decision.assignments:
                 sched.on_pod(pod_body(shape, pod_index(p.pod.name), p.node))  # the watch confirms the binding
-            placements.extend(p.node for p in decision.placements)
+            placements.extend(p.node for p in decision.assignments)
             unit_times.setdefault(len(popped.pods), []).append(t1 - t0)
         confirm_s += time.perf_counter() - t1
         decide_s += t1 - t0
@@ -243,9 +243,9 @@ def run_profile(shape: Shape, what: str, top: int = 10) -> dict[str, Any]:
         while (popped := sched.queue.pop_nowait()) is not None:
             decision = sched.schedule_unit(popped)
             if decision is not None:
-                pods += len(decision.placements)
+                pods += len(decision.assignments)
                 prof.disable()
-                for p in decision.placements:
+                for p in decision.assignments:
                     sched.on_pod(pod_body(shape, pod_index(p.pod.name), p.node))
                 prof.enable()
             if what == "gang":

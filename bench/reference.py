@@ -26,17 +26,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from scheduler.api.objects import (
-    CPU,
-    MEMORY,
-    PODS,
-    HostPort,
-    NodeInfo,
-    PodInfo,
-    Taint,
-    parse_node,
-    parse_pod,
-)
+from scheduler.api.parse import parse_node, parse_pod
+from scheduler.api.records import HostPort, NodeInfo, PodInfo, Taint
+from scheduler.api.resources import CPU, MEMORY, PODS
 
 MAX_NODE_SCORE = 100
 WEIGHT_TAINT, WEIGHT_AFFINITY, WEIGHT_FIT, WEIGHT_BALANCED = 3, 2, 1, 1

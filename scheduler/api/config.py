@@ -38,7 +38,9 @@ EXTENSION_POINTS = (
     "filter",
     "postFilter",
     "score",
+    "reserve",
     "permit",
+    "preBind",
     "placementGenerate",
     "placementScore",
 )
@@ -92,7 +94,9 @@ class Plugins(_Strict):
     filter: PluginSet = Field(default_factory=PluginSet)
     post_filter: PluginSet = Field(default_factory=PluginSet, alias="postFilter")
     score: PluginSet = Field(default_factory=PluginSet)
+    reserve: PluginSet = Field(default_factory=PluginSet)
     permit: PluginSet = Field(default_factory=PluginSet)
+    pre_bind: PluginSet = Field(default_factory=PluginSet, alias="preBind")
     placement_generate: PluginSet = Field(default_factory=PluginSet, alias="placementGenerate")
     placement_score: PluginSet = Field(default_factory=PluginSet, alias="placementScore")
 
@@ -101,6 +105,7 @@ class Plugins(_Strict):
             "preEnqueue": "pre_enqueue",
             "preFilter": "pre_filter",
             "postFilter": "post_filter",
+            "preBind": "pre_bind",
             "placementGenerate": "placement_generate",
             "placementScore": "placement_score",
         }.get(name, name))
@@ -160,6 +165,34 @@ class ClientConnection(_Strict):
     bind_concurrency: int = Field(default=16, ge=1, alias="bindConcurrency")
 
 
+class WaitingReport(_Strict):
+    """When a unit held by PreEnqueue (a gang still short of minCount) is told why it waits."""
+
+    # A gang whose pods all arrive within this time costs no status write at all.
+    delay_seconds: float = Field(default=1.0, ge=0, alias="delaySeconds")
+    # While pods keep arriving, each pod is told at the latest this long after the unit was first held.
+    max_delay_seconds: float = Field(default=30.0, ge=0, alias="maxDelaySeconds")
+
+
+class WatchConfig(_Strict):
+    """Watches of pods, nodes, PodGroups and Workloads."""
+
+    # The API server ends each watch after this; the watch resumes from its last resourceVersion.
+    timeout_seconds: int = Field(default=300, ge=1, alias="timeoutSeconds")
+    # A watch connection silent this long is dead (a half-open connection): it is reopened.
+    read_timeout_seconds: float = Field(default=330.0, gt=0, alias="readTimeoutSeconds")
+
+    @model_validator(mode="after")
+    def _read_after_server(self) -> "WatchConfig":
+        if self.read_timeout_seconds <= self.timeout_seconds:
+            raise _named_error(
+                f"{{at}} ({_number(self.read_timeout_seconds)}) must be > timeoutSeconds "
+                f"({self.timeout_seconds}): the server closes a quiet watch first",
+                at=("readTimeoutSeconds",),
+            )
+        return self
+
+
 class SchedulerConfiguration(_Strict):
     api_version: Literal["scheduling.troupe.dev/v1alpha1"] = Field(default=CONFIG_API_VERSION, alias="apiVersion")
     kind: Literal["SchedulerConfiguration"] = "SchedulerConfiguration"
@@ -169,6 +202,10 @@ class SchedulerConfiguration(_Strict):
     queue: QueueConfig = Field(default_factory=QueueConfig)
     client_connection: ClientConnection = Field(default_factory=ClientConnection, alias="clientConnection")
     health_bind_address: str = Field(default="0.0.0.0:10251", alias="healthBindAddress")
+    # /healthz fails when work waits and no scheduling cycle ran for this long.
+    stall_seconds: float = Field(default=60.0, gt=0, alias="stallSeconds")
+    waiting_report: WaitingReport = Field(default_factory=WaitingReport, alias="waitingReport")
+    watch: WatchConfig = Field(default_factory=WatchConfig)
 
     @model_validator(mode="after")
     def _unique_names(self) -> "SchedulerConfiguration":

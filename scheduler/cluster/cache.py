@@ -13,7 +13,8 @@ from typing import Iterator, Mapping
 
 import numpy as np
 
-from ..api.objects import PODS, NodeInfo, PodInfo
+from ..api.records import NodeInfo, PodInfo
+from ..api.resources import PODS
 from ..api.podgroup import PodGroup, Workload
 from .nodetable import NodeTable
 from .snapshot import Snapshot

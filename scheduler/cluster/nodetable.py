@@ -13,7 +13,8 @@ from typing import Mapping
 
 import numpy as np
 
-from ..api.objects import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo
+from ..api.records import NodeInfo
+from ..api.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 
 BASE_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
 

@@ -7,21 +7,51 @@ learns about placements only when the decision is applied.
 The resource columns are copies. The pod index (which pods run where) is the
 cache's own, shared read-only: a cycle runs without yielding to the event
 loop, so nothing changes it meanwhile; pods assumed during the cycle are kept
-in `assumed` on top of it.
+in `assumed` on top of it; pods removed for a trial (preemption asks "would
+the pod fit without these?") are kept in `removed`.
+
+Trials are undone with `mark()` / `restore(mark)` (upstream backs a node up
+and restores it around a preemption trial): every change is journaled, and
+restore undoes the changes after the mark in reverse, usage, counts and row
+versions alike. A change that is not an append (a removal, a restore) gives
+the snapshot a new `serial`, so state that plugins or caches keep by
+"appended since I last looked" (`changed_rows`, `assumed`) starts over.
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import Callable, Hashable, Mapping
 
 import numpy as np
 
-from ..api.objects import PODS, LabelSelector, NodeInfo, PodInfo
+from ..api.records import LabelSelector, NodeInfo, PodInfo
+from ..api.resources import PODS
 from .nodetable import NodeTable
 
 PodPredicate = Callable[[PodInfo], bool]
 _SERIALS = itertools.count(1)
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    """One journaled change: `sign` +1 a pod assumed onto `row`, -1 one removed."""
+
+    row: int
+    requests: np.ndarray
+    nonzero: tuple[int, int]
+    pod: PodInfo | None
+    sign: int
+    old_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """Where `restore` goes back to."""
+
+    journal: int
+    assumed: int
 
 
 def equality_label(selector: LabelSelector) -> tuple[str, str] | None:
@@ -66,7 +96,11 @@ class Snapshot:
         self.pods_by_label: Mapping[tuple[str, str], Mapping[str, PodInfo]] = pods_by_label or {}
         self._pod_nodes: Mapping[str, str] = pod_nodes or {}
         self.assumed: list[tuple[int, PodInfo]] = []  # placed in this cycle, in order
-        self.assumed_rows: list[int] = []  # every row assumed onto in this cycle, in order
+        # Every row whose usage changed since `serial` was drawn, in order: row
+        # caches recompute just these while the serial stays the same.
+        self.changed_rows: list[int] = []
+        self.removed: set[str] = set()  # uids of running pods removed for a trial
+        self._journal: list[_Change] = []
         self._counts: dict[Hashable, tuple[PodPredicate, np.ndarray]] = {}
         self._domains: dict[str, tuple[np.ndarray, list[str]]] = {}
         self._table = table
@@ -92,28 +126,82 @@ class Snapshot:
 
     def assume(self, row: int, requests: np.ndarray, nonzero: tuple[int, int], pod: PodInfo | None = None) -> None:
         """Place a pod on `row` for the rest of the cycle."""
+        self._journal.append(_Change(row, requests, nonzero, pod, +1, int(self.row_version[row])))
         self.req[row] += requests
         self.nonzero[row, 0] += nonzero[0]
         self.nonzero[row, 1] += nonzero[1]
         self.row_version[row] = next(self._versions)
-        self.assumed_rows.append(row)
+        self.changed_rows.append(row)
         if pod is not None:
             self.assumed.append((row, pod))
             for predicate, counts in self._counts.values():
                 if predicate(pod):
                     counts[row] += 1
 
+    def remove_pod(self, pod: PodInfo) -> bool:
+        """Take a running pod (bound, or assumed before this cycle) off its node
+        for the rest of the cycle, or until `restore`. False if it runs nowhere
+        the snapshot knows, or is already removed."""
+        node = self._pod_nodes.get(pod.uid)
+        row = self.row.get(node) if node is not None else None
+        if row is None or pod.uid in self.removed:
+            return False
+        vec, _ = self.request_vector(pod)
+        nonzero = (pod.nonzero_cpu, pod.nonzero_memory)
+        self._journal.append(_Change(row, vec, nonzero, pod, -1, int(self.row_version[row])))
+        self.req[row] -= vec
+        self.nonzero[row, 0] -= nonzero[0]
+        self.nonzero[row, 1] -= nonzero[1]
+        self.row_version[row] = next(self._versions)
+        self.removed.add(pod.uid)
+        for predicate, counts in self._counts.values():
+            if predicate(pod):
+                counts[row] -= 1
+        self._new_serial()
+        return True
+
+    def mark(self) -> Mark:
+        return Mark(len(self._journal), len(self.assumed))
+
+    def restore(self, mark: Mark) -> None:
+        """Undo every change since `mark` (assumed pods and removals), newest first."""
+        if len(self._journal) == mark.journal:
+            return
+        for change in reversed(self._journal[mark.journal:]):
+            row, sign = change.row, change.sign
+            self.req[row] -= sign * change.requests
+            self.nonzero[row, 0] -= sign * change.nonzero[0]
+            self.nonzero[row, 1] -= sign * change.nonzero[1]
+            self.row_version[row] = change.old_version  # the row is as it was: caches of it are valid again
+            pod = change.pod
+            if pod is None:
+                continue
+            if sign < 0:
+                self.removed.discard(pod.uid)
+            for predicate, counts in self._counts.values():
+                if predicate(pod):
+                    counts[row] -= sign
+        del self._journal[mark.journal:]
+        del self.assumed[mark.assumed:]
+        self._new_serial()
+
+    def _new_serial(self) -> None:
+        """Not an append: whoever tracks the snapshot incrementally starts over."""
+        self.serial = next(_SERIALS)
+        self.changed_rows.clear()
+
     # ------------------------------------------------------------------- pods
 
     def pods_on_row(self, row: int) -> list[PodInfo]:
         """Running pods on the node of `row`, including those assumed in this cycle."""
-        pods = list(self.pods_on_node.get(self.names[row], {}).values())
+        pods = [p for p in self.pods_on_node.get(self.names[row], {}).values() if p.uid not in self.removed]
         pods += [p for r, p in self.assumed if r == row]
         return pods
 
     def node_of(self, uid: str) -> str | None:
-        """The node a running (bound or assumed before this cycle) pod is on."""
-        return self._pod_nodes.get(uid)
+        """The node a running (bound or assumed before this cycle) pod is on;
+        None once it is removed from this snapshot."""
+        return None if uid in self.removed else self._pod_nodes.get(uid)
 
     def count_matching(
         self, key: Hashable, predicate: PodPredicate, selector: LabelSelector | None = None
@@ -134,6 +222,8 @@ class Snapshot:
         label = equality_label(selector) if selector is not None else None
         if label is not None:
             for uid, pod in self.pods_by_label.get(label, {}).items():
+                if uid in self.removed:
+                    continue
                 node = self._pod_nodes.get(uid)
                 row = self.row.get(node) if node is not None else None
                 if row is not None and predicate(pod):
@@ -145,7 +235,7 @@ class Snapshot:
                     continue
                 n = 0
                 for pod in pods.values():
-                    if predicate(pod):
+                    if predicate(pod) and pod.uid not in self.removed:
                         n += 1
                 counts[row] = n
         for row, pod in self.assumed:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..api.objects import NodeInfo, PodInfo
+from ..api.records import NodeInfo, PodInfo
 
 NODE_ADD = "Node/Add"
 NODE_DELETE = "Node/Delete"

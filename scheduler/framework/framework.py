@@ -1,35 +1,48 @@
 """A profile's plugins, instantiated and wired to the extension points.
 
-`Framework` is what the rest of the scheduler calls: run the PreEnqueue gate,
-find a node for one pod (`algorithm.schedule_pod` uses `run_filters` and
-`run_scores`), and Permit a group's placements.
+`Framework` is what the core calls at each point: the PreEnqueue gate,
+PreFilter/Filter/Score for one pod (`core.schedule_one` uses `run_filters`
+and `run_scores`), PostFilter, Reserve/Unreserve, Permit, PreBind, and
+PlacementGenerate/PlacementScore for a group. Reused plugin results live in
+`caches.PluginCaches`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Hashable
+from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 
 from ..api.config import EXTENSION_POINTS, Profile
-from ..api.objects import PodInfo
+from ..api.records import PodInfo
 from ..cluster.snapshot import Snapshot
+from . import events
+from .caches import PluginCaches, RowResult
+from .diagnosis import Diagnosis
 from .interface import (
+    Code,
     CycleState,
     FilterPlugin,
     FilterResult,
     GroupContext,
+    GroupPostFilterResult,
     Handle,
     PermitPlugin,
+    Placement,
+    PlacementAssignments,
+    PlacementGeneratePlugin,
+    PlacementScorePlugin,
     Plugin,
     PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
+    ReservePlugin,
     ScorePlugin,
     Status,
 )
-from . import events
 from .registry import Registry
 
 # The default profile, in upstream's order (filters run in this order and a
@@ -56,7 +69,9 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
         ("PodTopologySpread", 2),
         ("InterPodAffinity", 2),
     ],
+    "reserve": [],
     "permit": [("GangScheduling", None)],
+    "preBind": [],
     "placementGenerate": [],
     "placementScore": [],
 }
@@ -64,13 +79,20 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 
+# The interface a plugin must implement to serve each point; every point here
+# has a runner below. A configuration naming any other point is refused when
+# the profile is loaded (config.EXTENSION_POINTS must stay a subset).
 _POINT_TYPES: dict[str, type[Plugin]] = {
     "preEnqueue": PreEnqueuePlugin,
     "preFilter": PreFilterPlugin,
     "filter": FilterPlugin,
     "postFilter": PostFilterPlugin,
     "score": ScorePlugin,
+    "reserve": ReservePlugin,
     "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "placementGenerate": PlacementGeneratePlugin,
+    "placementScore": PlacementScorePlugin,
 }
 
 
@@ -84,26 +106,17 @@ class ProfileError(ValueError):
 # cycles changed), not a sampled scoring pass. Before that, one-off pods score
 # only the sampled nodes.
 ROW_LOCAL_SCORE_AFTER = 8
-ROW_LOCAL_CACHE_ENTRIES = 256
-
-
-@dataclass(slots=True)
-class _RowCache:
-    """A row-local result for every row, valid for the rows whose version
-    (NodeTable.row_version) is still `versions[row]`."""
-
-    values: np.ndarray | None
-    versions: np.ndarray | None
-    columns: int = 0
-    calls: int = 0
-    result: FilterResult | None = None
-    serial: int = 0  # the snapshot `versions` was last brought up to date in
-    seen: int = 0  # ... and how many of its assumed_rows it had seen then
 
 
 @dataclass(frozen=True, slots=True)
 class WeightedScore:
     plugin: ScorePlugin
+    weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPlacementScore:
+    plugin: PlacementScorePlugin
     weight: int
 
 
@@ -137,8 +150,8 @@ class Framework:
                     f"profile {profile.scheduler_name}: plugins.{point}: unknown plugin {name!r} "
                     f"(known: {', '.join(registry.names())})"
                 )
-            want = _POINT_TYPES.get(point)
-            if want is not None and not issubclass(cls, want):
+            want = _POINT_TYPES[point]
+            if not issubclass(cls, want):
                 raise ProfileError(f"profile {profile.scheduler_name}: plugin {name} does not implement {point}")
             if name not in instances:
                 try:
@@ -147,24 +160,30 @@ class Framework:
                     raise ProfileError(f"profile {profile.scheduler_name}: pluginConfig {name}: {exc}") from None
             return instances[name]
 
+        for point in EXTENSION_POINTS:
+            if point not in _POINT_TYPES:  # a point the configuration accepts but nothing runs
+                raise ProfileError(f"profile {profile.scheduler_name}: plugins.{point}: this point is not run by troupe")
         plugins = {point: [(instance(n, point), w) for n, w in resolve_plugins(profile, point)] for point in EXTENSION_POINTS}
-        self.pre_enqueue: list[PreEnqueuePlugin] = [p for p, _ in plugins["preEnqueue"]]  # type: ignore[misc]
-        self.pre_filter: list[PreFilterPlugin] = [p for p, _ in plugins["preFilter"]]  # type: ignore[misc]
-        self.filters: list[FilterPlugin] = [p for p, _ in plugins["filter"]]  # type: ignore[misc]
-        self.post_filter: list[PostFilterPlugin] = [p for p, _ in plugins["postFilter"]]  # type: ignore[misc]
+
+        def at(point: str) -> list[Plugin]:
+            return [p for p, _ in plugins[point]]
+
+        self.pre_enqueue: list[PreEnqueuePlugin] = at("preEnqueue")  # type: ignore[assignment]
+        self.pre_filter: list[PreFilterPlugin] = at("preFilter")  # type: ignore[assignment]
+        self.filters: list[FilterPlugin] = at("filter")  # type: ignore[assignment]
+        self.post_filter: list[PostFilterPlugin] = at("postFilter")  # type: ignore[assignment]
         self.scores = [WeightedScore(p, w or 1) for p, w in plugins["score"]]  # type: ignore[arg-type]
-        self.permits: list[PermitPlugin] = [p for p, _ in plugins["permit"]]  # type: ignore[misc]
+        self.reserve: list[ReservePlugin] = at("reserve")  # type: ignore[assignment]
+        self.permits: list[PermitPlugin] = at("permit")  # type: ignore[assignment]
+        self.pre_bind: list[PreBindPlugin] = at("preBind")  # type: ignore[assignment]
+        self.placement_generate: list[PlacementGeneratePlugin] = at("placementGenerate")  # type: ignore[assignment]
+        self.placement_scores = [
+            WeightedPlacementScore(p, w or 1) for p, w in plugins["placementScore"]  # type: ignore[arg-type]
+        ]
         self.plugins = instances
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score or 0
         self.next_start_row = 0  # where the next pod's node sampling starts (round robin, as upstream)
-        # Results of static filters/scores, valid for one (static generation, row count).
-        self._static_key: tuple[int, int] = (-1, -1)
-        self._static_filters: dict[tuple[int, Hashable], FilterResult] = {}
-        self._static_scores: dict[tuple[int, Hashable], np.ndarray] = {}
-        self._static_uniform: dict[tuple[int, Hashable], bool] = {}
-        # Row-local results, kept across cycles (see _row_local_*).
-        self._row_filters: dict[tuple[int, Hashable], _RowCache] = {}
-        self._row_scores: dict[tuple[int, Hashable], _RowCache] = {}
+        self.caches = PluginCaches()
 
     def wake_events(self, rejected_by: frozenset[str] | None) -> frozenset[str] | None:
         """The cluster events that may help a unit these plugins rejected
@@ -181,7 +200,7 @@ class Framework:
         for plugin in self.pre_enqueue:
             status = plugin.pre_enqueue(pod)
             if not status.ok:
-                return status
+                return status if status.plugin else replace(status, plugin=plugin.name)
         return Status.success()
 
     # -------------------------------------------------------- PreFilter/Filter
@@ -193,47 +212,16 @@ class Framework:
                 return status if status.plugin else replace(status, plugin=plugin.name)
         return Status.success()
 
-    def _check_static(self, snapshot: Snapshot) -> None:
-        key = (snapshot.static_generation, len(snapshot))
-        if key != self._static_key or len(self._static_filters) + len(self._static_scores) > 4096:
-            self._static_key = key
-            self._static_filters.clear()
-            self._static_scores.clear()
-            self._static_uniform.clear()
-
-    @staticmethod
-    def _stale_rows(entry: _RowCache, snapshot: Snapshot) -> np.ndarray | None:
-        """Rows whose result must be recomputed; None when the whole array must be
-        (the table grew, shrank or gained a resource column). Within one
-        snapshot only the rows assumed since the last call can have changed;
-        a new snapshot is compared row by row."""
-        if entry.versions is None or len(entry.versions) != len(snapshot) or entry.columns != len(snapshot.resources):
-            return None
-        if entry.serial == snapshot.serial:
-            stale = np.array(sorted(set(snapshot.assumed_rows[entry.seen:])), dtype=np.int64)
-        else:
-            stale = np.flatnonzero(snapshot.row_version != entry.versions)
-        entry.serial, entry.seen = snapshot.serial, len(snapshot.assumed_rows)
-        return stale
-
-    @staticmethod
-    def _synced(entry: _RowCache, snapshot: Snapshot) -> None:
-        entry.versions = snapshot.row_version.copy()
-        entry.columns = len(snapshot.resources)
-        entry.serial, entry.seen = snapshot.serial, len(snapshot.assumed_rows)
-
-    def _row_local_filter(self, i: int, plugin: FilterPlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
+    def _row_local_filter(self, i: int, plugin: FilterPlugin, sign: Hashable, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
         """The first pod of a signature pays the full filter; later ones (in
         this cycle or later ones) only re-check the rows that changed since."""
-        ck = (i, plugin.sign_pod(pod))
-        entry = self._row_filters.get(ck)
-        stale = self._stale_rows(entry, snapshot) if entry is not None else None
+        ck = (i, sign)
+        entry = self.caches.row_filters.get(ck)
+        stale = entry.stale_rows(snapshot) if entry is not None else None
         if entry is None or stale is None:
-            if len(self._row_filters) > ROW_LOCAL_CACHE_ENTRIES:
-                self._row_filters.clear()
             result = plugin.filter(state, pod, snapshot)
-            entry = self._row_filters[ck] = _RowCache(result.feasible.copy(), None, result=result)
-            self._synced(entry, snapshot)
+            entry = self.caches.row_filters.put(ck, RowResult(result.feasible.copy(), None, result=result))
+            entry.synced(snapshot)
             return result
         assert entry.values is not None and entry.versions is not None and entry.result is not None
         if len(stale):
@@ -243,24 +231,30 @@ class Framework:
         # run_filters recomputes exactly when no node is left.
         return FilterResult(entry.values, entry.result.reasons, entry.result.unresolvable)
 
-    def run_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[np.ndarray, list[tuple[str, np.ndarray, FilterResult]]]:
-        """Returns the feasible mask and, when no node is feasible, per plugin
-        (its name, the candidates it saw, its result) for the diagnosis.
+    def run_filters(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, allowed: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, list[tuple[str, np.ndarray, FilterResult]]]:
+        """Returns the feasible mask (within `allowed`, a placement's rows, if
+        given) and, when no node is feasible, per plugin (its name, the
+        candidates it saw, its result) for the diagnosis.
 
         The answer is the AND of every filter's mask, so the common case takes
         a short path: the AND of the static filters is cached per signature,
-        and row-local filters are updated incrementally. Only when nothing is
-        feasible are the filters run again in order, each seeing the nodes the
-        previous ones left, for upstream's exact reasons.
+        and row-local filters are updated incrementally (signed plugins only).
+        Only when nothing is feasible are the filters run again in order, each
+        seeing the nodes the previous ones left, for upstream's exact reasons.
         """
-        self._check_static(snapshot)
+        self.caches.check_static(snapshot)
         mask = self._static_mask(state, pod, snapshot)
+        if allowed is not None:
+            mask = mask & allowed
         if mask.any():
             for i, plugin in enumerate(self.filters):
                 if plugin.static:
                     continue
-                if plugin.row_local:
-                    result = self._row_local_filter(i, plugin, state, pod, snapshot)
+                sign = plugin.sign_pod(pod) if plugin.row_local else None
+                if sign is not None:
+                    result = self._row_local_filter(i, plugin, sign, state, pod, snapshot)
                 else:
                     result = plugin.filter(state, pod, snapshot)
                 mask = mask & result.feasible
@@ -268,28 +262,39 @@ class Framework:
                     break
             else:
                 return mask, []
-        return self._run_filters_exact(state, pod, snapshot)
+        return self._run_filters_exact(state, pod, snapshot, allowed)
 
     def _static_mask(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> np.ndarray:
-        key = ("static-and",) + tuple(p.sign_pod(pod) for p in self.filters if p.static)
-        mask = self._static_filters.get(key)  # type: ignore[call-overload]
-        if mask is None:
-            mask = snapshot.valid.copy()
-            for i, plugin in enumerate(self.filters):
-                if plugin.static:
-                    mask &= self._static_filter(i, plugin, state, pod, snapshot).feasible
-            self._static_filters[key] = mask  # type: ignore[index]
-        return mask  # type: ignore[return-value]
+        """The AND of the static filters; shared by pods with the same
+        signatures, unless one of them is unsigned (then computed each time)."""
+        signs = tuple(p.sign_pod(pod) for p in self.filters if p.static)
+        cacheable = None not in signs
+        if cacheable:
+            mask = self.caches.static_masks.get(signs)
+            if mask is not None:
+                return mask
+        mask = snapshot.valid.copy()
+        for i, plugin in enumerate(self.filters):
+            if plugin.static:
+                mask &= self._static_filter(i, plugin, state, pod, snapshot).feasible
+        if cacheable:
+            self.caches.static_masks.put(signs, mask)
+        return mask
 
     def _static_filter(self, i: int, plugin: FilterPlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
-        ck = (i, plugin.sign_pod(pod))
-        result = self._static_filters.get(ck)
+        sign = plugin.sign_pod(pod)
+        if sign is None:
+            return plugin.filter(state, pod, snapshot)
+        ck = (i, sign)
+        result = self.caches.static_filters.get(ck)
         if result is None:
-            result = self._static_filters[ck] = plugin.filter(state, pod, snapshot)
+            result = self.caches.static_filters.put(ck, plugin.filter(state, pod, snapshot))
         return result
 
-    def _run_filters_exact(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[np.ndarray, list[tuple[str, np.ndarray, FilterResult]]]:
-        candidates = snapshot.valid.copy()
+    def _run_filters_exact(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, allowed: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, list[tuple[str, np.ndarray, FilterResult]]]:
+        candidates = snapshot.valid.copy() if allowed is None else snapshot.valid & allowed
         trail: list[tuple[str, np.ndarray, FilterResult]] = []
         for i, plugin in enumerate(self.filters):
             if plugin.static:
@@ -319,22 +324,24 @@ class Framework:
         total = np.zeros(len(rows), dtype=np.int64)
         for i, ws in enumerate(self.scores):
             plugin = ws.plugin
-            if plugin.static_score:
-                ck = (i, plugin.sign_pod(pod))
-                full = self._static_scores.get(ck)
-                if full is None:
+            sign = plugin.sign_pod(pod) if plugin.static_score or plugin.row_local else None
+            if sign is not None and plugin.static_score:
+                ck = (i, sign)
+                hit = self.caches.static_scores.get(ck)
+                if hit is None:
                     all_rows = np.flatnonzero(snapshot.valid)
                     full = np.zeros(len(snapshot), dtype=np.int64)
                     full[all_rows] = plugin.score(state, pod, snapshot, all_rows)
-                    self._static_scores[ck] = full
-                    self._static_uniform[ck] = len(all_rows) == 0 or bool(full[all_rows].min() == full[all_rows].max())
-                if self._static_uniform[ck]:
+                    uniform = len(all_rows) == 0 or bool(full[all_rows].min() == full[all_rows].max())
+                    hit = self.caches.static_scores.put(ck, (full, uniform))
+                full, uniform = hit
+                if uniform:
                     # The same raw score on every node normalizes to the same
                     # score on every node: it cannot change which node wins.
                     continue
                 raw = full[rows]
-            elif plugin.row_local:
-                raw = self._row_local_score(i, plugin, state, pod, snapshot, rows)
+            elif sign is not None:
+                raw = self._row_local_score(i, plugin, sign, state, pod, snapshot, rows)
             else:
                 raw = plugin.score(state, pod, snapshot, rows)
                 if len(raw) and raw.min() == raw.max():
@@ -342,24 +349,24 @@ class Framework:
             total += np.asarray(plugin.normalize(raw), dtype=np.int64) * ws.weight
         return total
 
-    def _row_local_score(self, i: int, plugin: ScorePlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+    def _row_local_score(
+        self, i: int, plugin: ScorePlugin, sign: Hashable, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray,
+    ) -> np.ndarray:
         """Scores of `rows`; after ROW_LOCAL_SCORE_AFTER pods of one signature,
         all rows are scored once and then only the rows that changed since."""
-        ck = (i, plugin.sign_pod(pod))
-        entry = self._row_scores.get(ck)
+        ck = (i, sign)
+        entry = self.caches.row_scores.get(ck)
         if entry is None:
-            if len(self._row_scores) > ROW_LOCAL_CACHE_ENTRIES:
-                self._row_scores.clear()
-            entry = self._row_scores[ck] = _RowCache(None, None)
+            entry = self.caches.row_scores.put(ck, RowResult(None, None))
         entry.calls += 1
         if entry.calls < ROW_LOCAL_SCORE_AFTER:
             return plugin.score(state, pod, snapshot, rows)
-        stale = self._stale_rows(entry, snapshot)
+        stale = entry.stale_rows(snapshot)
         if entry.values is None or stale is None:
             all_rows = np.flatnonzero(snapshot.valid)
             entry.values = np.zeros(len(snapshot), dtype=np.int64)
             entry.values[all_rows] = plugin.score(state, pod, snapshot, all_rows)
-            self._synced(entry, snapshot)
+            entry.synced(snapshot)
         elif len(stale):
             live = stale[snapshot.valid[stale]]
             entry.values[stale] = 0
@@ -367,6 +374,65 @@ class Framework:
                 entry.values[live] = plugin.score(state, pod, snapshot, live)
             entry.versions[stale] = snapshot.row_version[stale]  # type: ignore[index]
         return entry.values[rows]
+
+    # ------------------------------------------------------------- PostFilter
+
+    def run_post_filter(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis,
+    ) -> tuple[PostFilterResult | None, Status]:
+        """Upstream's RunPostFilterPlugins: the first Success ends it; an Error
+        stops it; otherwise the last Unschedulable (or Skip) is the answer."""
+        last = Status.skip()
+        for plugin in self.post_filter:
+            result, status = plugin.post_filter(state, pod, snapshot, diagnosis)
+            status = status if status.plugin else replace(status, plugin=plugin.name)
+            if status.ok and not status.is_skip:
+                return result, status
+            if status.code is Code.ERROR:
+                return None, status
+            if not status.is_skip:
+                last = status
+        return None, last
+
+    def run_post_filter_group(
+        self, state: CycleState, group: GroupContext, snapshot: Snapshot, diagnoses: Mapping[str, Diagnosis],
+    ) -> tuple[GroupPostFilterResult | None, Status]:
+        """As run_post_filter, for the unplaced pods of a PodGroup at once."""
+        last = Status.skip()
+        for plugin in self.post_filter:
+            result, status = plugin.post_filter_group(state, group, snapshot, diagnoses)
+            status = status if status.plugin else replace(status, plugin=plugin.name)
+            if status.ok and not status.is_skip:
+                return result, status
+            if status.code is Code.ERROR:
+                return None, status
+            if not status.is_skip:
+                last = status
+        return None, last
+
+    # -------------------------------------------------------- Reserve, PreBind
+
+    def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Reserve in order; on a failure, the plugins reserved so far (and the
+        failing one) are unreserved in reverse, as upstream."""
+        for i, plugin in enumerate(self.reserve):
+            status = plugin.reserve(state, pod, node)
+            if not status.ok:
+                for done in reversed(self.reserve[: i + 1]):
+                    done.unreserve(state, pod, node)
+                return status if status.plugin else replace(status, plugin=plugin.name)
+        return Status.success()
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        for plugin in reversed(self.reserve):
+            plugin.unreserve(state, pod, node)
+
+    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        for plugin in self.pre_bind:
+            status = await plugin.pre_bind(state, pod, node)
+            if not status.ok:
+                return status if status.plugin else replace(status, plugin=plugin.name)
+        return Status.success()
 
     # ----------------------------------------------------------------- Permit
 
@@ -376,3 +442,39 @@ class Framework:
             if not status.ok:
                 return status if status.plugin else replace(status, plugin=plugin.name)
         return Status.success()
+
+    # -------------------------------------------------------------- Placement
+
+    def run_placement_generate(
+        self, state: CycleState, group: GroupContext, snapshot: Snapshot,
+    ) -> tuple[list[Placement], Status]:
+        """Each generator refines the previous one's placements (the first
+        refines the whole cluster). A generator that returns Skip passes its
+        parents through; an error or an empty answer ends the point."""
+        placements = [Placement("", snapshot.valid.copy())]
+        for plugin in self.placement_generate:
+            generated, status = plugin.generate_placements(state, group, snapshot, placements)
+            status = status if status.plugin else replace(status, plugin=plugin.name)
+            if status.is_skip:
+                continue
+            if not status.ok:
+                return [], status
+            placements = generated
+            if not placements:
+                return [], Status.unschedulable("no placement was proposed", plugin=plugin.name)
+        return placements, Status.success()
+
+    def run_placement_scores(
+        self, state: CycleState, group: GroupContext, snapshot: Snapshot, proposals: Sequence[PlacementAssignments],
+    ) -> tuple[np.ndarray, Status]:
+        """Weighted sum over plugins of each plugin's normalized scores, one per proposal."""
+        total = np.zeros(len(proposals), dtype=np.int64)
+        for ws in self.placement_scores:
+            raw = np.zeros(len(proposals), dtype=np.int64)
+            for j, proposal in enumerate(proposals):
+                value, status = ws.plugin.score_placement(state, group, snapshot, proposal)
+                if not status.ok:
+                    return total, status if status.plugin else replace(status, plugin=ws.plugin.name)
+                raw[j] = value
+            total += np.asarray(ws.plugin.normalize_placement_scores(raw), dtype=np.int64) * ws.weight
+        return total, Status.success()

@@ -7,8 +7,16 @@ the mask of rows it applies to, so the scheduler can print upstream's
 node at a time derive from `NodeFilterPlugin` and get the vectorization for
 free. A Score plugin returns one number per feasible node.
 
-Group-level points (Permit, PlacementGenerate, PlacementScore) see the whole
-PodGroup of the cycle.
+Group-level points (Permit, PlacementGenerate, PlacementScore, the group
+PostFilter) see the whole PodGroup of the cycle. Reserve/Unreserve keep a
+plugin's in-memory state in step with the cycle's placements; PreBind (async,
+the one point that may call the API) runs in the binding path before a pod is
+bound.
+
+Caching is opt-in (upstream's SignPlugin rule): a Filter or Score plugin's
+answer is reused across pods only if the plugin signs the pod (`sign_pod`
+returns what its answer depends on, not None); one unsigned static filter
+turns the shared static pass off for that pod.
 """
 
 from __future__ import annotations
@@ -19,11 +27,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from ..api.objects import NodeInfo, PodInfo
+from ..api.records import NodeInfo, PodInfo
+from ..api.podgroup import PodGroup
 from ..cluster.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from ..cluster.cache import ClusterCache
+    from .diagnosis import Diagnosis
 
 
 class Code(enum.Enum):
@@ -49,9 +59,17 @@ class Status:
     def message(self) -> str:
         return ", ".join(self.reasons)
 
+    @property
+    def is_skip(self) -> bool:
+        return self.code is Code.SKIP
+
     @classmethod
     def success(cls) -> "Status":
         return _SUCCESS
+
+    @classmethod
+    def skip(cls, plugin: str = "") -> "Status":
+        return cls(Code.SKIP, (), plugin)
 
     @classmethod
     def unschedulable(cls, *reasons: str, plugin: str = "", resolvable: bool = True) -> "Status":
@@ -122,8 +140,10 @@ class FilterPlugin(Plugin):
     # node, only that node's answer can change (`filter_rows` recomputes it).
     row_local: ClassVar[bool] = False
 
-    def sign_pod(self, pod: PodInfo) -> Hashable:
-        return pod.spec_key
+    def sign_pod(self, pod: PodInfo) -> Hashable | None:
+        """What this plugin's answer depends on in the pod (equal signatures,
+        equal answers), or None: not signed, never reused (the default)."""
+        return None
 
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
         raise NotImplementedError
@@ -174,8 +194,9 @@ class ScorePlugin(Plugin):
     # node's own usage (see FilterPlugin.row_local).
     row_local: ClassVar[bool] = False
 
-    def sign_pod(self, pod: PodInfo) -> Hashable:
-        return pod.spec_key
+    def sign_pod(self, pod: PodInfo) -> Hashable | None:
+        """As FilterPlugin.sign_pod: None (the default) means never reused."""
+        return None
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         """One score per row in `rows` (the feasible nodes), higher is better."""
@@ -197,6 +218,7 @@ class GroupContext:
     is_gang: bool
     placed_before: int  # pods of the group already bound or assumed before this cycle
     placed_now: int = 0  # pods placed in this cycle so far
+    group: PodGroup | None = None  # None for a pod that belongs to no PodGroup
 
 
 class PermitPlugin(Plugin):
@@ -204,22 +226,115 @@ class PermitPlugin(Plugin):
         raise NotImplementedError
 
 
-class PostFilterPlugin(Plugin):
-    """Runs when a pod fits nowhere (preemption lives here; none in tree yet)."""
+# ----------------------------------------------------------------- PostFilter
 
-    def post_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Any) -> Status:
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    """What a PostFilter achieved for one pod: the node it may run on once
+    victims are gone (upstream's NominatingInfo), "" for none."""
+
+    nominated_node: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPostFilterResult:
+    """For a whole group: pod uid -> nominated node."""
+
+    nominations: Mapping[str, str] = field(default_factory=dict)
+
+
+class PostFilterPlugin(Plugin):
+    """Runs when a pod fits nowhere (`post_filter`, with the diagnosis: node ->
+    status) or when pods of a PodGroup stay unplaced after its cycle
+    (`post_filter_group`, with each unplaced pod's diagnosis). Preemption
+    lives here. A Success status with a result ends the point; Unschedulable
+    or Skip lets the next plugin try."""
+
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status]:
+        return None, Status.skip(self.name)
+
+    def post_filter_group(
+        self, state: CycleState, group: GroupContext, snapshot: Snapshot, diagnoses: Mapping[str, Diagnosis]
+    ) -> tuple[GroupPostFilterResult | None, Status]:
+        return None, Status.skip(self.name)
+
+
+# ------------------------------------------------------------ Reserve, PreBind
+
+
+class ReservePlugin(Plugin):
+    """`reserve` when a pod is placed in a cycle (in the snapshot); `unreserve`
+    when that placement is dropped: the group is rejected after it, the pod's
+    PreBind or bind fails, or it is deleted before it is bound. Unreserve must
+    be idempotent and must not fail."""
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        raise NotImplementedError
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
         raise NotImplementedError
 
 
-class PlacementGeneratePlugin(Plugin):
-    """Proposes candidate node subsets (topology domains) for a whole group."""
+class PreBindPlugin(Plugin):
+    """Runs in the binding path, before the pod's bind, for every pod of a
+    decision before any of them is bound; may write to the API through the
+    handle's client. A failure fails that pod's binding (it is unreserved and
+    requeued)."""
 
-    def generate(self, group: GroupContext, snapshot: Snapshot) -> list[np.ndarray]:
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        raise NotImplementedError
+
+
+# ------------------------------------------------------------------ Placement
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A candidate set of nodes for a whole group (e.g. one topology domain).
+    `nodes` is a mask over the snapshot's rows; `parent` the placement it
+    refines (generators run in order, each refining the previous one's)."""
+
+    name: str
+    nodes: np.ndarray
+    parent: "Placement | None" = None
+
+    @property
+    def path(self) -> str:
+        """`zone-a/rack-3`: the names from the outermost parent down."""
+        return self.name if self.parent is None or not self.parent.name else f"{self.parent.path}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementAssignments:
+    """A feasible proposal: the placement and where each pod of the cycle goes
+    in it (rows of the snapshot), as upstream's PodGroupAssignments."""
+
+    placement: Placement
+    assignments: Sequence[tuple[PodInfo, int]]
+
+
+class PlacementGeneratePlugin(Plugin):
+    """Proposes candidate placements for a whole group, each within one of
+    `parents` (the whole cluster for the first generator)."""
+
+    def generate_placements(
+        self, state: CycleState, group: GroupContext, snapshot: Snapshot, parents: Sequence[Placement]
+    ) -> tuple[list[Placement], Status]:
         raise NotImplementedError
 
 
 class PlacementScorePlugin(Plugin):
-    """Scores a complete placement of a group; the highest wins."""
+    """Scores a feasible placement with its proposed assignments; higher is
+    better. `normalize_placement_scores` maps one plugin's scores over all
+    feasible placements to 0..100 before weighting (identity by default)."""
 
-    def score_placement(self, group: GroupContext, snapshot: Snapshot, rows: np.ndarray) -> float:
+    def score_placement(
+        self, state: CycleState, group: GroupContext, snapshot: Snapshot, proposal: PlacementAssignments
+    ) -> tuple[int, Status]:
         raise NotImplementedError
+
+    def normalize_placement_scores(self, scores: np.ndarray) -> np.ndarray:
+        return scores

@@ -19,14 +19,15 @@ DRA-backed extended resources.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Hashable, Mapping
 
 import numpy as np
 
-from ..api.objects import CPU, MEMORY, PodInfo
+from ..api.records import PodInfo
+from ..api.resources import CPU, MEMORY
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, Handle, ScorePlugin
-from .noderesources import MAX_NODE_SCORE, FieldErrors, cpu_memory_rows, go_div, parse_resource_specs, resource_allocation
+from .noderesources import MAX_NODE_SCORE, FieldErrors, cpu_memory_rows, go_div, parse_resource_specs, requests_sign, resource_allocation
 
 _ARGS = ("resources", "apiVersion", "kind")
 
@@ -80,6 +81,9 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
                 errs.invalid(f"resources[{i}].weight", spec.weight, "must be 1")
         errs.raise_if_any()
         self._cpu_memory = [spec.name for spec in self.resources] == [CPU, MEMORY]
+
+    def sign_pod(self, pod: PodInfo) -> Hashable:
+        return requests_sign(pod)  # the score reads the pod's requests only
 
     @staticmethod
     def _score_cpu_memory(pod: PodInfo, snapshot: Snapshot, rows: np.ndarray, state: CycleState) -> np.ndarray | None:

@@ -9,7 +9,7 @@ are discarded (the decision is atomic).
 
 from __future__ import annotations
 
-from ..api.objects import PodInfo
+from ..api.records import PodInfo
 from ..api.podgroup import PodGroup
 from ..framework.interface import GroupContext, PermitPlugin, PreEnqueuePlugin, Status
 

@@ -63,7 +63,7 @@ from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..api.objects import LabelSelector, PodAffinityTerm, PodInfo, Requirement
+from ..api.records import LabelSelector, PodAffinityTerm, PodInfo, Requirement
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
 from ..framework import events as E
@@ -195,6 +195,7 @@ class _SnapshotState:
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.ref = weakref.ref(snapshot)
+        self.serial = snapshot.serial
         # by_kind[kind][(weight, term)]: rows of the pods carrying that term.
         self.by_kind: list[dict[tuple[int, ExistingTerm], _Rows]] = [{}, {}, {}, {}]
         self.n_assumed = 0
@@ -202,6 +203,8 @@ class _SnapshotState:
         # Cost: O(pods with affinity x their terms). Pods assumed in the cache
         # have no nodeName yet; the cache's pod index knows where they are.
         for pod in snapshot.pods_with_affinity.values():
+            if pod.uid in snapshot.removed:
+                continue
             node = pod.node_name or snapshot.node_of(pod.uid)
             self._add(pod, snapshot.row.get(node) if node else None)
         self.sync(snapshot)
@@ -255,7 +258,7 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         """The state of `snapshot`, built on first use (the plugin keeps only the
         latest snapshot's: one per cycle), else O(pods assumed since last call)."""
         st = self._state
-        if st is None or st.ref() is not snapshot or len(snapshot.assumed) < st.n_assumed:
+        if st is None or st.ref() is not snapshot or st.serial != snapshot.serial:
             st = self._state = _SnapshotState(snapshot)
         else:
             st.sync(snapshot)

@@ -10,7 +10,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..api.objects import NodeInfo, NodeSelectorTerm, PodInfo, PreferredTerm, parse_node_selector_term
+from ..api.parse import parse_node_selector_term
+from ..api.records import NodeInfo, NodeSelectorTerm, PodInfo, PreferredTerm
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, Handle, NodeFilterPlugin, ScorePlugin
 from ..framework import events as E

@@ -5,7 +5,7 @@ troupe queues only unbound pods, so this matters only for pods that set
 
 from __future__ import annotations
 
-from ..api.objects import NodeInfo, PodInfo
+from ..api.records import NodeInfo, PodInfo
 from ..framework.interface import NodeFilterPlugin
 from ..framework import events as E
 

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..api.objects import HostPort, PodInfo
+from ..api.records import HostPort, PodInfo
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, FilterPlugin, FilterResult
 from ..framework import events as E

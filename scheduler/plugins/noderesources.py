@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from ..api.objects import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, PodInfo
+from ..api.records import PodInfo
+from ..api.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
 from ..framework import events as E
@@ -374,6 +375,12 @@ def least_allocated_cpu_memory(
 # ------------------------------------------------------------------ plugin
 
 
+def requests_sign(pod: PodInfo) -> Hashable:
+    """The part of a pod the resource plugins read: its requests, and the
+    non-zero cpu/memory the scores count for containers asking nothing."""
+    return tuple(sorted(pod.requests.items())), pod.nonzero_cpu, pod.nonzero_memory
+
+
 class NodeResourcesFit(FilterPlugin, ScorePlugin):
     name = "NodeResourcesFit"
     events = frozenset({E.NODE_ADD, E.NODE_ALLOCATABLE, E.ASSIGNED_POD_DELETE, E.ASSIGNED_POD_SCALE_DOWN})
@@ -433,6 +440,11 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
             self._scorer = requested_to_capacity_ratio_scorer(weights, shape)
         else:
             self._scorer = least_allocated_scorer(weights)
+
+    def sign_pod(self, pod: PodInfo) -> Hashable:
+        """The fit and the score read the pod's requests only (and the
+        non-zero defaults the score puts in for containers asking nothing)."""
+        return requests_sign(pod)
 
     def _checked(self, resource: str) -> bool:
         # Upstream skips ignored resources only if they are extended resources

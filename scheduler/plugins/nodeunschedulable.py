@@ -3,7 +3,7 @@ the `node.kubernetes.io/unschedulable:NoSchedule` taint (upstream)."""
 
 from __future__ import annotations
 
-from ..api.objects import NodeInfo, PodInfo, Taint
+from ..api.records import NodeInfo, PodInfo, Taint
 from ..framework.interface import NodeFilterPlugin
 from ..framework import events as E
 

@@ -63,7 +63,7 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 
 from ..api.constants import POD_GROUP_LABEL
-from ..api.objects import LabelSelector, NodeInfo, PodInfo, Requirement, TopologySpreadConstraint
+from ..api.records import LabelSelector, NodeInfo, PodInfo, Requirement, TopologySpreadConstraint
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
 from ..framework import events as E
@@ -243,7 +243,7 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
-        self._soft_snapshot: Snapshot | None = None
+        self._soft_serial = -1  # the snapshot state `_soft` was built for
         self._soft: dict[Hashable, _SoftCounts] = {}
         self._soft_static: dict[Hashable, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
         self._defaults: dict[tuple[str, str], list[Constraint]] = {}
@@ -329,15 +329,24 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
             self._masks[ck] = mask
         return mask
 
+    @staticmethod
+    def _inclusion_sign(c: Constraint, pod: PodInfo) -> tuple[Hashable, Hashable]:
+        """What `_included` reads of the pod: its node affinity under Honor,
+        its tolerations under Honor (equal signs, equal masks)."""
+        affinity: Hashable = None
+        if c.node_affinity_policy == HONOR and (pod.node_selector or pod.required_affinity is not None):
+            affinity = (tuple(sorted(pod.node_selector.items())), pod.required_affinity)
+        return affinity, pod.tolerations if c.node_taints_policy == HONOR else None
+
     def _included(self, c: Constraint, pod: PodInfo, snapshot: Snapshot) -> np.ndarray:
         """Upstream matchNodeInclusionPolicies over all rows. O(nodes) numpy
         (the masks themselves are cached)."""
         mask = snapshot.valid
-        if c.node_affinity_policy == HONOR and (pod.node_selector or pod.required_affinity is not None):
-            sig = (tuple(sorted(pod.node_selector.items())), pod.required_affinity)
-            mask = mask & self._node_mask("affinity", sig, snapshot, pod)
-        if c.node_taints_policy == HONOR:
-            mask = mask & self._node_mask("taints", pod.tolerations, snapshot, pod)
+        affinity, tolerations = self._inclusion_sign(c, pod)
+        if affinity is not None:
+            mask = mask & self._node_mask("affinity", affinity, snapshot, pod)
+        if tolerations is not None:
+            mask = mask & self._node_mask("taints", tolerations, snapshot, pod)
         return mask
 
     @staticmethod
@@ -448,7 +457,8 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
                 weight = math.log(len(scored) + 2)
                 cnt = per_row[scored]
             else:
-                dom_eff, per_domain = self._soft_domain_counts(c, pod, snapshot, counted, require_all, per_row)
+                counted_by = tuple(k.topology_key for k in constraints) if require_all else None
+                dom_eff, per_domain = self._soft_domain_counts(c, pod, snapshot, counted, counted_by, per_row)
                 in_scored = np.zeros(len(per_domain), dtype=bool)
                 in_scored[dom_eff[scored]] = True
                 weight = math.log(int(in_scored.sum()) + 2)
@@ -474,22 +484,24 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         return hit
 
     def _soft_domain_counts(
-        self, c: Constraint, pod: PodInfo, snapshot: Snapshot, counted: np.ndarray, require_all: bool, per_row: np.ndarray,
+        self, c: Constraint, pod: PodInfo, snapshot: Snapshot, counted: np.ndarray, counted_by: Hashable,
+        per_row: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(row -> effective domain, matching pods per domain) for a soft
-        constraint. The first pod of a signature in a snapshot pays O(nodes);
+        constraint; `counted_by` names the rows `counted` (the topology keys
+        every counted node must carry, None: all nodes). The first pod of a signature in a snapshot pays O(nodes);
         later ones only add what the pods assumed since changed (O(1) per pod
         of a gang), since `per_row` is kept current by the snapshot."""
-        if self._soft_snapshot is not snapshot:
-            self._soft_snapshot = snapshot
+        if self._soft_serial != snapshot.serial:
+            self._soft_serial = snapshot.serial
             self._soft.clear()
-        ck = (c, pod.namespace, pod.spec_key, require_all)
+        inclusion = self._inclusion_sign(c, pod)
+        ck = (c, pod.namespace, inclusion, counted_by)
         entry = self._soft.get(ck)
         if entry is None:
             # Row -> domain and the contributing rows depend on node labels and
             # taints only: shared by every group and cycle until they change.
-            static = (c.topology_key, c.node_affinity_policy, c.node_taints_policy, pod.spec_key, require_all,
-                      snapshot.static_generation, len(snapshot))
+            static = (c.topology_key, inclusion, counted_by, snapshot.static_generation, len(snapshot))
             hit = self._soft_static.get(static)
             if hit is None:
                 if len(self._soft_static) > 256:
@@ -505,14 +517,14 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
                 per_domain = np.bincount(idx, weights=per_row[contributing], minlength=slots)
             else:  # no matching pod runs anywhere yet (a new group): all zero
                 per_domain = np.zeros(slots, dtype=np.float64)
-            entry = self._soft[ck] = _SoftCounts(dom_eff, contributing, per_domain, per_row.copy(), len(snapshot.assumed_rows))
-        elif len(snapshot.assumed_rows) > entry.seen:
-            for r in set(snapshot.assumed_rows[entry.seen:]):
+            entry = self._soft[ck] = _SoftCounts(dom_eff, contributing, per_domain, per_row.copy(), len(snapshot.changed_rows))
+        elif len(snapshot.changed_rows) > entry.seen:
+            for r in set(snapshot.changed_rows[entry.seen:]):
                 delta = per_row[r] - entry.last[r]
                 if delta and entry.contributing[r]:
                     entry.per_domain[entry.dom_eff[r]] += delta
                 entry.last[r] = per_row[r]
-            entry.seen = len(snapshot.assumed_rows)
+            entry.seen = len(snapshot.changed_rows)
         return entry.dom_eff, entry.per_domain
 
     def normalize(self, scores: np.ndarray) -> np.ndarray:

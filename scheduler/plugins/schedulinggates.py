@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..api.objects import PodInfo
+from ..api.records import PodInfo
 from ..framework.interface import PreEnqueuePlugin, Status
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..api.objects import NodeInfo, PodInfo
+from ..api.records import NodeInfo, PodInfo
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, NodeFilterPlugin, ScorePlugin
 from ..framework import events as E

@@ -24,19 +24,42 @@ import heapq
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
-from ..api.objects import PodInfo
+from ..api.records import PodInfo
 
-UnitKey = tuple[str, ...]  # ("group", namespace, name) or ("pod", uid)
+class UnitKind(enum.StrEnum):
+    GROUP = "group"  # the pending pods of one PodGroup
+    POD = "pod"  # one pod that belongs to no PodGroup
+
+
+class UnitKey(NamedTuple):
+    """A scheduling unit: a PodGroup (namespace, name) or a lone pod ("", uid).
+    A NamedTuple: hashed and compared as fast as the tuple it is."""
+
+    kind: UnitKind
+    namespace: str
+    name: str  # the PodGroup's name, or the lone pod's uid
+
+    @property
+    def is_group(self) -> bool:
+        return self.kind is UnitKind.GROUP
+
+    @property
+    def group_key(self) -> tuple[str, str] | None:
+        """(namespace, name) of the PodGroup, None for a lone pod."""
+        return (self.namespace, self.name) if self.kind is UnitKind.GROUP else None
+
+    def __str__(self) -> str:
+        return f"PodGroup {self.namespace}/{self.name}" if self.is_group else f"pod {self.name}"
 
 
 def group_unit(namespace: str, name: str) -> UnitKey:
-    return ("group", namespace, name)
+    return UnitKey(UnitKind.GROUP, namespace, name)
 
 
 def pod_unit(uid: str) -> UnitKey:
-    return ("pod", uid)
+    return UnitKey(UnitKind.POD, "", uid)
 
 
 def unit_of(pod: PodInfo) -> UnitKey:

@@ -21,15 +21,11 @@ from .kube import RestClient, connection_info, load_configuration
 from .ratelimit import TokenBucket
 from .initial_sync import prime
 from .resync import Resync
-from .scheduler import Scheduler
+from ..core.scheduler import Scheduler
 from .status import StatusWriter
 
 log = logging.getLogger(__name__)
 
-STALL_SECONDS = 60.0
-# A gang whose pods all arrive within this time is never reported as waiting
-# (upstream reports PreEnqueue rejections in no API object at all).
-GATED_REPORT_DELAY = 1.0
 
 
 async def _prime_until_done(scheduler: Scheduler, api_client: client.ApiClient, informers: dict[Resource, Informer]) -> None:
@@ -60,17 +56,15 @@ async def run(
     # watches (each holds a connection); kopf's watches have their own.
     cfg.connection_pool_maxsize = max(cc.bind_concurrency + 8, 32)
     api_client = client.ApiClient(cfg)
-    scheduler = Scheduler(config, registry, gated_report_delay=GATED_REPORT_DELAY)
     bucket = TokenBucket(cc.qps, cc.burst)
     rest = RestClient(api_client)
-    scheduler.binder = Binder(rest, bucket, cc.bind_concurrency, scheduler.on_bound, scheduler.on_bind_failed, scheduler.on_pod_gone)
     # Events have a rate limit of their own, as kube-scheduler's event client.
     writer = StatusWriter(rest, bucket, event_bucket=TokenBucket(cc.qps, cc.burst))
-    scheduler.writer = writer
+    scheduler = Scheduler(config, registry, binder=Binder(rest, bucket, cc.bind_concurrency), writer=writer)
 
     def healthy() -> bool:
         # Stalled = work is waiting but no cycle ran for a long time.
-        return len(scheduler.queue) == 0 or time.monotonic() - scheduler.last_cycle < STALL_SECONDS or not scheduler.synced.is_set()
+        return len(scheduler.queue) == 0 or time.monotonic() - scheduler.last_cycle < config.stall_seconds or not scheduler.synced.is_set()
 
     health = await start_health_server(config.health_bind_address, healthy, scheduler.synced.is_set)
     log.info(
@@ -91,7 +85,7 @@ async def run(
     operator = asyncio.create_task(
         kopf.operator(
             registry=build_registry(scheduler, await connection_info(cfg)),
-            settings=operator_settings(),
+            settings=operator_settings(config.watch),
             clusterwide=True,
             standalone=True,
             memo=kopf.Memo(scheduler=scheduler),

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from typing import Any, Coroutine, Sequence
 
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ..api.objects import PodInfo
+from ..api.records import PodInfo
+from ..core.outputs import BindResults
+from ..core.schedule_podgroup import Assignment
+from ..framework.framework import Framework
 from . import failpoints
 from .kube import RestClient, encode
 from .ratelimit import TokenBucket
@@ -23,32 +26,49 @@ REQUEST_TIMEOUT_SECONDS = 30.0
 
 
 class Binder:
-    def __init__(
-        self,
-        rest: RestClient,
-        bucket: TokenBucket,
-        concurrency: int,
-        on_bound: Callable[[PodInfo, str], None],
-        on_failed: Callable[[PodInfo, str, str], None],
-        on_gone: Callable[[PodInfo], None] | None = None,
-    ) -> None:
-        """`on_gone`: the pod no longer exists (404), e.g. deleted while a
-        missed watch event still kept it in the cache; without it a 404 is a
-        failure like any other."""
+    """The core's `Binder`: PreBind, then POST pods/{name}/binding, each pod
+    reported back through `BindResults` exactly once."""
+
+    def __init__(self, rest: RestClient, bucket: TokenBucket, concurrency: int) -> None:
         self._rest = rest
         self._bucket = bucket
         self._sem = asyncio.Semaphore(concurrency)
-        self._on_bound = on_bound
-        self._on_failed = on_failed
-        self._on_gone = on_gone
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def in_flight(self) -> int:
         return len(self._tasks)
 
-    def submit(self, pod: PodInfo, node: str) -> None:
-        task = asyncio.create_task(self._bind(pod, node), name=f"bind {pod.key}")
+    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults) -> None:
+        failpoints.hit("cycle-decided")
+        if not fwk.pre_bind:
+            for a in assignments:
+                self.submit(a.pod, a.node, results)
+            return
+        self._spawn(self._pre_bind_then_bind(fwk, assignments, results), "pre-bind")
+
+    async def _pre_bind_then_bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults) -> None:
+        """PreBind for every pod of the decision before any is bound (DRA writes
+        its claims here); a pod whose PreBind fails is not bound."""
+        for a in assignments:
+            try:
+                status = await fwk.run_pre_bind(a.state, a.pod, a.node)
+            except Exception as exc:  # a plugin's bug fails its pod, not the scheduler
+                log.exception("PreBind %s", a.pod.key)
+                results.on_bind_failed(a.pod, a.node, f"PreBind failed: {type(exc).__name__}: {exc}")
+                continue
+            if status.ok:
+                self.submit(a.pod, a.node, results)
+            else:
+                where = f"{status.plugin}: " if status.plugin else ""
+                results.on_bind_failed(a.pod, a.node, f"PreBind {where}{status.message}")
+
+    def submit(self, pod: PodInfo, node: str, results: BindResults) -> None:
+        """Bind one pod (no PreBind)."""
+        self._spawn(self._bind(pod, node, results), f"bind {pod.key}")
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -56,7 +76,7 @@ class Binder:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def _bind(self, pod: PodInfo, node: str) -> None:
+    async def _bind(self, pod: PodInfo, node: str, results: BindResults) -> None:
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
         body = encode({
             "apiVersion": "v1",
@@ -81,19 +101,19 @@ class Binder:
                         # else): the watch brings the node it is on.
                         log.info("bind %s: already bound (409)", pod.key)
                         return
-                    if exc.status == 404 and self._on_gone is not None:
+                    if exc.status == 404:
                         log.info("bind %s: the pod no longer exists (404)", pod.key)
-                        self._on_gone(pod)
+                        results.on_pod_gone(pod)
                         return
-                    self._on_failed(pod, node, f"Binding rejected: {exc.status} {exc.reason}: {_message(exc)}")
+                    results.on_bind_failed(pod, node, f"Binding rejected: {exc.status} {exc.reason}: {_message(exc)}")
                     return
                 except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-                    self._on_failed(pod, node, f"Binding failed: {type(exc).__name__}: {exc}")
+                    results.on_bind_failed(pod, node, f"Binding failed: {type(exc).__name__}: {exc}")
                     return
                 failpoints.hit("bind-done")
-                self._on_bound(pod, node)
+                results.on_bound(pod, node)
                 return
-            self._on_failed(pod, node, "Binding failed: the API server kept answering 429 Too Many Requests")
+            results.on_bind_failed(pod, node, "Binding failed: the API server kept answering 429 Too Many Requests")
 
 
 def retry_after(exc: ApiException) -> float:

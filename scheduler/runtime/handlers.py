@@ -23,9 +23,10 @@ import kopf
 from kubernetes_asyncio import client
 
 from ..api import constants as C
+from ..api.config import WatchConfig
 from .informer import Informer
 from .resync import KINDS, cached_objects
-from .scheduler import Scheduler
+from ..core.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ def informer_for(scheduler: Scheduler, api: client.ApiClient, resource: Resource
         cached_keys=lambda: set(cached_objects(scheduler, kind)),
         key_of=key_of,
         tombstone=lambda key: {"metadata": {field: key}},
+        timeout=scheduler.config.watch.timeout_seconds,
+        read_timeout=scheduler.config.watch.read_timeout_seconds,
     )
 
 
@@ -120,14 +123,14 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-def operator_settings() -> kopf.OperatorSettings:
+def operator_settings(watch: WatchConfig) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.posting.enabled = False  # kopf's own Events: we post ours
     settings.scanning.disabled = True  # no RBAC for namespaces/CRDs needed
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.queueing.worker_limit = None  # one worker per object, as kopf wants (PITFALLS.md)
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
+    settings.watching.server_timeout = watch.timeout_seconds
+    settings.watching.client_timeout = watch.read_timeout_seconds
     settings.watching.connect_timeout = 30
     return settings
 

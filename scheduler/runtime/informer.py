@@ -36,9 +36,10 @@ log = logging.getLogger(__name__)
 
 Body = Mapping[str, Any]
 
-# The server ends a watch after this long (it would anyway, after 30-60 min);
-# the client gives up on a connection silent for WATCH_READ_TIMEOUT: with
-# bookmarks (about one a minute) a live watch is never that quiet.
+# Defaults of the configuration's `watch` settings: the server ends a watch
+# after `timeout` (it would anyway, after 30-60 min); the client gives up on a
+# connection silent for `read_timeout`: with bookmarks (about one a minute) a
+# live watch is never that quiet.
 WATCH_TIMEOUT_SECONDS = 300
 WATCH_READ_TIMEOUT = 330.0
 CONNECT_TIMEOUT = 30.0
@@ -60,6 +61,8 @@ class Informer:
         cached_keys: Callable[[], set[Hashable]],
         key_of: Callable[[Body], Hashable],
         tombstone: Callable[[Hashable], Body],
+        timeout: int = WATCH_TIMEOUT_SECONDS,
+        read_timeout: float = WATCH_READ_TIMEOUT,
     ) -> None:
         """`cached_keys`: the keys the cache holds of this kind, as `key_of`
         gives them for an object's metadata; `tombstone(key)` is the body the
@@ -72,6 +75,8 @@ class Informer:
         self._cached_keys = cached_keys
         self._key_of = key_of
         self._tombstone = tombstone
+        self._timeout = timeout
+        self._read_timeout = read_timeout
         self.resource_version = ""
         self.relists = 0
 
@@ -124,12 +129,12 @@ class Informer:
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
             ("resourceVersion", self.resource_version),
-            ("timeoutSeconds", WATCH_TIMEOUT_SECONDS),
+            ("timeoutSeconds", self._timeout),
         ]
         resp = await self._api.call_api(
             self.path, "GET", query_params=query, header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"], _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT, sock_read=WATCH_READ_TIMEOUT),
+            _request_timeout=aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT, sock_read=self._read_timeout),
         )
         if not 200 <= resp.status <= 299:
             try:

@@ -23,7 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from .handlers import Resource, list_path, watched
 from .informer import Informer
 from .kube import list_paged
-from .scheduler import Scheduler
+from ..core.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 

@@ -25,10 +25,10 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
-from . import metrics
+from ..core import metrics
 from .kube import list_paged
 from .ratelimit import TokenBucket
-from .scheduler import Scheduler
+from ..core.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
-from ..api.objects import PodInfo
+from ..api.records import PodInfo
 from ..api.podgroup import PodGroup
 from . import failpoints
 from .binder import REQUEST_TIMEOUT_SECONDS, retry_after as _retry_after
@@ -195,6 +195,20 @@ class StatusWriter:
                     raise
 
         self._enqueue(("pod", pod.uid), write)
+
+    def nominate(self, pod: PodInfo, node: str) -> None:
+        """status.nominatedNodeName: PostFilter made room for the pod on `node`."""
+        body = encode({"status": {"nominatedNodeName": node}})
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+
+        async def write() -> None:
+            try:
+                await self._rest.patch(path, body, STRATEGIC_MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+        self._enqueue(("nominate", pod.uid), write)
 
     # ---------------------------------------------------------------- events
 

@@ -25,7 +25,9 @@ from typing import Any, Iterator, Mapping, NoReturn
 import yaml
 from pydantic import ValidationError
 
-from ..api.objects import PODS, ObjectError, parse_node, parse_pod
+from ..api.parse import parse_node, parse_pod
+from ..api.records import ObjectError
+from ..api.resources import PODS
 from ..api.podgroup import describe_validation_error, parse_podgroup, parse_workload
 
 # Kinds the simulation feeds to the scheduler, and whether they are namespaced.

@@ -25,11 +25,11 @@ from typing import Any, Callable
 
 from ..api import constants as C
 from ..api.config import SchedulerConfiguration
-from ..api.objects import PodInfo
+from ..api.records import PodInfo
 from ..api.podgroup import PodGroup
 from ..cluster.cache import InvalidObject
 from ..framework.registry import Registry
-from ..runtime.scheduler import Scheduler
+from ..core.scheduler import Scheduler
 from .loader import SimulationInput
 
 # Objects in the order kopf's initial listing hands them over (a kind at a time).
@@ -54,12 +54,13 @@ class GroupCondition:
 
 
 class Recorder:
-    """The scheduler's status writer (WriterLike in scheduler/runtime/scheduler.py),
+    """The scheduler's status writer (`StatusWriter` in scheduler/core/outputs.py),
     keeping the last word per object instead of writing it."""
 
     def __init__(self) -> None:
         self.groups: dict[tuple[str, str], GroupCondition] = {}
         self.pods: dict[str, str] = {}  # uid -> PodScheduled=False message
+        self.nominated: dict[str, str] = {}  # uid -> status.nominatedNodeName
         self.status_writes: list[tuple[tuple[str, str], GroupCondition]] = []  # to feed back, in order
 
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
@@ -76,6 +77,9 @@ class Recorder:
 
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
         pass
+
+    def nominate(self, pod: PodInfo, node: str) -> None:
+        self.nominated[pod.uid] = node
 
     def forget_pod(self, uid: str) -> None:
         self.pods.pop(uid, None)  # bound: the condition is the kubelet's now
@@ -120,9 +124,10 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
     """Runs the scheduler over the input to a fixed point. Costs what the
     scheduler costs: one group cycle per unit per round."""
     clock = FakeClock()
-    sched = Scheduler(config, registry, clock=clock)
     recorder = Recorder()
-    sched.writer = recorder  # no binder: binding is done below, as the cluster would
+    # The default binder binds nothing: binding is done below, as the cluster
+    # would; reports are written at once (the fake clock has no timers).
+    sched = Scheduler(config, registry, writer=recorder, clock=clock, report_delay=0)
     groups = {(o.namespace, o.name): o.body for o in inp.of_kind("PodGroup")}
     pod_bodies: dict[str, dict[str, Any]] = {}
     warnings = list(inp.warnings)
@@ -181,11 +186,11 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
                 # No status is written to a PodGroup the scheduler cannot read; in a
                 # cluster its pods say why. The simulation shows it on the group.
                 recorder.groups[key] = GroupCondition("False", decision.outcome, decision.message)
-            for placement in decision.placements:
-                uid = placement.pod.uid
-                sched.on_bound(placement.pod, placement.node)
+            for a in decision.assignments:
+                uid = a.pod.uid
+                sched.on_bound(a.pod, a.node)
                 body = copy.deepcopy(pod_bodies[uid])
-                body["spec"]["nodeName"] = placement.node
+                body["spec"]["nodeName"] = a.node
                 pod_bodies[uid] = body
                 sched.on_pod(body)
                 placed.add(uid)

@@ -15,7 +15,7 @@ from scheduler.runtime import resync as resync_mod
 from scheduler.runtime.kube import load_configuration
 from scheduler.runtime.ratelimit import TokenBucket
 from scheduler.runtime.resync import Resync
-from scheduler.runtime.scheduler import Scheduler
+from scheduler.core.scheduler import Scheduler
 
 LABEL = "scheduling.troupe.dev/pod-group"
 

@@ -7,7 +7,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from scheduler.api.config import Profile
 from scheduler.api.constants import DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL
-from scheduler.api.objects import NodeInfo, PodInfo, parse_node, parse_pod
+from scheduler.api.parse import parse_node, parse_pod
+from scheduler.api.records import NodeInfo, PodInfo
 from scheduler.api.podgroup import PodGroup, parse_podgroup
 from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.framework import Framework

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from scheduler.api.config import Profile
-from scheduler.api.objects import NodeInfo, PodInfo
-from scheduler.framework.algorithm import schedule_pod
+from scheduler.api.records import NodeInfo, PodInfo
+from scheduler.core.schedule_one import schedule_pod
 from scheduler.framework.framework import Framework, ProfileError
 from scheduler.framework.interface import CycleState, Handle
 from scheduler.plugins import in_tree_registry

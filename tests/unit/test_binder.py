@@ -20,12 +20,12 @@ from kubernetes_asyncio import client
 from prometheus_client import REGISTRY
 
 from scheduler.api.config import SchedulerConfiguration
-from scheduler.api.objects import parse_pod
+from scheduler.api.parse import parse_pod
 from scheduler.plugins import in_tree_registry
 from scheduler.runtime.binder import MAX_RETRIES_429, Binder
 from scheduler.runtime.kube import RestClient
 from scheduler.runtime.ratelimit import TokenBucket
-from scheduler.runtime.scheduler import Scheduler
+from scheduler.core.scheduler import Scheduler
 
 LABEL = "scheduling.troupe.dev/pod-group"
 
@@ -125,10 +125,10 @@ class Calls:
     def on_bound(self, pod, node: str) -> None:
         self.bound.append((pod.name, node))
 
-    def on_failed(self, pod, node: str, message: str) -> None:
+    def on_bind_failed(self, pod, node: str, message: str) -> None:
         self.failed.append((pod.name, node, message))
 
-    def on_gone(self, pod) -> None:
+    def on_pod_gone(self, pod) -> None:
         self.gone.append(pod.name)
 
 
@@ -138,13 +138,24 @@ def pod_body(name: str, group: str | None = None, ns: str = "ns") -> dict[str, A
                      "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
 
 
-def make_binder(core, calls: Calls, concurrency: int = 4, qps: float = 1000, burst: int = 1000,
-                gone: bool = False) -> Binder:
-    return Binder(core, TokenBucket(qps, burst), concurrency, calls.on_bound, calls.on_failed,
-                  *([calls.on_gone] if gone else []))
+class Harness:
+    """A Binder whose results go to `calls`."""
+
+    def __init__(self, binder: Binder, calls: Calls) -> None:
+        self.binder, self.calls = binder, calls
+
+    def submit(self, pod, node: str) -> None:
+        self.binder.submit(pod, node, self.calls)
+
+    async def drain(self) -> None:
+        await self.binder.drain()
 
 
-async def bind_all(binder: Binder, *names: str, node: str = "node-a", timeout: float = 20) -> None:
+def make_binder(core, calls: Calls, concurrency: int = 4, qps: float = 1000, burst: int = 1000) -> Harness:
+    return Harness(Binder(core, TokenBucket(qps, burst), concurrency), calls)
+
+
+async def bind_all(binder: Harness, *names: str, node: str = "node-a", timeout: float = 20) -> None:
     for name in names:
         binder.submit(parse_pod(pod_body(name)), node)
     await asyncio.wait_for(binder.drain(), timeout)
@@ -185,14 +196,11 @@ async def test_500_fails_the_bind_once_without_retry(server, core):
     assert len(server.requests) == 1
 
 
-async def test_404_is_gone_when_the_scheduler_handles_it_else_a_failure(server, core):
+async def test_404_is_reported_as_gone_not_as_a_failure(server, core):
     server.script["p"] = [404]
-    server.script["q"] = [404]
     calls = Calls()
-    await bind_all(make_binder(core, calls, gone=True), "p")
+    await bind_all(make_binder(core, calls), "p")
     assert calls.gone == ["p"] and calls.bound == [] and calls.failed == []
-    await bind_all(make_binder(core, calls, gone=False), "q")
-    assert [f[0] for f in calls.failed] == ["q"] and calls.bound == []
 
 
 async def test_dropped_connection_fails_the_bind(server, core):
@@ -302,9 +310,8 @@ def sched_with_binder(core) -> Scheduler:
     config = SchedulerConfiguration.model_validate(
         {"queue": {"podInitialBackoffSeconds": 0.1, "podMaxBackoffSeconds": 0.2}}
     )
-    s = Scheduler(config, in_tree_registry())
-    s.binder = Binder(core, TokenBucket(1000, 1000), 4, s.on_bound, s.on_bind_failed)
-    s.synced.set()
+    s = Scheduler(config, in_tree_registry(), binder=Binder(core, TokenBucket(1000, 1000), 4), report_delay=0)
+    s.start_scheduling()
     return s
 
 
@@ -320,7 +327,7 @@ def bindings(result: str) -> float:
 async def cycle(s: Scheduler, timeout: float = 5) -> None:
     """One scheduling cycle (waiting out any backoff), then every bind it started."""
     s.schedule_unit(await asyncio.wait_for(s.queue.pop(), timeout))
-    await asyncio.wait_for(s.binder.drain(), timeout)  # type: ignore[union-attr]
+    await asyncio.wait_for(s.binder.drain(), timeout)  # type: ignore[attr-defined]
 
 
 async def _failed_bind_is_requeued_and_bound_on_retry(server, core, first_answer: Any) -> None:

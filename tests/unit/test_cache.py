@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.objects import CPU, MEMORY, PODS, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
+from scheduler.api.resources import CPU, MEMORY, PODS, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
 from scheduler.cluster.cache import ClusterCache, InvalidObject
 
 from .builders import GiB, MiB, make_cache, make_group, make_node, make_pod

@@ -26,12 +26,12 @@ import pytest
 from scheduler.api.config import ConfigError, SchedulerConfiguration, load_config
 from scheduler.api.constants import DEFAULT_SCHEDULER_NAME
 from scheduler.cli import check_config
-from scheduler.framework.algorithm import schedule_pod
+from scheduler.core.schedule_one import schedule_pod
 from scheduler.framework.framework import DEFAULT_PLUGINS, Framework, ProfileError
 from scheduler.framework.interface import CycleState, Handle, ScorePlugin
 from scheduler.framework.registry import Registry
 from scheduler.plugins import in_tree_registry
-from scheduler.runtime.scheduler import Scheduler
+from scheduler.core.scheduler import Scheduler
 
 from .builders import make_cache, make_node, make_pod
 
@@ -142,7 +142,7 @@ profiles:
     while (popped := sched.queue.pop_nowait()) is not None:
         decision = sched.schedule_unit(popped)
         assert decision is not None
-        placed.update({p.pod.name: p.node for p in decision.placements})
+        placed.update({p.pod.name: p.node for p in decision.assignments})
     # LeastAllocated sends the default profile's pod to the empty node; the
     # profile without scores takes the first feasible node.
     assert placed == {"spread": "n1", "first": "n0"}
@@ -307,8 +307,8 @@ profiles:
 
 
 PROFILE_KEYS = "schedulerName, percentageOfNodesToScore, plugins, pluginConfig"
-POINTS = "preEnqueue, preFilter, filter, postFilter, score, permit, placementGenerate, placementScore"
-TOP_KEYS = "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientConnection, healthBindAddress"
+POINTS = "preEnqueue, preFilter, filter, postFilter, score, reserve, permit, preBind, placementGenerate, placementScore"
+TOP_KEYS = "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientConnection, healthBindAddress, stallSeconds, waitingReport, watch"
 
 
 @pytest.mark.parametrize(
@@ -486,7 +486,7 @@ BAD_FILES: dict[str, tuple[str | None, list[str]]] = {
     ]),
     "extension-point-typo": (HEADER + "profiles:\n- plugins: {scoer: {enabled: [{name: NodeAffinity}]}}\n", [
         r"^  profiles\[0\]\.plugins\.scoer: unknown field \(did you mean score\?\); allowed: preEnqueue, preFilter, "
-        r"filter, postFilter, score, permit, placementGenerate, placementScore$",
+        r"filter, postFilter, score, reserve, permit, preBind, placementGenerate, placementScore$",
     ]),
     "negative-backoff": (HEADER + "queue: {podInitialBackoffSeconds: -1}\n", [
         r"^troupe: negative-backoff\.yaml: invalid configuration:$",

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from scheduler.api.constants import REASON_SCHEDULED, REASON_UNSCHEDULABLE
-from scheduler.api.objects import CPU, PODS
-from scheduler.framework.algorithm import schedule_pod
+from scheduler.api.resources import CPU, PODS
+from scheduler.core.schedule_one import schedule_pod
 from scheduler.framework.interface import CycleState
-from scheduler.podgroup.cycle import error_decision, order_pods, schedule_group
+from scheduler.core.schedule_podgroup import error_decision, order_pods, schedule_group
 
 from .builders import (
     make_cache,
@@ -29,7 +29,7 @@ from .builders import (
     required_affinity,
     taint,
 )
-from scheduler.api.objects import parse_node, parse_pod
+from scheduler.api.parse import parse_node, parse_pod
 
 G = ("default", "g")
 
@@ -48,7 +48,7 @@ def gang_pods(n: int, cpu: str = "1", memory: str = "1Gi", group: str = "g", **k
 
 
 def where(decision) -> dict[str, str]:
-    return {p.pod.name: p.node for p in decision.placements}
+    return {p.pod.name: p.node for p in decision.assignments}
 
 
 # ---------------------------------------------------------------- examples
@@ -72,7 +72,7 @@ def test_gang_below_min_count_places_nothing():
     pods = gang_pods(3)
     d, _, _ = cycle(nodes, pods, make_group("g", 3))
     assert d.outcome == REASON_UNSCHEDULABLE and not d.scheduled
-    assert d.placements == []
+    assert d.assignments == []
     assert d.message == "needs 3 pods, 2 fit: 0/1 nodes are available: 1 Insufficient cpu."
     assert [p.name for p, _ in d.unplaced] == ["w0", "w1", "w2"]
     assert all(why == d.message for _, why in d.unplaced)
@@ -82,7 +82,7 @@ def test_gang_below_min_count_places_nothing():
 def test_gang_rejected_for_unresolvable_reasons():
     nodes = [make_node("a", "8", taints=[taint("gpu", "true")])]
     d, _, _ = cycle(nodes, gang_pods(2), make_group("g", 2))
-    assert d.placements == [] and d.unresolvable
+    assert d.assignments == [] and d.unresolvable
     assert d.message == "needs 2 pods, 0 fit: 0/1 nodes are available: 1 node(s) had untolerated taint {gpu: true}."
 
 
@@ -90,7 +90,7 @@ def test_gang_with_more_pods_than_min_count_binds_as_many_as_fit():
     nodes = [make_node("a", "2"), make_node("b", "2")]
     d, _, _ = cycle(nodes, gang_pods(6), make_group("g", 3))
     assert d.scheduled
-    assert len(d.placements) == 4
+    assert len(d.assignments) == 4
     assert d.message == "4 pod(s) placed; 2 more wait: 0/2 nodes are available: 2 Insufficient cpu."
     assert sorted(p.name for p, _ in d.unplaced) == ["w4", "w5"]
     assert all(why == "0/2 nodes are available: 2 Insufficient cpu." for _, why in d.unplaced)
@@ -100,10 +100,10 @@ def test_placed_before_counts_toward_min_count():
     nodes = [make_node("a", "1")]
     pods = gang_pods(3)
     d, _, _ = cycle(nodes, pods, make_group("g", 3), placed_before=2)
-    assert d.scheduled and len(d.placements) == 1 and d.placed_before == 2
+    assert d.scheduled and len(d.assignments) == 1 and d.placed_before == 2
     assert d.message == "3 pod(s) placed; 2 more wait: 0/1 nodes are available: 1 Insufficient cpu."
     d, _, _ = cycle(nodes, pods, make_group("g", 3), placed_before=1)
-    assert not d.scheduled and d.placements == []
+    assert not d.scheduled and d.assignments == []
     assert d.message.startswith("needs 3 pods, 2 fit")
 
 
@@ -111,13 +111,13 @@ def test_gang_already_complete_with_nothing_fitting_is_scheduled():
     nodes = [make_node("a", "1")]
     existing = [make_pod("x", "1", node_name="a")]
     d, _, _ = cycle(nodes, gang_pods(1), make_group("g", 2), existing, placed_before=2)
-    assert d.scheduled and d.placements == []
+    assert d.scheduled and d.assignments == []
 
 
 def test_gang_out_of_reach_stops_early():
     nodes = [make_node("a", "8")]
     d, snap, _ = cycle(nodes, gang_pods(2), make_group("g", 3))
-    assert d.placements == [] and d.outcome == REASON_UNSCHEDULABLE
+    assert d.assignments == [] and d.outcome == REASON_UNSCHEDULABLE
     assert d.message == "needs 3 pods, 0 fit"
     assert all(why == "needs 3 pods, 0 fit" for _, why in d.unplaced)
     assert snap.req.sum() == 0
@@ -127,7 +127,7 @@ def test_basic_group_binds_whatever_fits():
     # A basic group is scheduled once any of its pods is; the rest wait on their own.
     nodes = [make_node("a", "2")]
     d, _, _ = cycle(nodes, gang_pods(3), make_group("g"))
-    assert [p.pod.name for p in d.placements] == ["w0", "w1"]
+    assert [p.pod.name for p in d.assignments] == ["w0", "w1"]
     assert d.outcome == REASON_SCHEDULED
     assert d.message == "2 pod(s) placed; 1 more wait: 0/1 nodes are available: 1 Insufficient cpu."
     assert [(p.name, why) for p, why in d.unplaced] == [("w2", "0/1 nodes are available: 1 Insufficient cpu.")]
@@ -135,7 +135,7 @@ def test_basic_group_binds_whatever_fits():
 
 def test_basic_group_nothing_fits():
     d, _, _ = cycle([make_node("a", "1")], gang_pods(2, "2"), make_group("g"))
-    assert d.outcome == REASON_UNSCHEDULABLE and d.placements == []
+    assert d.outcome == REASON_UNSCHEDULABLE and d.assignments == []
     assert d.message == "2 of 2 pod(s) could not be placed: 0/1 nodes are available: 1 Insufficient cpu."
 
 
@@ -173,7 +173,7 @@ def test_later_pods_see_earlier_placements():
 def test_pod_slots_are_assumed():
     nodes = [make_node("a", "8", "8Gi", 2)]
     d, _, _ = cycle(nodes, gang_pods(3, "100m"), make_group("g"))
-    assert len(d.placements) == 2
+    assert len(d.assignments) == 2
     assert d.unplaced[0][1] == "0/1 nodes are available: 1 Too many pods."
 
 
@@ -190,7 +190,7 @@ def test_error_decision():
     pods = gang_pods(2)
     d = error_decision(G, pods, "PodGroup default/g is invalid: x")
     assert d.outcome == "SchedulerError" and not d.scheduled
-    assert d.placements == [] and [why for _, why in d.unplaced] == ["PodGroup default/g is invalid: x"] * 2
+    assert d.assignments == [] and [why for _, why in d.unplaced] == ["PodGroup default/g is invalid: x"] * 2
 
 
 # --------------------------------------------------------------- properties
@@ -282,7 +282,7 @@ def test_homogeneous_group_placed_whenever_a_placement_exists(specs, cpu, mem, k
     d, _, _ = cycle(nodes, pods, group, existing, placed_before)
     best = brute_force_best(specs, cpu, mem, k)
     assert best == min(k, sum(free_slots(s, cpu, mem) for s in specs))  # the search is sound
-    placed = len(d.placements)
+    placed = len(d.assignments)
     event(f"gang={gang} scheduled={d.scheduled} placed={'some' if placed else 'none'}")
     if gang:
         need = max(min_count - placed_before, 0)
@@ -296,7 +296,7 @@ def test_homogeneous_group_placed_whenever_a_placement_exists(specs, cpu, mem, k
         assert d.scheduled == (placed_before + best >= 1)
     # every placement is on a node that really had room
     per_node: dict[str, int] = {}
-    for p in d.placements:
+    for p in d.assignments:
         per_node[p.node] = per_node.get(p.node, 0) + 1
     for name, count in per_node.items():
         assert count <= free_slots(specs[int(name[1:])], cpu, mem)
@@ -322,14 +322,14 @@ def test_never_below_min_count_and_deterministic(specs, pod_specs, min_count, pl
         return cycle(nodes, ordered, make_group("g", min_count), existing, placed_before)[0]
 
     d1, d2 = run_once(), run_once()
-    placed = len(d1.placements)
+    placed = len(d1.assignments)
     assert placed == 0 or placed_before + placed >= min_count
     assert d1.scheduled == (placed_before + placed >= min_count)
-    assert len({p.pod.uid for p in d1.placements}) == placed
-    assert {p.uid for p, _ in d1.unplaced}.isdisjoint(p.pod.uid for p in d1.placements)
+    assert len({p.pod.uid for p in d1.assignments}) == placed
+    assert {p.uid for p, _ in d1.unplaced}.isdisjoint(p.pod.uid for p in d1.assignments)
     assert len(d1.unplaced) + placed == len(pod_specs)
     # deterministic: the same input gives the same decision
-    assert [(p.pod.uid, p.node) for p in d1.placements] == [(p.pod.uid, p.node) for p in d2.placements]
+    assert [(p.pod.uid, p.node) for p in d1.assignments] == [(p.pod.uid, p.node) for p in d2.assignments]
     assert (d1.outcome, d1.message, d1.unresolvable) == (d2.outcome, d2.message, d2.unresolvable)
     assert [(p.uid, w) for p, w in d1.unplaced] == [(p.uid, w) for p, w in d2.unplaced]
 
@@ -342,7 +342,7 @@ def test_placements_respect_capacity(specs, pod_specs):
     d, snap, _ = cycle(nodes, pods, make_group("g"), existing)
     # recount from scratch: existing + placed must fit every node
     for i, s in enumerate(specs):
-        mine = [p.pod for p in d.placements if p.node == f"n{i}"]
+        mine = [p.pod for p in d.assignments if p.node == f"n{i}"]
         used_cpu = (s["used_cpu"] if s["used_pods"] else 0) * 1000 + sum(p.requests.get("cpu", 0) for p in mine)
         used_mem = (s["used_mem"] if s["used_pods"] else 0) * 2**30 + sum(p.requests.get("memory", 0) for p in mine)
         count = s["used_pods"] + len(mine)

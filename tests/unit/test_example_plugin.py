@@ -25,7 +25,7 @@ from scheduler.framework.framework import DEFAULT_PLUGINS, Framework, ProfileErr
 from scheduler.framework.interface import Handle
 from scheduler.framework.registry import ENTRY_POINT_GROUP
 from scheduler.plugins import in_tree_registry
-from scheduler.runtime.scheduler import Scheduler
+from scheduler.core.scheduler import Scheduler
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "plugin-example"
@@ -155,7 +155,7 @@ def _placements(config_path: Path | None, load_plugins: bool) -> dict[str, str]:
     decision = sched.schedule_unit(popped)
     assert decision is not None and decision.scheduled
     assert sched.queue.pop_nowait() is None
-    return {p.pod.name: p.node for p in decision.placements}
+    return {p.pod.name: p.node for p in decision.assignments}
 
 
 def test_the_plugin_changes_the_placement(site: Path, tmp_path: Path) -> None:

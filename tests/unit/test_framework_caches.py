@@ -10,9 +10,9 @@ import random
 import pytest
 
 from scheduler.api.config import Profile
-from scheduler.api.objects import parse_node, parse_pod
+from scheduler.api.parse import parse_node, parse_pod
 from scheduler.cluster.cache import ClusterCache
-from scheduler.framework.algorithm import schedule_pod
+from scheduler.core.schedule_one import schedule_pod
 from scheduler.framework.framework import ROW_LOCAL_SCORE_AFTER, Framework
 from scheduler.framework.interface import Handle
 from scheduler.plugins import in_tree_registry
@@ -79,4 +79,4 @@ def test_a_long_lived_framework_agrees_with_a_fresh_one(seed):
                 placed += 1
     assert placed > 100
     # The reuse actually happened (else this test proves nothing).
-    assert any(e.calls >= ROW_LOCAL_SCORE_AFTER for e in long_lived._row_scores.values())
+    assert any(e.calls >= ROW_LOCAL_SCORE_AFTER for e in long_lived.caches.row_scores.values())

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from scheduler.api.config import Profile
 from scheduler.api.constants import POD_GROUP_LABEL, REASON_SCHEDULED, REASON_UNSCHEDULABLE
-from scheduler.api.objects import LabelSelector, NodeInfo, PodAffinityTerm, PodInfo, Requirement
+from scheduler.api.records import LabelSelector, NodeInfo, PodAffinityTerm, PodInfo, Requirement
 from scheduler.cluster.snapshot import Snapshot
-from scheduler.framework.algorithm import schedule_pod
+from scheduler.core.schedule_one import schedule_pod
 from scheduler.framework.framework import Framework, ProfileError
 from scheduler.framework.interface import CycleState, Handle
 from scheduler.plugins import in_tree_registry
@@ -33,7 +33,7 @@ from scheduler.plugins.interpodaffinity import (
     REASON_EXISTING_ANTI_AFFINITY,
     InterPodAffinity,
 )
-from scheduler.podgroup.cycle import schedule_group
+from scheduler.core.schedule_podgroup import schedule_group
 
 from .builders import make_cache, make_group, make_node, make_pod
 
@@ -676,7 +676,7 @@ def test_gang_with_anti_affinity_to_itself_lands_one_per_node_in_one_cycle():
     pods = gang(4, "g", ONE_PER_NODE, {"app": "trainer"})
     decision = schedule_group(fwk, cache.snapshot(), ("default", "g"), make_group("g", 4), pods)
     assert decision.outcome == REASON_SCHEDULED
-    assert sorted(p.node for p in decision.placements) == ["n0", "n1", "n2", "n3"]
+    assert sorted(p.node for p in decision.assignments) == ["n0", "n1", "n2", "n3"]
 
 
 def test_gang_larger_than_the_nodes_is_rejected_whole():
@@ -686,7 +686,7 @@ def test_gang_larger_than_the_nodes_is_rejected_whole():
     pods = gang(5, "g", ONE_PER_NODE, {"app": "trainer"})
     decision = schedule_group(fwk, cache.snapshot(), ("default", "g"), make_group("g", 5), pods)
     assert decision.outcome == REASON_UNSCHEDULABLE
-    assert decision.placements == []
+    assert decision.assignments == []
     assert "0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules." in decision.message
 
 
@@ -699,7 +699,7 @@ def test_gangs_repel_only_their_own_members_with_match_label_keys():
     a = schedule_group(fwk, snap, ("default", "a"), make_group("a", 3), gang(3, "a", aff))
     b = schedule_group(fwk, snap, ("default", "b"), make_group("b", 3), gang(3, "b", aff))
     assert a.scheduled and b.scheduled
-    assert sorted(p.node for p in a.placements) == sorted(p.node for p in b.placements) == ["n0", "n1", "n2"]
+    assert sorted(p.node for p in a.assignments) == sorted(p.node for p in b.assignments) == ["n0", "n1", "n2"]
 
 
 def test_gang_with_affinity_to_itself_stays_in_one_zone():
@@ -711,8 +711,8 @@ def test_gang_with_affinity_to_itself_stays_in_one_zone():
     pods = [make_pod(f"j{i}", "500m", group="j", labels={"job": "j"}, affinity=together) for i in range(6)]
     decision = schedule_group(fwk, cache.snapshot(), ("default", "j"), make_group("j", 6), pods)
     assert decision.scheduled
-    zones = {cache.node(p.node).labels["zone"] for p in decision.placements}
-    assert len(zones) == 1 and len(decision.placements) == 6
+    zones = {cache.node(p.node).labels["zone"] for p in decision.assignments}
+    assert len(zones) == 1 and len(decision.assignments) == 6
 
 
 def test_identical_gang_shares_one_count_per_term():
@@ -735,12 +735,12 @@ def test_identical_gang_shares_one_count_per_term():
                    anti_pref=[(3, term({"matchLabels": {"app": "trainer"}}, "zone"))])
     pods = gang(n, "g", aff, {"app": "trainer"})
     decision = schedule_group(fwk, snap, ("default", "g"), make_group("g", n), pods)
-    assert decision.scheduled and len({p.node for p in decision.placements}) == n
+    assert decision.scheduled and len({p.node for p in decision.assignments}) == n
     # One (selector, namespaces) pair, shared by the required and the preferred term: one pass.
     assert len(keys) == 1
     # The preferred zone anti-affinity spreads evenly over the three zones.
     per_zone = defaultdict(int)
-    for p in decision.placements:
+    for p in decision.assignments:
         per_zone[cache.node(p.node).labels["zone"]] += 1
     assert sorted(per_zone.values()) == [100, 100, 100]
 

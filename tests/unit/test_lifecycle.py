@@ -9,7 +9,7 @@ from typing import Any
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.plugins import in_tree_registry
 from scheduler.queue.scheduling_queue import State, group_unit
-from scheduler.runtime.scheduler import Scheduler
+from scheduler.core.scheduler import Scheduler
 
 from .test_runtime_scheduler import Recorder, drain, node, pod, podgroup, sched  # noqa: F401 (fixture)
 
@@ -152,10 +152,9 @@ def test_a_pod_deleted_while_binding_leaves_no_trace(sched):
 
 
 async def test_a_gang_that_fills_within_the_report_delay_costs_no_writes():
-    s = Scheduler(SchedulerConfiguration(), in_tree_registry(), gated_report_delay=0.05)
     rec = Recorder()
-    s.binder = s.writer = rec
-    s.synced.set()
+    s = Scheduler(SchedulerConfiguration(), in_tree_registry(), binder=rec, writer=rec, report_delay=0.05)
+    s.start_scheduling()
     s.on_node(node("a", cpu="4"))
     s.on_podgroup(podgroup("fast", 2))
     s.on_podgroup(podgroup("slow", 2))
@@ -177,10 +176,10 @@ async def test_a_gang_that_fills_within_the_report_delay_costs_no_writes():
 
 
 def _delayed_sched(delay: float, max_wait: float) -> tuple[Scheduler, Recorder]:
-    s = Scheduler(SchedulerConfiguration(), in_tree_registry(), gated_report_delay=delay, gated_report_max=max_wait)
     rec = Recorder()
-    s.binder = s.writer = rec
-    s.synced.set()
+    s = Scheduler(SchedulerConfiguration(), in_tree_registry(), binder=rec, writer=rec,
+                  report_delay=delay, report_max_delay=max_wait)
+    s.start_scheduling()
     s.on_node(node("a", cpu="100", pods="110"))
     return s, rec
 
@@ -212,7 +211,7 @@ async def test_a_gang_that_never_stops_filling_tells_its_pods_after_the_maximum_
         s.on_pod(pod(f"g-{i}", "g"))
         await asyncio.sleep(0.02)
     told = rec.pod_writes
-    assert told >= 5, "after gated_report_max the pods are told even though more keep arriving"
+    assert told >= 5, "after report_max_delay the pods are told even though more keep arriving"
     await asyncio.sleep(0.15)
     assert rec.pod_writes == 20, "every pod is told exactly once"
     drain(s)

@@ -10,13 +10,14 @@ import pytest
 
 from scheduler.api.config import Profile
 from scheduler.api.constants import REASON_SCHEDULED, REASON_UNSCHEDULABLE
-from scheduler.api.objects import NodeInfo, PodInfo, parse_pod
-from scheduler.framework.algorithm import schedule_pod
+from scheduler.api.parse import parse_pod
+from scheduler.api.records import NodeInfo, PodInfo
+from scheduler.core.schedule_one import schedule_pod
 from scheduler.framework.framework import Framework
 from scheduler.framework.interface import CycleState, Handle
 from scheduler.plugins import in_tree_registry
 from scheduler.plugins.nodeports import ERR_REASON, NodePorts
-from scheduler.podgroup.cycle import schedule_group
+from scheduler.core.schedule_podgroup import schedule_group
 
 from .builders import make_cache, make_group, make_node, pod_body
 
@@ -203,10 +204,10 @@ def run_gang(pods: Sequence[PodInfo], min_count: int, nodes: Sequence[NodeInfo],
 def test_gang_members_block_each_others_host_port():
     nodes = [make_node("a"), make_node("b")]
     decision, _ = run_gang(gang(3), 3, nodes)
-    assert decision.outcome == REASON_UNSCHEDULABLE and not decision.placements
+    assert decision.outcome == REASON_UNSCHEDULABLE and not decision.assignments
     decision, _ = run_gang(gang(3), 2, nodes)
     assert decision.outcome == REASON_SCHEDULED
-    assert sorted(p.node for p in decision.placements) == ["a", "b"]
+    assert sorted(p.node for p in decision.assignments) == ["a", "b"]
     assert [(p.name, why) for p, why in decision.unplaced] == [("w2", f"0/2 nodes are available: 2 {ERR_REASON}.")]
 
 
@@ -214,7 +215,7 @@ def test_gang_shares_one_pass_over_running_pods():
     nodes = [make_node(f"n{i}") for i in range(4)]
     existing = [port_pod(f"e{i}", "TCP//9000", node=f"n{i}") for i in range(3)]  # other port
     decision, evaluated = run_gang(gang(4), 4, nodes, existing)
-    assert decision.scheduled and len({p.node for p in decision.placements}) == 4
+    assert decision.scheduled and len({p.node for p in decision.assignments}) == 4
     # One pass over the 3 running pods for the shared key, then one check per
     # assumed pod (the snapshot keeps the count current), never a pass per pod.
     assert sorted(evaluated) == ["e0", "e1", "e2", "w0", "w1", "w2", "w3"]
@@ -224,4 +225,4 @@ def test_gang_with_distinct_ports_fits_on_fewer_nodes():
     nodes = [make_node("a"), make_node("b")]
     pods = [port_pod(f"w{i}", f"TCP//{8000 + i}", group="g") for i in range(3)]
     decision, _ = run_gang(pods, 3, nodes)
-    assert decision.scheduled and len(decision.placements) == 3
+    assert decision.scheduled and len(decision.assignments) == 3

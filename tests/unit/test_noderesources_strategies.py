@@ -13,8 +13,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pytest
 
-from scheduler.api.objects import NodeInfo, PodInfo
-from scheduler.framework.algorithm import schedule_pod
+from scheduler.api.records import NodeInfo, PodInfo
+from scheduler.core.schedule_one import schedule_pod
 from scheduler.framework.framework import ProfileError
 from scheduler.framework.interface import CycleState
 from scheduler.plugins.noderesources import NodeResourcesFit, broken_linear, go_div

@@ -11,19 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.api.constants import POD_GROUP_LABEL
-from scheduler.api.objects import (
-    DEFAULT_MEMORY_REQUEST,
-    DEFAULT_MILLI_CPU_REQUEST,
-    NodeSelectorTerm,
-    ObjectError,
-    Requirement,
-    Taint,
-    Toleration,
-    parse_node,
-    parse_node_selector_term,
-    parse_pod,
-    pod_requests,
-)
+from scheduler.api.parse import parse_node, parse_node_selector_term, parse_pod
+from scheduler.api.records import NodeSelectorTerm, ObjectError, Requirement, Taint, Toleration
+from scheduler.api.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, pod_requests
 from scheduler.api.quantity import QuantityError, format_units, parse_quantity, to_units
 
 from .builders import GiB, MiB, container, make_node, make_pod, node_body, pod_body, requirement

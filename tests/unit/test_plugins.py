@@ -10,8 +10,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pytest
 
-from scheduler.api.objects import NodeInfo, PodInfo
-from scheduler.framework.algorithm import Diagnosis, schedule_pod
+from scheduler.api.records import NodeInfo, PodInfo
+from scheduler.core.schedule_one import schedule_pod
+from scheduler.framework.diagnosis import Diagnosis
 from scheduler.framework.framework import ProfileError
 from scheduler.framework.interface import Code, CycleState, GroupContext
 

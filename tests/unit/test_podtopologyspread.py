@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 
 from scheduler.api.config import Profile
 from scheduler.api.constants import POD_GROUP_LABEL
-from scheduler.api.objects import NodeInfo, PodInfo, parse_pod
+from scheduler.api.parse import parse_pod
+from scheduler.api.records import NodeInfo, PodInfo
 from scheduler.cluster.cache import ClusterCache
-from scheduler.framework.algorithm import schedule_pod
+from scheduler.core.schedule_one import schedule_pod
 from scheduler.framework.framework import Framework, ProfileError
 from scheduler.framework.interface import CycleState, Handle
 from scheduler.plugins import in_tree_registry
@@ -38,7 +39,7 @@ from scheduler.plugins.podtopologyspread import (
     PodTopologySpread,
     merge_match_label_keys,
 )
-from scheduler.podgroup.cycle import schedule_group
+from scheduler.core.schedule_podgroup import schedule_group
 
 from .builders import make_cache, make_group, make_node, make_pod, pod_body, required_affinity, taint, toleration
 
@@ -833,7 +834,7 @@ def test_gang_spreads_over_zones_in_one_cycle():
     decision, snap = gang_cycle(gang(6), make_group("g", 6), zone_nodes())
     assert decision.scheduled, decision.message
     per_zone: dict[str, int] = {}
-    for p in decision.placements:
+    for p in decision.assignments:
         zone = {"z1-big": "zone1", "z2-n": "zone2", "z3-n": "zone3"}[p.node]
         per_zone[zone] = per_zone.get(zone, 0) + 1
     assert per_zone == {"zone1": 2, "zone2": 2, "zone3": 2}
@@ -841,12 +842,12 @@ def test_gang_spreads_over_zones_in_one_cycle():
     assert len(snap.assumed) == 6
     # control: without the plugin the same gang packs onto the big node
     control, _ = gang_cycle(gang(6), make_group("g", 6), zone_nodes(), enable=False)
-    assert {p.node for p in control.placements} == {"z1-big"}
+    assert {p.node for p in control.assignments} == {"z1-big"}
 
 
 def test_gang_seven_pods_spread_three_two_two():
     decision, _ = gang_cycle(gang(7), make_group("g", 7), zone_nodes())
-    counts = sorted((sum(1 for p in decision.placements if p.node == n) for n in ("z1-big", "z2-n", "z3-n")), reverse=True)
+    counts = sorted((sum(1 for p in decision.assignments if p.node == n) for n in ("z1-big", "z2-n", "z3-n")), reverse=True)
     assert decision.scheduled and counts == [3, 2, 2]
 
 
@@ -855,7 +856,7 @@ def test_gang_blocked_by_a_full_zone():
     fits: a gang of 4 cannot reach minCount and nothing is placed."""
     nodes = zone_nodes()[:2] + [make_node("z3-n", "0", "32Gi", labels={"zone": "zone3"})]
     decision, _ = gang_cycle(gang(4), make_group("g", 4), nodes)
-    assert not decision.scheduled and decision.placements == []
+    assert not decision.scheduled and decision.assignments == []
     assert "node(s) didn't match pod topology spread constraints" in decision.message
     assert "Insufficient cpu" in decision.message
 
@@ -865,7 +866,7 @@ def test_existing_group_pods_count_with_assumed_ones():
     decision, _ = gang_cycle(gang(4), make_group("g", 4), zone_nodes(), existing)
     assert decision.scheduled
     # 2 already in zone1: the 4 new ones fill zone2 and zone3 to 2 each
-    assert sorted(p.node for p in decision.placements) == ["z2-n", "z2-n", "z3-n", "z3-n"]
+    assert sorted(p.node for p in decision.assignments) == ["z2-n", "z2-n", "z3-n", "z3-n"]
 
 
 def test_masks_follow_node_changes():

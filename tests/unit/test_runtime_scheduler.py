@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.plugins import in_tree_registry
-from scheduler.runtime.scheduler import Scheduler
+from scheduler.core.scheduler import Scheduler
 
 LABEL = "scheduling.troupe.dev/pod-group"
 
@@ -20,10 +20,11 @@ class Recorder:
         self.groups: list[tuple[str, str, str, str]] = []
         self.pods: dict[str, str] = {}
         self.events: list[tuple[str, str, str]] = []
+        self.nominated: dict[str, str] = {}
 
     # binder
-    def submit(self, pod, node: str) -> None:
-        self.binds.append((pod.name, node))
+    def bind(self, fwk, assignments, results) -> None:
+        self.binds.extend((a.pod.name, a.node) for a in assignments)
 
     # writer
     pod_writes = 0
@@ -41,6 +42,9 @@ class Recorder:
 
     def group_event(self, group, type_, reason, note, action) -> None:
         self.events.append((group.metadata.name, reason, note))
+
+    def nominate(self, pod, node: str) -> None:
+        self.nominated[pod.name] = node
 
     def forget_pod(self, uid: str) -> None:
         pass
@@ -83,11 +87,9 @@ def clock() -> Clock:
 
 @pytest.fixture
 def sched(clock) -> tuple[Scheduler, Recorder]:
-    s = Scheduler(SchedulerConfiguration(), in_tree_registry(), clock=clock)
     rec = Recorder()
-    s.binder = rec
-    s.writer = rec
-    s.synced.set()
+    s = Scheduler(SchedulerConfiguration(), in_tree_registry(), binder=rec, writer=rec, clock=clock, report_delay=0)
+    s.start_scheduling()
     return s, rec
 
 

@@ -417,4 +417,4 @@ def test_bad_config_is_exit_2(capsys, tmp_path):
     rc, out, err = run(capsys, tmp_path, [node("n1")], "--config", str(config))
     assert (rc, out, err) == (2, "", f"troupe: {config}: invalid configuration:\n  bogus: unknown field; allowed: "
                                      "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientConnection, "
-                                     "healthBindAddress\n")
+                                     "healthBindAddress, stallSeconds, waitingReport, watch\n")

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from scheduler.api.config import Profile
-from scheduler.api.objects import parse_node, parse_pod
+from scheduler.api.parse import parse_node, parse_pod
 from scheduler.cluster.cache import ClusterCache
-from scheduler.framework.algorithm import schedule_pod
+from scheduler.core.schedule_one import schedule_pod
 from scheduler.framework.framework import Framework, ProfileError
 from scheduler.framework.interface import CycleState, Handle
 from scheduler.framework.registry import Registry

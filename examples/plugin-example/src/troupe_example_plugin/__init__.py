@@ -21,7 +21,7 @@ from typing import Any, Hashable, Mapping
 
 import numpy as np
 
-from scheduler.api.objects import NodeInfo, PodInfo
+from scheduler.api.records import NodeInfo, PodInfo
 from scheduler.cluster.snapshot import Snapshot
 from scheduler.framework.interface import CycleState, Handle, NodeFilterPlugin, ScorePlugin
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import Counter, Gauge, Histogram
 
 if TYPE_CHECKING:
-    from ..podgroup.cycle import GroupDecision
+    from .schedule_podgroup import GroupDecision
     from ..queue.scheduling_queue import SchedulingQueue
 
 SCHEDULE_ATTEMPTS = Counter(
@@ -57,8 +57,8 @@ def _attempts(result: str, profile: str):  # type: ignore[no-untyped-def]
 def observe_attempt(decision: "GroupDecision", seconds: float, profile: str = "") -> None:
     result = _RESULT.get(decision.outcome, "error")
     _DURATION[result].observe(seconds)
-    if decision.placements:
-        _attempts("scheduled", profile).inc(len(decision.placements))
+    if decision.assignments:
+        _attempts("scheduled", profile).inc(len(decision.assignments))
     if decision.unplaced:
         _attempts("unschedulable" if result != "error" else "error", profile).inc(len(decision.unplaced))
     (_DECISIONS.get(decision.outcome) or GROUP_DECISIONS.labels(outcome=decision.outcome)).inc()

@@ -1,0 +1,224 @@
+"""The small immutable records the cache keeps per Pod and Node.
+
+The cache keeps one record per object instead of the whole body (DESIGN.md:
+"keep the per-pod record small"); `parse.py` builds them from API bodies.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .constants import POD_GROUP_LABEL
+
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _parse_int64(text: str) -> int | None:
+    """Go strconv.ParseInt(text, 10, 64): optional sign, ASCII digits, int64 range."""
+    if not _INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
+
+
+class ObjectError(ValueError):
+    """An object carries a field the scheduler needs but cannot interpret."""
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        return f"{{{self.key}: {self.value}}}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Upstream v1helper.ToleratesTaint."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        if self.operator in ("Equal", ""):
+            return self.value == taint.value
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """A NodeSelectorRequirement (matchExpressions or matchFields item)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        op = self.operator
+        if op == "In":
+            return self.key in labels and labels[self.key] in self.values
+        if op == "NotIn":
+            return self.key not in labels or labels[self.key] not in self.values
+        if op == "Exists":
+            return self.key in labels
+        if op == "DoesNotExist":
+            return self.key not in labels
+        if op in ("Gt", "Lt"):
+            if self.key not in labels or len(self.values) != 1:
+                return False
+            have, want = _parse_int64(labels[self.key]), _parse_int64(self.values[0])
+            if have is None or want is None:
+                return False
+            return have > want if op == "Gt" else have < want
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str], node_name: str) -> bool:
+        # An empty term matches no objects (upstream nodeaffinity.NodeSelector).
+        if not self.match_expressions and not self.match_fields:
+            return False
+        if not all(r.matches(labels) for r in self.match_expressions):
+            return False
+        fields = {"metadata.name": node_name}
+        return all(r.matches(fields) for r in self.match_fields)
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    weight: int
+    term: NodeSelectorTerm
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """metav1.LabelSelector: matchLabels and matchExpressions (In, NotIn,
+    Exists, DoesNotExist), all ANDed. An empty selector matches everything; a
+    missing one (None where a selector is optional) matches nothing."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for k, v in self.match_labels:
+            if labels.get(k) != v:
+                return False
+        return all(r.matches(labels) for r in self.match_expressions)
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A required (anti-)affinity term. `namespaces` empty and `namespace_selector`
+    None means the pod's own namespace (upstream); an empty `namespace_selector`
+    means all namespaces."""
+
+    selector: LabelSelector | None
+    topology_key: str
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: tuple[str, ...] = ()
+    mismatch_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
+    selector: LabelSelector | None
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"  # Honor | Ignore
+    node_taints_policy: str = "Ignore"  # Honor | Ignore
+    match_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A container port with hostPort set (NodePorts)."""
+
+    port: int
+    protocol: str = "TCP"
+    ip: str = "0.0.0.0"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    uid: str
+    namespace: str
+    name: str
+    scheduler_name: str
+    node_name: str  # "" while unbound
+    phase: str
+    deleting: bool
+    labels: Mapping[str, str]
+    priority: int
+    creation_timestamp: str
+    requests: Mapping[str, int]  # effective requests incl. init containers and overhead
+    nonzero_cpu: int  # for scoring: containers asking nothing count DEFAULT_* (upstream)
+    nonzero_memory: int
+    node_selector: Mapping[str, str]
+    required_affinity: tuple[NodeSelectorTerm, ...] | None  # None: no required node affinity
+    preferred_affinity: tuple[PreferredTerm, ...]
+    tolerations: tuple[Toleration, ...]
+    scheduling_gates: tuple[str, ...]
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()  # required
+    pod_affinity_preferred: tuple[WeightedPodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()  # required
+    pod_anti_affinity_preferred: tuple[WeightedPodAffinityTerm, ...] = ()
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    resource_version: str = ""
+    spec_key: tuple[Any, ...] = field(default=(), compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def group_name(self) -> str | None:
+        return self.labels.get(POD_GROUP_LABEL) or None
+
+    @property
+    def has_pod_affinity_terms(self) -> bool:
+        """Any required or preferred pod affinity or anti-affinity term."""
+        return bool(self.pod_affinity or self.pod_anti_affinity or self.pod_affinity_preferred or self.pod_anti_affinity_preferred)
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.node_name)

@@ -1,0 +1,274 @@
+"""Cluster events into cache and queue updates (upstream eventhandlers.go).
+
+The watch (runtime) and the simulation call these with API bodies; the binder
+reports through `on_bound` / `on_bind_failed` / `on_pod_gone`. Each handler
+is O(1) in cluster size (Workload events, which are rare, scan the groups).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Mapping
+
+from pydantic import ValidationError
+
+from ..api import constants as C
+from ..api.parse import parse_node, parse_pod
+from ..api.podgroup import PodGroup, describe_validation_error, parse_podgroup, parse_workload
+from ..api.records import ObjectError, PodInfo
+from ..cluster.cache import ClusterCache, InvalidObject
+from ..framework import events as E
+from ..framework.framework import Framework
+from ..queue.scheduling_queue import SchedulingQueue, group_unit, unit_of
+from . import metrics
+from .outputs import StatusWriter
+from .reporting import WaitingReporter
+from .schedule_podgroup import Assignment
+
+log = logging.getLogger(__name__)
+
+# PodGroup fields troupe reads but does not act on yet: reported once per
+# PodGroup (a log line and a Warning Event), never silently dropped.
+IGNORED_GROUP_FIELDS = {
+    "schedulingConstraints": "the placement algorithm over topology domains is not implemented yet",
+    "resourceClaims": "DRA claims are not allocated yet",
+}
+EVENT_IGNORED_FIELD = "IgnoredField"
+
+
+class EventHandlers:
+    """The event half of `Scheduler` (a mixin: it shares the Scheduler's state)."""
+
+    cache: ClusterCache
+    queue: SchedulingQueue
+    frameworks: dict[str, Framework]
+    writer: StatusWriter
+    reporter: WaitingReporter
+    _told_ignored: set[str]
+    _reserved: dict[str, tuple[Framework, Assignment]]  # pods reserved and not yet bound
+
+    def is_ours(self, pod: PodInfo) -> bool:
+        return pod.scheduler_name in self.frameworks
+
+    def is_pending(self, pod: PodInfo) -> bool:
+        """Ours, unbound, alive, and not being bound right now: a pod assumed
+        onto a node stays out of the queue until the watch confirms the binding
+        (or the bind fails and it is requeued), whatever other updates arrive."""
+        return (
+            self.is_ours(pod) and not pod.node_name and not pod.terminal and not pod.deleting
+            and pod.uid not in self.cache.assumed
+        )
+
+    def still_waiting(self, uid: str) -> Callable[[], bool]:
+        """For the status writer: is the pod still unplaced when its condition is written?"""
+
+        def check() -> bool:
+            pod = self.cache.pods.get(uid)
+            return pod is not None and self.is_pending(pod)
+
+        return check
+
+    def _unreserve(self, uid: str) -> None:
+        """A reserved pod will not be bound (bind failed, pod deleted): Unreserve it."""
+        held = self._reserved.pop(uid, None)
+        if held is not None:
+            fwk, a = held
+            fwk.run_unreserve(a.state, a.pod, a.node)
+
+    def _reserved_done(self, uid: str) -> None:
+        """A reserved pod is bound: what its plugins hold is the cluster's now."""
+        self._reserved.pop(uid, None)
+
+    # ------------------------------------------------------------------- pods
+
+    def on_pod(self, body: Mapping[str, Any]) -> None:
+        try:
+            pod = parse_pod(body)
+        except ObjectError as exc:
+            meta = body.get("metadata") or {}
+            log.warning("ignoring pod %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
+            return
+        old = self.cache.upsert_pod(pod)
+        for event in E.pod_update_events(old, pod):
+            self._cluster_event(event)
+        if self.is_pending(pod):
+            self.queue.add(pod)
+            self.reporter.report_if_gated(unit_of(pod), pod)
+        else:
+            self.queue.delete(pod.uid)
+            self.reporter.forget_pod(pod.uid)
+        if pod.group_name and (old is None or old.group_name != pod.group_name or old.terminal != pod.terminal):
+            # Membership changed: the gang may now have minCount pods.
+            key = group_unit(pod.namespace, pod.group_name)
+            self.queue.activate(key)
+            self.reporter.report_if_gated(key)
+
+    def on_pod_deleted(self, body: Mapping[str, Any]) -> None:
+        uid = str((body.get("metadata") or {}).get("uid") or "")
+        held_room = bool(self.cache.placed_node(uid))  # bound, or assumed while binding
+        self._unreserve(uid)
+        old = self.cache.remove_pod(uid)
+        self.queue.delete(uid)
+        self.reporter.forget_pod(uid)
+        self.writer.forget_pod(uid)
+        if old is None:
+            return
+        if held_room and not old.terminal:
+            self._cluster_event(E.ASSIGNED_POD_DELETE)
+        if old.group_name:
+            key = group_unit(old.namespace, old.group_name)
+            self.queue.regate(key)
+            self.reporter.report_if_gated(key)
+
+    # ------------------------------------------------------------------ nodes
+
+    def on_node(self, body: Mapping[str, Any]) -> None:
+        try:
+            node = parse_node(body)
+        except ObjectError as exc:
+            log.warning("ignoring node %s: %s", (body.get("metadata") or {}).get("name"), exc)
+            return
+        old = self.cache.node(node.name)
+        if old == node:
+            return  # a heartbeat: nothing the scheduler reads changed
+        self.cache.upsert_node(node)
+        for event in [E.NODE_ADD] if old is None else E.node_update_events(old, node):
+            self._cluster_event(event)
+
+    def on_node_deleted(self, body: Mapping[str, Any]) -> None:
+        name = str((body.get("metadata") or {}).get("name") or "")
+        if self.cache.node(name) is not None:
+            self.cache.remove_node(name)
+            self._cluster_event(E.NODE_DELETE)
+
+    def _cluster_event(self, event: str) -> None:
+        moved = self.queue.move_for_event(event)
+        if moved:
+            metrics.QUEUE_INCOMING.labels(event=event).inc(moved)
+
+    # --------------------------------------------------- PodGroups, Workloads
+
+    def on_podgroup(self, body: Mapping[str, Any]) -> None:
+        key = _object_key(body)
+        try:
+            group: PodGroup | InvalidObject = parse_podgroup(body)
+        except ValidationError as exc:
+            group = InvalidObject(describe_validation_error(exc))
+            log.warning("PodGroup %s/%s is invalid: %s", *key, group.message)
+        old = self.cache.groups.get(key)
+        self.cache.upsert_group(key, group)
+        if isinstance(old, PodGroup) and isinstance(group, PodGroup) and old.spec == group.spec:
+            return  # only our own status write came back
+        if isinstance(group, PodGroup):
+            self._report_ignored_fields(group)
+        self.queue.activate(group_unit(*key))
+        self.reporter.report_if_gated(group_unit(*key))
+
+    def _report_ignored_fields(self, group: PodGroup) -> None:
+        """Once per PodGroup (by uid): the fields of its spec troupe does not act on."""
+        spec = group.spec
+        used = []
+        if spec.scheduling_constraints is not None and spec.scheduling_constraints.topology:
+            used.append("schedulingConstraints")
+        if spec.resource_claims:
+            used.append("resourceClaims")
+        ident = group.metadata.uid or "/".join(group.key)
+        if not used or ident in self._told_ignored:
+            return
+        self._told_ignored.add(ident)
+        note = "; ".join(f"spec.{name} is ignored: {IGNORED_GROUP_FIELDS[name]}" for name in used)
+        log.warning("PodGroup %s/%s: %s", *group.key, note)
+        self.writer.group_event(group, "Warning", EVENT_IGNORED_FIELD, note, "Scheduling")
+
+    def on_podgroup_deleted(self, body: Mapping[str, Any]) -> None:
+        key = _object_key(body)
+        self.cache.remove_group(key)
+        self.queue.regate(group_unit(*key))
+        self.reporter.report_if_gated(group_unit(*key))
+
+    def on_workload(self, body: Mapping[str, Any]) -> None:
+        key = _object_key(body)
+        try:
+            self.cache.upsert_workload(key, parse_workload(body))
+        except ValidationError as exc:
+            self.cache.upsert_workload(key, InvalidObject(describe_validation_error(exc)))
+        self._activate_groups_of_workload(key)
+
+    def on_workload_deleted(self, body: Mapping[str, Any]) -> None:
+        key = _object_key(body)
+        self.cache.remove_workload(key)
+        self._activate_groups_of_workload(key)
+
+    def _activate_groups_of_workload(self, key: tuple[str, str]) -> None:
+        """PodGroups naming this Workload are judged again (Workload events are rare: a scan is fine)."""
+        for (ns, name), group in list(self.cache.groups.items()):
+            if not isinstance(group, PodGroup) or ns != key[0]:
+                continue
+            ref = group.spec.pod_group_template_ref
+            if ref is not None and ref.workload is not None and ref.workload.workload_name == key[1]:
+                self.queue.activate(group_unit(ns, name), skip_backoff=True)
+
+    # --------------------------------------------- Namespaces, PriorityClasses
+
+    def on_namespace(self, body: Mapping[str, Any], deleted: bool = False) -> None:
+        meta = body.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        if deleted:
+            self.cache.namespace_labels.pop(name, None)
+        else:
+            self.cache.namespace_labels[name] = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+
+    def on_priority_class(self, body: Mapping[str, Any], deleted: bool = False) -> None:
+        name = str((body.get("metadata") or {}).get("name") or "")
+        if deleted:
+            self.cache.priority_classes.pop(name, None)
+        else:
+            try:
+                self.cache.priority_classes[name] = int(body.get("value") or 0)
+            except (TypeError, ValueError):
+                log.warning("ignoring PriorityClass %s: value is not an integer", name)
+
+    # ------------------------------------------------------ the binder's word
+
+    def on_bound(self, pod: PodInfo, node: str) -> None:
+        metrics.POD_BINDINGS.labels(result="bound").inc()
+        self._reserved_done(pod.uid)
+        self.reporter.forget_pod(pod.uid)
+        self.writer.forget_pod(pod.uid)
+        self.writer.pod_event(
+            pod, "Normal", C.EVENT_SCHEDULED, f"Successfully assigned {pod.namespace}/{pod.name} to {node}", "Binding"
+        )
+
+    def on_bind_failed(self, pod: PodInfo, node: str, message: str) -> None:
+        metrics.POD_BINDINGS.labels(result="failed").inc()
+        log.warning("bind %s -> %s: %s", pod.key, node, message)
+        self._unreserve(pod.uid)
+        self.cache.forget(pod.uid)
+        current = self.cache.pods.get(pod.uid)
+        if current is not None and self.is_pending(current):
+            self.queue.requeue(current)
+        if current is not None:
+            self.writer.pod_event(current, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Binding")
+        self._cluster_event(E.ASSIGNED_POD_DELETE)  # the room it held is free again
+
+    def on_pod_gone(self, pod: PodInfo) -> None:
+        """The API says the pod does not exist (its bind got 404): forget it as if
+        its DELETED event had arrived (the watch may have missed it)."""
+        metrics.POD_BINDINGS.labels(result="gone").inc()
+        self.forget_object("pod", pod.namespace, pod.name, pod.uid)
+
+    def forget_object(self, kind: str, namespace: str, name: str, uid: str = "") -> None:
+        """Drop an object the API no longer has, through the same path as its DELETED event."""
+        body = {"metadata": {"namespace": namespace, "name": name, "uid": uid}}
+        {
+            "pod": self.on_pod_deleted,
+            "node": self.on_node_deleted,
+            "podgroup": self.on_podgroup_deleted,
+            "workload": self.on_workload_deleted,
+        }[kind](body)
+
+
+def _object_key(body: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of a namespaced object body."""
+    meta = body.get("metadata") or {}
+    return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))

@@ -1,0 +1,77 @@
+"""What the core asks of the world outside it, as protocols, and the no-op
+implementations `simulate` and the unit tests use.
+
+The core decides; `runtime/` carries the decisions out (binds, status patches,
+Events) and reports back through `BindResults`. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+
+from ..api.podgroup import PodGroup
+from ..api.records import PodInfo
+
+if TYPE_CHECKING:
+    from ..framework.framework import Framework
+    from .schedule_podgroup import Assignment
+
+
+class BindResults(Protocol):
+    """How a binder reports each pod back (the Scheduler implements it)."""
+
+    def on_bound(self, pod: PodInfo, node: str) -> None: ...
+    def on_bind_failed(self, pod: PodInfo, node: str, message: str) -> None: ...
+    def on_pod_gone(self, pod: PodInfo) -> None: ...
+
+
+class Binder(Protocol):
+    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults) -> None:
+        """Bind the placements of one decision, asynchronously: PreBind for
+        all of them first (a failure fails that pod), then one bind each.
+        Every pod is reported through `results` exactly once."""
+        ...
+
+
+class StatusWriter(Protocol):
+    """Conditions, Events and nominations: best-effort, coalesced by the writer."""
+
+    def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None: ...
+    def pod_unschedulable(
+        self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None
+    ) -> None: ...
+    def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None: ...
+    def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None: ...
+    def nominate(self, pod: PodInfo, node: str) -> None: ...
+    def forget_pod(self, uid: str) -> None: ...
+
+
+class NullBinder:
+    """Binds nothing: the caller binds by feeding the pod back (simulate)."""
+
+    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults) -> None:
+        return None
+
+
+class NullWriter:
+    """Writes nothing."""
+
+    def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
+        return None
+
+    def pod_unschedulable(
+        self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None
+    ) -> None:
+        return None
+
+    def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None:
+        return None
+
+    def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
+        return None
+
+    def nominate(self, pod: PodInfo, node: str) -> None:
+        return None
+
+    def forget_pod(self, uid: str) -> None:
+        return None

@@ -1,0 +1,242 @@
+"""The Scheduler: the cache, the queue and one framework per profile, the
+scheduling loop, and applying each decision through the binder and the
+status writer it was given (upstream scheduler.go and the apply half of
+schedule_one.go). Event handling is in `eventhandlers`, the algorithms in
+`schedule_one` / `schedule_podgroup`, waiting reports in `reporting`.
+
+No I/O happens here: `runtime/` passes a binder and a writer that talk to the
+API server, `simulate` and the tests pass ones that record or do nothing.
+Everything runs on one asyncio loop, and a cycle (snapshot, algorithm,
+decision) has no `await` inside, so no event can change the cache half-way
+through a decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable, Iterable
+
+from ..api import constants as C
+from ..api.config import SchedulerConfiguration
+from ..api.podgroup import PodGroup
+from ..api.records import PodInfo
+from ..cluster.cache import ClusterCache, InvalidObject
+from ..framework.framework import Framework
+from ..framework.interface import Handle
+from ..framework.registry import Registry
+from ..queue.scheduling_queue import PoppedUnit, SchedulingQueue, UnitKey
+from . import metrics
+from .eventhandlers import EventHandlers
+from .outputs import Binder, NullBinder, NullWriter, StatusWriter
+from .reporting import WaitingReporter
+from .schedule_podgroup import Assignment, GroupDecision, Outcome, error_decision, order_pods, schedule_group
+
+log = logging.getLogger(__name__)
+
+
+class Scheduler(EventHandlers):
+    def __init__(
+        self,
+        config: SchedulerConfiguration,
+        registry: Registry,
+        *,
+        binder: Binder | None = None,
+        writer: StatusWriter | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        report_delay: float | None = None,
+        report_max_delay: float | None = None,
+    ) -> None:
+        """`binder` / `writer`: where decisions go (default: nowhere).
+        `report_delay` / `report_max_delay` override the configuration's
+        `waitingReport` (0: report at once, which needs no running loop)."""
+        self.config = config
+        self.cache = ClusterCache()
+        handle = Handle(self.cache)
+        self.frameworks: dict[str, Framework] = {
+            p.scheduler_name: Framework(p, registry, handle) for p in config.profiles
+        }
+        q = config.queue
+        self.queue = SchedulingQueue(
+            self._gate,
+            initial_backoff=q.pod_initial_backoff_seconds,
+            max_backoff=q.pod_max_backoff_seconds,
+            max_unschedulable=q.max_unschedulable_seconds,
+            clock=clock,
+        )
+        self.binder: Binder = binder if binder is not None else NullBinder()
+        self.writer: StatusWriter = writer if writer is not None else NullWriter()
+        wr = config.waiting_report
+        self.reporter = WaitingReporter(
+            self.cache, self.queue, self.writer, self.still_waiting,
+            delay=wr.delay_seconds if report_delay is None else report_delay,
+            max_delay=wr.max_delay_seconds if report_max_delay is None else report_max_delay,
+        )
+        self.synced = asyncio.Event()  # the initial listing is in the cache
+        self.last_cycle = time.monotonic()
+        # Pods reserved by Reserve plugins and not yet bound: uid -> (framework, assignment),
+        # so that a failed bind or a deletion runs Unreserve.
+        self._reserved: dict[str, tuple[Framework, Assignment]] = {}
+        self._told_ignored: set[str] = set()  # PodGroups told which of their fields troupe ignores
+
+    # ---------------------------------------------------------------- gating
+
+    def _gate(self, key: UnitKey, pods: Iterable[PodInfo]) -> str | None:
+        """PreEnqueue for a unit: the first pod a plugin holds back holds the unit back."""
+        for pod in pods:
+            fwk = self.frameworks.get(pod.scheduler_name)
+            if fwk is None:
+                continue
+            status = fwk.run_pre_enqueue(pod)
+            if not status.ok:
+                self.reporter.held(key, status)
+                return status.message
+        self.reporter.admitted(key)
+        return None
+
+    # ------------------------------------------------------------------ loop
+
+    def start_scheduling(self) -> None:
+        """The initial listing is in the cache: gates judged on partial data are
+        judged again, and what still waits is reported."""
+        self.synced.set()
+        self.reporter.enabled = True
+        for unit in list(self.queue.units()):
+            self.queue.activate(unit.key)
+            self.reporter.report_if_gated(unit.key)
+
+    async def run(self) -> None:
+        await self.synced.wait()
+        log.info("cache synced: %d nodes, %d pods; scheduling", self.cache.node_count, len(self.cache.pods))
+        self.start_scheduling()
+        gauges_at = 0.0
+        while True:
+            popped = await self.queue.pop()
+            self.last_cycle = time.monotonic()
+            self.schedule_unit(popped)
+            if self.last_cycle - gauges_at >= 1.0:  # O(units): not after every cycle
+                gauges_at = self.last_cycle
+                metrics.observe_queue(self.queue)
+            await asyncio.sleep(0)  # let watch events in between cycles
+
+    def schedule_unit(self, popped: PoppedUnit) -> GroupDecision | None:
+        """One cycle for one unit: decide, then apply. None: nothing to decide."""
+        start = time.perf_counter()
+        fwk: Framework | None = None
+        try:
+            fwk, decision = self._decide(popped)
+        except Exception as exc:  # a bug must not stop the scheduler or lose pods
+            log.exception("scheduling %s failed", popped.key)
+            pods = [p for p in (self.cache.pods.get(q.uid) for q in popped.pods) if p is not None]
+            decision = error_decision(None, pods, f"internal error: {type(exc).__name__}: {exc}")
+        if decision is None:
+            return None
+        self._apply(popped, fwk, decision)
+        profile = popped.pods[0].scheduler_name if popped.pods else ""
+        metrics.observe_attempt(decision, time.perf_counter() - start, profile)
+        return decision
+
+    def _decide(self, popped: PoppedUnit) -> tuple[Framework | None, GroupDecision | None]:
+        pods = [p for p in (self.cache.pods.get(q.uid) for q in popped.pods) if p is not None and self.is_pending(p)]
+        if not pods:
+            self.queue.done(popped.key, [q.uid for q in popped.pods], unschedulable=False)
+            return None, None
+        group_key = popped.key.group_key
+        group: PodGroup | None = None
+        placed_before = 0
+        if group_key is not None:
+            found = self.cache.groups.get(group_key)
+            if found is None:
+                # Deleted after the unit was admitted: back to waiting.
+                self.queue.done(popped.key, [], unschedulable=True)
+                self.queue.regate(popped.key)
+                self.reporter.report_if_gated(popped.key)
+                return None, None
+            if isinstance(found, InvalidObject):
+                return None, error_decision(group_key, pods, f"PodGroup {group_key[0]}/{group_key[1]} is invalid: {found.message}")
+            group = found
+            problem = self._template_ref_problem(group)
+            if problem:
+                return None, error_decision(group_key, pods, problem)
+            scheduler_names, placed_before = self.cache.member_summary(group_key)
+            names = sorted(scheduler_names)
+            if len(names) > 1:
+                return None, error_decision(
+                    group_key, pods,
+                    f"pods of PodGroup {group_key[0]}/{group_key[1]} name different schedulerName values "
+                    f"({', '.join(names)}); a group is placed by one scheduler",
+                )
+        fwk = self.frameworks[pods[0].scheduler_name]
+        ordered = order_pods(pods, popped.first_seen)
+        return fwk, schedule_group(fwk, self.cache.snapshot(), group_key, group, ordered, placed_before)
+
+    def _template_ref_problem(self, group: PodGroup) -> str | None:
+        """A PodGroup that names its Workload template must name one that exists."""
+        ref = group.spec.pod_group_template_ref
+        if ref is None or ref.workload is None:
+            return None
+        ns, name = group.key
+        wl_name, template = ref.workload.workload_name, ref.workload.pod_group_template_name
+        where = "spec.podGroupTemplateRef.workload"
+        workload = self.cache.workloads.get((ns, wl_name))
+        if workload is None:
+            return f"{where}.workloadName: Workload {ns}/{wl_name} does not exist"
+        if isinstance(workload, InvalidObject):
+            return f"{where}.workloadName: Workload {ns}/{wl_name} is invalid: {workload.message}"
+        if workload.template(template) is None:
+            known = ", ".join(t.name for t in workload.spec.pod_group_templates)
+            return (f"{where}.podGroupTemplateName: Workload {ns}/{wl_name} has no podGroupTemplate "
+                    f"named {template!r} (it has: {known})")
+        return None
+
+    # ----------------------------------------------------------------- apply
+
+    def _apply(self, popped: PoppedUnit, fwk: Framework | None, decision: GroupDecision) -> None:
+        # Assume first, all together: the next cycle must see this capacity used.
+        assignments = decision.assignments
+        for a in assignments:
+            self.cache.assume(a.pod.uid, a.node)
+        if fwk is not None and fwk.reserve:
+            for a in assignments:
+                self._reserved[a.pod.uid] = (fwk, a)
+        self.queue.done(
+            popped.key,
+            [a.pod.uid for a in assignments],
+            unschedulable=bool(decision.unplaced),
+            error=decision.outcome is Outcome.SCHEDULER_ERROR,
+            wake_on=decision.wake_on,
+        )
+        if assignments:
+            assert fwk is not None
+            for a in assignments:
+                self.writer.forget_pod(a.pod.uid)
+            self.binder.bind(fwk, assignments, self)
+        group = self.cache.groups.get(decision.group_key) if decision.group_key else None
+        if isinstance(group, PodGroup):
+            self._write_group_status(group, decision)
+        for pod, why in decision.unplaced:
+            message = why
+            if decision.group_key is not None:
+                message = f"PodGroup {decision.group_key[0]}/{decision.group_key[1]}: {why}"
+            self.writer.pod_unschedulable(pod, message, self.still_waiting(pod.uid))
+            self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")
+        if decision.nominations:
+            by_uid = {pod.uid: pod for pod, _ in decision.unplaced}
+            for uid, node in decision.nominations.items():
+                pod = by_uid.get(uid)
+                if pod is not None:
+                    self.writer.nominate(pod, node)
+
+    def _write_group_status(self, group: PodGroup, decision: GroupDecision) -> None:
+        current = group.condition(C.POD_GROUP_SCHEDULED)
+        if decision.scheduled:
+            self.writer.group_condition(group, "True", C.REASON_SCHEDULED, decision.message)
+        elif current is not None and current.status == "True":
+            # Once scheduled, a group stays scheduled (as upstream); pods that do
+            # not fit later say so on their own conditions, and errors in events.
+            if decision.outcome is Outcome.SCHEDULER_ERROR:
+                self.writer.group_event(group, "Warning", C.EVENT_FAILED_SCHEDULING, decision.message, "Scheduling")
+        else:
+            self.writer.group_condition(group, "False", decision.outcome, decision.message)
+            self.writer.group_event(group, "Warning", C.EVENT_FAILED_SCHEDULING, decision.message, "Scheduling")
