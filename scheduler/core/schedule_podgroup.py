@@ -303,8 +303,10 @@ def _no_placement(
         named = [f"{p.path or 'the cluster'}: {why}" for p, why in rejected[:MAX_PLACEMENTS_IN_MESSAGE]]
         more = len(rejected) - len(named)
         why = f"no placement fits: {'; '.join(named)}" + (f"; and {more} more" if more > 0 else "")
+    elif status.message:
+        why = f"{status.plugin}: {status.message}" if status.plugin else status.message
     else:
-        why = status.message or "no placement fits"
+        why = "no placement fits"
     return GroupDecision(
         group_key, Outcome.UNSCHEDULABLE, why, unplaced=[(p, why) for p in ctx.pods],
         placed_before=ctx.placed_before, min_count=ctx.min_count,

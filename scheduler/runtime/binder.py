@@ -48,16 +48,18 @@ class Binder:
         self._spawn(self._pre_bind_then_bind(fwk, assignments, results), "pre-bind")
 
     async def _pre_bind_then_bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults) -> None:
-        """PreBind for every pod of the decision before any is bound (DRA writes
-        its claims here); a pod whose PreBind fails is not bound."""
-        for a in assignments:
-            try:
-                status = await fwk.run_pre_bind(a.state, a.pod, a.node)
-            except Exception as exc:  # a plugin's bug fails its pod, not the scheduler
-                log.exception("PreBind %s", a.pod.key)
-                results.on_bind_failed(a.pod, a.node, f"PreBind failed: {type(exc).__name__}: {exc}")
-                continue
-            if status.ok:
+        """PreBind for every pod of the decision (concurrently), then the binds
+        of those that passed: no pod is bound before every PreBind is done (DRA
+        writes its claims there). A pod whose PreBind fails is reported as a
+        failed bind (unreserved and requeued); the others still bind."""
+        statuses = await asyncio.gather(
+            *(fwk.run_pre_bind(a.state, a.pod, a.node) for a in assignments), return_exceptions=True,
+        )
+        for a, status in zip(assignments, statuses):
+            if isinstance(status, BaseException):  # a plugin's bug fails its pod, not the scheduler
+                log.error("PreBind %s: %s: %s", a.pod.key, type(status).__name__, status)
+                results.on_bind_failed(a.pod, a.node, f"PreBind failed: {type(status).__name__}: {status}")
+            elif status.ok:
                 self.submit(a.pod, a.node, results)
             else:
                 where = f"{status.plugin}: " if status.plugin else ""

@@ -19,7 +19,11 @@ from aiohttp import web
 from kubernetes_asyncio import client
 from prometheus_client import REGISTRY
 
-from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.config import Profile, SchedulerConfiguration
+from scheduler.cluster.cache import ClusterCache
+from scheduler.core.schedule_podgroup import Assignment
+from scheduler.framework.framework import Framework
+from scheduler.framework.interface import CycleState, Handle, PreBindPlugin, Status
 from scheduler.api.parse import parse_pod
 from scheduler.plugins import in_tree_registry
 from scheduler.runtime.binder import MAX_RETRIES_429, Binder
@@ -375,3 +379,40 @@ async def test_a_gang_member_whose_bind_failed_is_placed_alone_counting_the_boun
     await cycle(s)
     assert sorted(n for n, _, _ in server.requests) == ["g-0", "g-1", "g-2", "g-2"]
     assert "uid-g-2" not in s.queue
+
+
+# ------------------------------------------------------------------ PreBind
+
+
+class _GatePreBind(PreBindPlugin):
+    """Refuses pods named in `refuse`; records how many binds the server had seen at each call."""
+
+    name = "GatePreBind"
+    refuse: set[str] = set()
+    seen: list[tuple[str, int]] = []
+    server: FakeAPI | None = None
+
+    async def pre_bind(self, state: CycleState, pod, node: str) -> Status:
+        await asyncio.sleep(0.01)
+        assert self.server is not None
+        self.seen.append((pod.name, len(self.server.requests)))
+        return Status.unschedulable("not today") if pod.name in self.refuse else Status.success()
+
+
+async def test_prebind_runs_for_every_pod_before_any_bind_and_a_refusal_fails_only_its_pod(server, core, monkeypatch):
+    monkeypatch.setattr(_GatePreBind, "refuse", {"q"})
+    monkeypatch.setattr(_GatePreBind, "seen", [])
+    monkeypatch.setattr(_GatePreBind, "server", server)
+    registry = in_tree_registry()
+    registry.register(_GatePreBind)
+    profile = Profile.model_validate({"plugins": {"preBind": {"enabled": [{"name": "GatePreBind"}]}}})
+    fwk = Framework(profile, registry, Handle(ClusterCache()))
+    calls = Calls()
+    binder = Binder(core, TokenBucket(1000, 1000), 4)
+    assignments = [Assignment(parse_pod(pod_body(n)), "node-a") for n in ("p", "q", "r")]
+    binder.bind(fwk, assignments, calls)
+    await asyncio.wait_for(binder.drain(), 10)
+    assert sorted(_GatePreBind.seen) == [("p", 0), ("q", 0), ("r", 0)]  # no bind before the last PreBind
+    assert sorted(calls.bound) == [("p", "node-a"), ("r", "node-a")]
+    assert calls.failed == [("q", "node-a", "PreBind GatePreBind: not today")]
+    assert sorted(name for name, _, _ in server.requests) == ["p", "r"]

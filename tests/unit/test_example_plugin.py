@@ -89,7 +89,9 @@ def test_entry_points_of_the_package_are_found(site: Path) -> None:
     registry = in_tree_registry()
     in_tree = set(registry.names())
     registry.load_entry_points()
-    assert set(registry.names()) - in_tree == {"PreferNodeLabel", "RequireNodeLabel"}
+    assert set(registry.names()) - in_tree == {
+        "PreferNodeLabel", "RequireNodeLabel", "NominateResourceFit", "RackPlacement", "FewestNodes", "LicenseSeats",
+    }
     cls = registry.get("PreferNodeLabel")
     assert cls is not None and cls.__module__ == MODULE
     # Loaded from the example's source, not from some installed copy.

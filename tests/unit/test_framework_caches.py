@@ -80,3 +80,59 @@ def test_a_long_lived_framework_agrees_with_a_fresh_one(seed):
     assert placed > 100
     # The reuse actually happened (else this test proves nothing).
     assert any(e.calls >= ROW_LOCAL_SCORE_AFTER for e in long_lived.caches.row_scores.values())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_removals_and_restores_keep_the_snapshot_and_the_caches_exact(seed):
+    """Preemption's trials: running pods removed from the snapshot (usage goes
+    down), pods assumed, and marks restored, in random order. After every step
+    the snapshot's usage is what the surviving pods add up to, and a
+    long-lived framework answers as a brand-new one does."""
+    rng = random.Random(seed)
+    cache = ClusterCache()
+    registry = in_tree_registry()
+    profile = Profile.model_validate({"percentageOfNodesToScore": 100})
+    long_lived = Framework(profile, registry, Handle(cache))
+    names = [f"n{i}" for i in range(8)]
+    for i, name in enumerate(names):
+        cache.upsert_node(parse_node(node(name, rng.choice([2, 4]), i % 3)))
+    running = []
+    for i in range(24):  # fill the nodes
+        p = parse_pod(pod(1000 + i, rng.choice(SPECS), rng.choice(names)))
+        cache.upsert_pod(p)
+        running.append(p)
+    snapshot = cache.snapshot()
+    base_req = snapshot.req.copy()
+    live: dict[str, tuple[int, object]] = {}  # uid -> (row, vector): changes the snapshot holds now
+    marks: list[tuple[object, dict[str, tuple[int, object]]]] = []
+    removed_reuse = 0
+    for step in range(300):
+        op = rng.random()
+        if op < 0.3:
+            victim = rng.choice(running)
+            if snapshot.remove_pod(victim):
+                row = snapshot.row[cache.placed_node(victim.uid)]
+                live[victim.uid] = (row, -snapshot.request_vector(victim)[0])
+                removed_reuse += 1
+        elif op < 0.45:
+            marks.append((snapshot.mark(), dict(live)))
+        elif op < 0.6 and marks:
+            mark, before = marks.pop(rng.randrange(len(marks)))
+            snapshot.restore(mark)
+            live = before
+            marks = [(m, b) for m, b in marks if m.journal <= mark.journal]
+        else:
+            p = parse_pod(pod(step, rng.choice(SPECS)))
+            got = schedule_pod(long_lived, p, snapshot)
+            want = schedule_pod(Framework(profile, registry, Handle(cache)), p, snapshot)
+            assert got.row == want.row, f"seed {seed} step {step}"
+            if got.row is not None:
+                vec = snapshot.request_vector(p)[0]
+                snapshot.assume(got.row, vec, (p.nonzero_cpu, p.nonzero_memory), p)
+                live[p.uid] = (got.row, vec)
+        expected = base_req.copy()
+        for row, vec in live.values():
+            expected[row] += vec
+        assert (snapshot.req == expected).all(), f"seed {seed} step {step}"
+        assert snapshot.removed == {uid for uid, (_, vec) in live.items() if vec.sum() < 0}
+    assert removed_reuse > 10

@@ -275,3 +275,22 @@ def test_a_pod_being_bound_is_not_queued_again_by_other_updates(sched):
     # A failed bind puts it back, exactly once.
     s.on_bind_failed(s.cache.pods["uid-p-0"], "a", "Binding rejected: 500")
     assert "uid-p-0" in s.queue
+
+
+def test_podgroup_fields_troupe_ignores_are_reported_once(sched, caplog):
+    s, rec = sched
+    body = podgroup("g", 2)
+    body["spec"]["schedulingConstraints"] = {"topology": [{"key": "topology.kubernetes.io/zone"}]}
+    body["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "shared-gpus"}]
+    with caplog.at_level("WARNING", logger="scheduler.core.eventhandlers"):
+        s.on_podgroup(body)
+        changed = {**body, "metadata": {**body["metadata"], "generation": 2},
+                   "spec": {**body["spec"], "schedulingPolicy": {"gang": {"minCount": 3}}}}
+        s.on_podgroup(changed)  # a spec update: not told again
+    note = ("spec.schedulingConstraints is ignored: the placement algorithm over topology domains is not "
+            "implemented yet; spec.resourceClaims is ignored: DRA claims are not allocated yet")
+    assert [e for e in rec.events if e[1] == "IgnoredField"] == [("g", "IgnoredField", note)]
+    assert [r.getMessage() for r in caplog.records] == [f"PodGroup ns/g: {note}"]
+    # A group without them says nothing.
+    s.on_podgroup(podgroup("plain", 2))
+    assert len([e for e in rec.events if e[1] == "IgnoredField"]) == 1
