@@ -135,8 +135,9 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
     except (TypeError, ValueError):
         raise ObjectError(f"spec.priority: not an integer: {spec.get('priority')!r}") from None
     has_affinity = bool(pod_affinity or pod_affinity_preferred or pod_anti_affinity or pod_anti_affinity_preferred)
-    # Everything a Filter or Score plugin reads from the pod: pods with equal
-    # keys get the same answer from the static filters (shared filter pass).
+    # Everything scheduling reads from the pod. Not a cache signature (plugins
+    # sign pods themselves, `sign_pod`): the queue compares it to tell an
+    # update that can change where the pod fits from one that cannot.
     spec_key = (
         tuple(sorted(requests.items())),
         tuple(sorted(node_selector.items())),

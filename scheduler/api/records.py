@@ -200,7 +200,7 @@ class PodInfo:
     topology_spread: tuple[TopologySpreadConstraint, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
     resource_version: str = ""
-    spec_key: tuple[Any, ...] = field(default=(), compare=False)
+    spec_key: tuple[Any, ...] = field(default=(), compare=False)  # what scheduling reads (parse.py)
 
     @property
     def key(self) -> str:

@@ -1,4 +1,4 @@
-"""The PodGroup cycle (`scheduler.podgroup.cycle.schedule_group`): examples and
+"""The PodGroup cycle (`scheduler.core.schedule_podgroup.schedule_group`): examples and
 hypothesis properties — never below minCount, deterministic, a homogeneous
 group is placed whenever a brute-force search finds a placement, and the
 vectorized filter path agrees with a plain per-node reference."""

@@ -1,6 +1,6 @@
 """NodePorts. Cases follow upstream v1.37 nodeports/node_ports_test.go
 (TestNodePorts, TestFits); ports are written as there, "PROTOCOL/IP/PORT".
-Gang behaviour goes through scheduler.podgroup.cycle.schedule_group."""
+Gang behaviour goes through scheduler.core.schedule_podgroup.schedule_group."""
 
 from __future__ import annotations
 
