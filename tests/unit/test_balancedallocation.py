@@ -16,7 +16,7 @@ from scheduler.core.schedule_one import schedule_pod
 from scheduler.framework.framework import Framework, ProfileError
 from scheduler.framework.interface import CycleState, Handle
 from scheduler.plugins import in_tree_registry
-from scheduler.plugins.balancedallocation import NodeResourcesBalancedAllocation, balanced_resource_score
+from scheduler.plugins.noderesources.balanced_allocation import NodeResourcesBalancedAllocation, balanced_resource_score
 
 from .builders import container, make_cache, make_node, make_pod
 

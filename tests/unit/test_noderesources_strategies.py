@@ -17,7 +17,9 @@ from scheduler.api.records import NodeInfo, PodInfo
 from scheduler.core.schedule_one import schedule_pod
 from scheduler.framework.framework import ProfileError
 from scheduler.framework.interface import CycleState
-from scheduler.plugins.noderesources import NodeResourcesFit, broken_linear, go_div
+from scheduler.plugins.noderesources import NodeResourcesFit
+from scheduler.plugins.noderesources.resource_allocation import go_div
+from scheduler.plugins.noderesources.scoring import broken_linear
 
 from .builders import MiB, container, make_cache, make_framework, make_node, make_pod, profile_with_args
 

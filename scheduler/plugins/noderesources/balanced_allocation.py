@@ -23,13 +23,14 @@ from typing import Any, Hashable, Mapping
 
 import numpy as np
 
-from ..api.records import PodInfo
-from ..api.resources import CPU, MEMORY
-from ..cluster.snapshot import Snapshot
-from ..framework.interface import CycleState, Handle, ScorePlugin
-from .noderesources import MAX_NODE_SCORE, FieldErrors, cpu_memory_rows, go_div, parse_resource_specs, requests_sign, resource_allocation
+from ...api.records import PodInfo
+from ...api.resources import CPU, MEMORY
+from ...cluster.snapshot import Snapshot
+from ...framework.interface import CycleState, Handle, ScorePlugin
+from .args import META_KEYS, FieldErrors, parse_resource_specs
+from .resource_allocation import MAX_NODE_SCORE, cpu_memory_rows, go_div, requests_sign, resource_allocation
 
-_ARGS = ("resources", "apiVersion", "kind")
+_ARGS = ("resources", *META_KEYS)
 
 
 def balanced_resource_score(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
