@@ -141,12 +141,6 @@ class Profile(_Strict):
             first[pc.name] = i
         return self
 
-    def args_for(self, plugin: str) -> dict[str, Any]:
-        for pc in self.plugin_config:
-            if pc.name == plugin:
-                return pc.args
-        return {}
-
 
 class QueueConfig(_Strict):
     pod_initial_backoff_seconds: float = Field(default=1.0, gt=0, alias="podInitialBackoffSeconds")

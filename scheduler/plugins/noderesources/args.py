@@ -1,124 +1,26 @@
-"""NodeResourcesFit and NodeResourcesBalancedAllocation args: parsing and
-validation as upstream's ValidateNodeResourcesFitArgs and
-ValidateNodeResourcesBalancedAllocationArgs, with their field-path messages."""
+"""NodeResourcesFitArgs and NodeResourcesBalancedAllocationArgs: upstream's
+config/v1 types, defaulted as the v1 API defaults them and validated as
+ValidateNodeResourcesFitArgs / ValidateNodeResourcesBalancedAllocationArgs
+(with their messages; the field path comes from the configuration loader)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Final, Literal
 
+from pydantic import Field, field_validator, model_validator
+
+from ...api.config import ArgsModel, PluginArgs, field_errors
 from ...api.resources import CPU, MEMORY
 
 MAX_CUSTOM_PRIORITY_SCORE = 10  # upstream config.MaxCustomPriorityScore: shape scores are 0..10
 MAX_UTILIZATION = 100
 MAX_RESOURCE_WEIGHT = 100
 
-LEAST_ALLOCATED = "LeastAllocated"
-MOST_ALLOCATED = "MostAllocated"
-REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
-SCORING_STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
-
-# Keys a pluginConfig args object may carry besides the plugin's own fields.
-META_KEYS = ("apiVersion", "kind")
-
-
-def go_quote(value: Any) -> str:
-    """How field.Error renders a bad value: strings quoted, numbers bare."""
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-class FieldErrors(list[str]):
-    """An upstream field.ErrorList: `raise_if_any` gives its ToAggregate() text."""
-
-    def invalid(self, path: str, value: Any, detail: str) -> None:
-        self.append(f"{path}: Invalid value: {go_quote(value)}: {detail}")
-
-    def required(self, path: str, detail: str) -> None:
-        self.append(f"{path}: Required value: {detail}")
-
-    def forbidden(self, path: str, detail: str) -> None:
-        self.append(f"{path}: Forbidden: {detail}")
-
-    def duplicate(self, path: str, value: Any) -> None:
-        self.append(f"{path}: Duplicate value: {go_quote(value)}")
-
-    def not_supported(self, path: str, value: Any, supported: Sequence[str]) -> None:
-        self.append(f"{path}: Unsupported value: {go_quote(value)}: supported values: {', '.join(go_quote(s) for s in supported)}")
-
-    def unknown_fields(self, obj: Mapping[str, Any], path: str, allowed: Sequence[str]) -> None:
-        # Upstream decodes plugin args strictly: a misspelt field is an error.
-        for key in obj:
-            if key not in allowed:
-                self.append(f"{path + '.' if path else ''}{key}: unknown field")
-
-    def raise_if_any(self) -> None:
-        if len(self) == 1:
-            raise ValueError(self[0])
-        if self:
-            raise ValueError("[" + ", ".join(self) + "]")
-
-
-def as_mapping(value: Any, path: str, errs: FieldErrors) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        errs.invalid(path, str(value), "must be an object")
-        return {}
-    return value
-
-
-def as_list(value: Any, path: str, errs: FieldErrors) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, (list, tuple)):
-        errs.invalid(path, str(value), "must be a list")
-        return []
-    return list(value)
-
-
-def as_int(value: Any, path: str, errs: FieldErrors, default: int = 0) -> int | None:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        errs.invalid(path, str(value), "must be an integer")
-        return None
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceSpec:
-    name: str
-    weight: int
-
-
-DEFAULT_RESOURCES = (ResourceSpec(CPU, 1), ResourceSpec(MEMORY, 1))
-
-
-def parse_resource_specs(raw: Any, path: str, errs: FieldErrors) -> list[ResourceSpec]:
-    """`[{name, weight}]` with the v1 defaults: none given -> cpu and memory,
-    weight missing or 0 -> 1. Weights are left for the caller to validate."""
-    items = as_list(raw, path, errs)
-    if not items:
-        return list(DEFAULT_RESOURCES)
-    specs = []
-    for i, item in enumerate(items):
-        where = f"{path}[{i}]"
-        item = as_mapping(item, where, errs)
-        errs.unknown_fields(item, where, ("name", "weight"))
-        name = item.get("name")
-        if not isinstance(name, str) or not name:
-            errs.required(f"{where}.name", "must be a resource name")
-            continue
-        weight = as_int(item.get("weight"), f"{where}.weight", errs)
-        if weight is None:
-            continue
-        specs.append(ResourceSpec(name, weight or 1))
-    return specs
+LEAST_ALLOCATED: Final = "LeastAllocated"
+MOST_ALLOCATED: Final = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO: Final = "RequestedToCapacityRatio"
+ScoringStrategyType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
 
 
 _LABEL_KEY_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -153,28 +55,134 @@ def label_key_errors(value: str) -> list[str]:
     return errs
 
 
-def validate_shape(raw: Any, path: str, errs: FieldErrors) -> list[tuple[int, int]]:
-    """Upstream validateFunctionShape: at least one point, utilization strictly
-    increasing, utilization in [0, 100], score in [0, 10]."""
-    items = as_list(raw, path, errs)
-    if not items:
-        errs.required(path, "at least one point must be specified")
-        return []
-    points: list[tuple[int, int]] = []
-    for i, item in enumerate(items):
-        where = f"{path}[{i}]"
-        item = as_mapping(item, where, errs)
-        errs.unknown_fields(item, where, ("utilization", "score"))
-        u = as_int(item.get("utilization"), f"{where}.utilization", errs)
-        s = as_int(item.get("score"), f"{where}.score", errs)
-        points.append((u if u is not None else 0, s if s is not None else 0))
-    for i in range(1, len(points)):
-        if points[i - 1][0] >= points[i][0]:
-            errs.invalid(f"{path}[{i}].utilization", points[i][0], "values must be sorted in increasing order")
-            break
-    for i, (u, s) in enumerate(points):
-        if not 0 <= u <= MAX_UTILIZATION:
-            errs.invalid(f"{path}[{i}].utilization", u, f"not in valid range [0, {MAX_UTILIZATION}]")
-        if not 0 <= s <= MAX_CUSTOM_PRIORITY_SCORE:
-            errs.invalid(f"{path}[{i}].score", s, f"not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]")
-    return points
+class ResourceSpec(ArgsModel):
+    """A resource the scores read and its weight (missing or 0 is 1, as the v1 API defaults it)."""
+
+    name: str = Field(min_length=1)
+    weight: int = 1
+
+    @field_validator("weight")
+    @classmethod
+    def _zero_is_one(cls, weight: int) -> int:
+        return weight or 1
+
+
+DEFAULT_RESOURCES = (ResourceSpec(name=CPU, weight=1), ResourceSpec(name=MEMORY, weight=1))
+
+
+class UtilizationShapePoint(ArgsModel):
+    utilization: int = 0
+    score: int = 0
+
+    @field_validator("utilization")
+    @classmethod
+    def _utilization_range(cls, utilization: int) -> int:
+        if not 0 <= utilization <= MAX_UTILIZATION:
+            raise ValueError(f"invalid value {utilization}: not in valid range [0, {MAX_UTILIZATION}]")
+        return utilization
+
+    @field_validator("score")
+    @classmethod
+    def _score_range(cls, score: int) -> int:
+        if not 0 <= score <= MAX_CUSTOM_PRIORITY_SCORE:
+            raise ValueError(f"invalid value {score}: not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]")
+        return score
+
+
+class RequestedToCapacityRatioParam(ArgsModel):
+    shape: list[UtilizationShapePoint] = Field(default_factory=list, validate_default=True)
+
+    @field_validator("shape")
+    @classmethod
+    def _function_shape(cls, shape: list[UtilizationShapePoint]) -> list[UtilizationShapePoint]:
+        """Upstream validateFunctionShape (the ranges are the points' own)."""
+        if not shape:
+            raise ValueError("at least one point must be specified")
+        for i in range(1, len(shape)):
+            if shape[i - 1].utilization >= shape[i].utilization:
+                raise field_errors(
+                    ((i, "utilization"), f"invalid value {shape[i].utilization}: values must be sorted in increasing order")
+                )
+        return shape
+
+
+class ScoringStrategy(ArgsModel):
+    # troupe: a missing type is LeastAllocated (upstream's v1 API rejects it).
+    type: ScoringStrategyType = LEAST_ALLOCATED
+    resources: list[ResourceSpec] = Field(default_factory=list, validate_default=True)
+    requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = Field(default=None, alias="requestedToCapacityRatio")
+
+    @field_validator("resources")
+    @classmethod
+    def _weights(cls, resources: list[ResourceSpec]) -> list[ResourceSpec]:
+        """None given: cpu and memory (v1 defaulting); then upstream's validateResources."""
+        bad = [
+            ((i, "weight"), f"invalid value {r.weight}: resource weight of {r.name} not in valid range (0, {MAX_RESOURCE_WEIGHT}]")
+            for i, r in enumerate(resources)
+            if not 0 < r.weight <= MAX_RESOURCE_WEIGHT
+        ]
+        if bad:
+            raise field_errors(*bad)
+        return resources or list(DEFAULT_RESOURCES)
+
+    @model_validator(mode="after")
+    def _ratio_only_with_its_type(self) -> ScoringStrategy:
+        at = ("requestedToCapacityRatio",)
+        if self.type == REQUESTED_TO_CAPACITY_RATIO and self.requested_to_capacity_ratio is None:
+            raise field_errors((at, "must be specified when type is RequestedToCapacityRatio"))
+        if self.type != REQUESTED_TO_CAPACITY_RATIO and self.requested_to_capacity_ratio is not None:
+            raise field_errors((at, "must be nil when type is not RequestedToCapacityRatio"))
+        return self
+
+    @property
+    def shape(self) -> list[tuple[int, int]]:
+        """The RequestedToCapacityRatio shape as (utilization, score) points."""
+        ratio = self.requested_to_capacity_ratio
+        return [(p.utilization, p.score) for p in ratio.shape] if ratio is not None else []
+
+
+class NodeResourcesFitArgs(PluginArgs):
+    ignored_resources: list[str] = Field(default_factory=list, alias="ignoredResources")
+    ignored_resource_groups: list[str] = Field(default_factory=list, alias="ignoredResourceGroups")
+    scoring_strategy: ScoringStrategy = Field(default_factory=ScoringStrategy, alias="scoringStrategy")
+
+    @field_validator("ignored_resources")
+    @classmethod
+    def _resource_names(cls, names: list[str]) -> list[str]:
+        problems = [((i,), f"invalid value {name!r}: {msg}") for i, name in enumerate(names) for msg in label_key_errors(name)]
+        if problems:
+            raise field_errors(*problems)
+        return names
+
+    @field_validator("ignored_resource_groups")
+    @classmethod
+    def _group_names(cls, groups: list[str]) -> list[str]:
+        problems = [
+            ((i,), f"invalid value {group!r}: {msg}")
+            for i, group in enumerate(groups)
+            for msg in (["resource group name can't contain '/'"] if "/" in group else []) + label_key_errors(group)
+        ]
+        if problems:
+            raise field_errors(*problems)
+        return groups
+
+
+class NodeResourcesBalancedAllocationArgs(PluginArgs):
+    resources: list[ResourceSpec] = Field(default_factory=list, validate_default=True)
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, resources: list[ResourceSpec]) -> list[ResourceSpec]:
+        """None given: cpu and memory (v1 defaulting); no resource twice and
+        every weight 1 (after 0 became 1), as upstream."""
+        problems = []
+        seen: set[str] = set()
+        for i, r in enumerate(resources):
+            if r.name in seen:
+                problems.append(((i, "name"), f"duplicate value {r.name!r}"))
+            seen.add(r.name)
+            if r.weight != 1:
+                problems.append(((i, "weight"), f"invalid value {r.weight}: must be 1"))
+        if problems:
+            raise field_errors(*problems)
+        return resources or list(DEFAULT_RESOURCES)

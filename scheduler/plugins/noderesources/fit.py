@@ -15,9 +15,12 @@ requested_to_capacity_ratio.go, helper/shape_score.go):
   real requests; a scalar resource the pod requests none of is left out, and
   so is any resource a node has no allocatable of (upstream leaves "pods" and
   unknown unprefixed names out the same way).
-- Args are defaulted as the v1 config API does (no strategy: LeastAllocated;
-  no resources: cpu and memory; weight missing or 0: 1) and validated as
-  upstream's ValidateNodeResourcesFitArgs, with its field-path messages.
+- Args (args.py: `ignoredResources`, `ignoredResourceGroups`,
+  `scoringStrategy{type, resources[{name, weight}],
+  requestedToCapacityRatio{shape[{utilization, score}]}}`) are defaulted as
+  the v1 config API does (no strategy: LeastAllocated; no resources: cpu and
+  memory; weight missing or 0: 1) and validated as upstream's
+  ValidateNodeResourcesFitArgs.
 
 Differs from upstream: a `scoringStrategy` without `type` means LeastAllocated
 (upstream's v1 API rejects the empty type); no DRA-backed extended resources;
@@ -29,7 +32,7 @@ NodeResourcesBalancedAllocation.
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Mapping
+from typing import Hashable
 
 import numpy as np
 
@@ -38,21 +41,7 @@ from ...api.resources import CPU, MEMORY, PODS
 from ...cluster.snapshot import Snapshot
 from ...framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
 from ...framework import events as E
-from .args import (
-    LEAST_ALLOCATED,
-    MAX_RESOURCE_WEIGHT,
-    META_KEYS,
-    MOST_ALLOCATED,
-    REQUESTED_TO_CAPACITY_RATIO,
-    SCORING_STRATEGIES,
-    FieldErrors,
-    ResourceSpec,
-    as_list,
-    as_mapping,
-    label_key_errors,
-    parse_resource_specs,
-    validate_shape,
-)
+from .args import LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO, NodeResourcesFitArgs, ResourceSpec
 from .resource_allocation import requests_sign, resource_allocation
 from .scoring import least_allocated_cpu_memory, least_allocated_scorer, most_allocated_scorer, requested_to_capacity_ratio_scorer
 
@@ -62,48 +51,15 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
     events = frozenset({E.NODE_ADD, E.NODE_ALLOCATABLE, E.ASSIGNED_POD_DELETE, E.ASSIGNED_POD_SCALE_DOWN})
     row_local = True  # a node's fit and score depend on its own usage only
 
-    def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
+    Args = NodeResourcesFitArgs
+
+    def __init__(self, args: NodeResourcesFitArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        errs = FieldErrors()
-        errs.unknown_fields(args, "", ("ignoredResources", "ignoredResourceGroups", "scoringStrategy", *META_KEYS))
-        ignored = [str(r) for r in as_list(args.get("ignoredResources"), "ignoredResources", errs)]
-        for i, res in enumerate(ignored):
-            for msg in label_key_errors(res):
-                errs.invalid(f"ignoredResources[{i}]", res, msg)
-        groups = [str(g) for g in as_list(args.get("ignoredResourceGroups"), "ignoredResourceGroups", errs)]
-        for i, group in enumerate(groups):
-            if "/" in group:
-                errs.invalid(f"ignoredResourceGroups[{i}]", group, "resource group name can't contain '/'")
-            for msg in label_key_errors(group):
-                errs.invalid(f"ignoredResourceGroups[{i}]", group, msg)
-        self.ignored = set(ignored)
-        self.ignored_groups = set(groups)
-
-        path = "scoringStrategy"
-        strategy = as_mapping(args.get(path), path, errs)
-        errs.unknown_fields(strategy, path, ("type", "resources", "requestedToCapacityRatio"))
-        self.strategy = strategy.get("type") or LEAST_ALLOCATED
-        if self.strategy not in SCORING_STRATEGIES:
-            errs.not_supported(f"{path}.type", self.strategy, SCORING_STRATEGIES)
-        specs = parse_resource_specs(strategy.get("resources"), f"{path}.resources", errs)
-        for i, spec in enumerate(specs):
-            if not 0 < spec.weight <= MAX_RESOURCE_WEIGHT:
-                errs.invalid(f"{path}.resources[{i}].weight", spec.weight,
-                             f"resource weight of {spec.name} not in valid range (0, {MAX_RESOURCE_WEIGHT}]")
-        rtcr_path = f"{path}.requestedToCapacityRatio"
-        rtcr = strategy.get("requestedToCapacityRatio")
-        shape: list[tuple[int, int]] = []
-        if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
-            if rtcr is None:
-                errs.required(rtcr_path, "must be specified when type is RequestedToCapacityRatio")
-            else:
-                rtcr = as_mapping(rtcr, rtcr_path, errs)
-                errs.unknown_fields(rtcr, rtcr_path, ("shape",))
-                shape = validate_shape(rtcr.get("shape"), f"{rtcr_path}.shape", errs)
-        elif rtcr is not None:
-            errs.forbidden(rtcr_path, "must be nil when type is not RequestedToCapacityRatio")
-        errs.raise_if_any()
-
+        self.ignored = set(args.ignored_resources)
+        self.ignored_groups = set(args.ignored_resource_groups)
+        strategy = args.scoring_strategy
+        self.strategy = strategy.type
+        specs = strategy.resources
         self.resources: list[ResourceSpec] = specs
         self.score_resources = [(s.name, s.weight) for s in specs]
         weights = np.array([s.weight for s in specs], dtype=np.int64)
@@ -113,7 +69,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         if self.strategy == MOST_ALLOCATED:
             self._scorer = most_allocated_scorer(weights)
         elif self.strategy == REQUESTED_TO_CAPACITY_RATIO:
-            self._scorer = requested_to_capacity_ratio_scorer(weights, shape)
+            self._scorer = requested_to_capacity_ratio_scorer(weights, strategy.shape)
         else:
             self._scorer = least_allocated_scorer(weights)
 

@@ -1,12 +1,16 @@
 """PodTopologySpreadArgs: `defaultingType` and `defaultConstraints`,
-validated as upstream's ValidatePodTopologySpreadArgs."""
+validated as upstream's ValidatePodTopologySpreadArgs (with its messages;
+the field path comes from the configuration loader)."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Literal
 
+from pydantic import Field, field_validator, model_validator
+
+from ...api.config import ArgsModel, PluginArgs, field_errors
 from ...api.records import TopologySpreadConstraint
-from .common import DO_NOT_SCHEDULE, HONOR, IGNORE, LABEL_HOSTNAME, LABEL_ZONE, SCHEDULE_ANYWAY
+from .common import LABEL_HOSTNAME, LABEL_ZONE, SCHEDULE_ANYWAY
 
 SYSTEM_DEFAULTING = "System"
 LIST_DEFAULTING = "List"
@@ -17,51 +21,81 @@ SYSTEM_DEFAULT_CONSTRAINTS: tuple[TopologySpreadConstraint, ...] = (
 )
 
 
-def parse_default_constraints(raw: Any) -> tuple[TopologySpreadConstraint, ...]:
-    """PodTopologySpreadArgs.defaultConstraints, validated as upstream's
-    ValidatePodTopologySpreadArgs (no labelSelector, no repeated key/action)."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise ValueError("defaultConstraints: must be a list")
-    out: list[TopologySpreadConstraint] = []
-    errors: list[str] = []
-    seen: set[tuple[str, str]] = set()
-    for i, c in enumerate(raw):
-        p = f"defaultConstraints[{i}]"
-        if not isinstance(c, Mapping):
-            errors.append(f"{p}: must be an object")
-            continue
-        try:
-            max_skew = int(c.get("maxSkew") or 0)
-        except (TypeError, ValueError):
-            max_skew = 0
+class DefaultConstraint(ArgsModel):
+    """A v1 TopologySpreadConstraint without a selector: the selector is
+    deduced for each pod (its PodGroup in troupe)."""
+
+    max_skew: int = Field(alias="maxSkew")
+    topology_key: str = Field(alias="topologyKey")
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = Field(alias="whenUnsatisfiable")
+    label_selector: dict[str, Any] | None = Field(default=None, alias="labelSelector")
+    min_domains: int | None = Field(default=None, alias="minDomains")
+    node_affinity_policy: Literal["Honor", "Ignore"] = Field(default="Honor", alias="nodeAffinityPolicy")
+    node_taints_policy: Literal["Honor", "Ignore"] = Field(default="Ignore", alias="nodeTaintsPolicy")
+    match_label_keys: list[str] = Field(default_factory=list, alias="matchLabelKeys")
+
+    @field_validator("max_skew")
+    @classmethod
+    def _max_skew(cls, max_skew: int) -> int:
         if max_skew <= 0:
-            errors.append(f"{p}.maxSkew: Invalid value: {c.get('maxSkew')!r}: not in valid range (0, inf)")
-        key = str(c.get("topologyKey") or "")
+            raise ValueError(f"invalid value {max_skew}: not in valid range (0, inf)")
+        return max_skew
+
+    @field_validator("topology_key")
+    @classmethod
+    def _topology_key(cls, key: str) -> str:
         if not key:
-            errors.append(f"{p}.topologyKey: Required value: can not be empty")
-        action = str(c.get("whenUnsatisfiable") or "")
-        if not action:
-            errors.append(f"{p}.whenUnsatisfiable: Required value: can not be empty")
-        elif action not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
-            errors.append(f'{p}.whenUnsatisfiable: Unsupported value: "{action}": supported values: "DoNotSchedule", "ScheduleAnyway"')
-        if c.get("labelSelector") is not None:
-            errors.append(f"{p}.labelSelector: Forbidden: constraint must not define a selector, as they deduced for each pod")
-        if (key, action) in seen:
-            errors.append(f"defaultConstraints[{i}]: Duplicate value: \"{{{key}, {action}}}\"")
-        seen.add((key, action))
-        min_domains = c.get("minDomains")
-        out.append(TopologySpreadConstraint(
-            max_skew=max_skew,
-            topology_key=key,
-            when_unsatisfiable=action,
+            raise ValueError("can not be empty")
+        return key
+
+    @field_validator("label_selector")
+    @classmethod
+    def _no_selector(cls, selector: dict[str, Any] | None) -> None:
+        if selector is not None:
+            raise ValueError("constraint must not define a selector, as they deduced for each pod")
+        return None
+
+    def constraint(self) -> TopologySpreadConstraint:
+        return TopologySpreadConstraint(
+            max_skew=self.max_skew,
+            topology_key=self.topology_key,
+            when_unsatisfiable=self.when_unsatisfiable,
             selector=None,
-            min_domains=int(min_domains) if min_domains is not None else None,
-            node_affinity_policy=str(c.get("nodeAffinityPolicy") or HONOR),
-            node_taints_policy=str(c.get("nodeTaintsPolicy") or IGNORE),
-            match_label_keys=tuple(str(k) for k in c.get("matchLabelKeys") or ()),
-        ))
-    if errors:
-        raise ValueError("; ".join(errors))
-    return tuple(out)
+            min_domains=self.min_domains,
+            node_affinity_policy=self.node_affinity_policy,
+            node_taints_policy=self.node_taints_policy,
+            match_label_keys=tuple(self.match_label_keys),
+        )
+
+
+class PodTopologySpreadArgs(PluginArgs):
+    default_constraints: list[DefaultConstraint] = Field(default_factory=list, alias="defaultConstraints")
+    defaulting_type: Literal["System", "List"] = Field(default="System", alias="defaultingType")
+
+    @field_validator("default_constraints")
+    @classmethod
+    def _not_repeated(cls, constraints: list[DefaultConstraint]) -> list[DefaultConstraint]:
+        """Upstream validateConstraintNotRepeat: one constraint per (topologyKey, whenUnsatisfiable)."""
+        seen: set[tuple[str, str]] = set()
+        problems = []
+        for i, c in enumerate(constraints):
+            pair = (c.topology_key, c.when_unsatisfiable)
+            if pair in seen:
+                problems.append(((i,), f"duplicate value '{{{pair[0]}, {pair[1]}}}'"))
+            seen.add(pair)
+        if problems:
+            raise field_errors(*problems)
+        return constraints
+
+    @model_validator(mode="after")
+    def _system_has_no_constraints(self) -> PodTopologySpreadArgs:
+        if self.defaulting_type == SYSTEM_DEFAULTING and self.default_constraints:
+            raise field_errors((("defaultingType",), "invalid value 'System': when .defaultConstraints are not empty"))
+        return self
+
+    def constraints(self) -> tuple[TopologySpreadConstraint, ...]:
+        """The constraints for pods without their own: upstream's system
+        defaults under System, `defaultConstraints` under List."""
+        if self.defaulting_type == SYSTEM_DEFAULTING:
+            return SYSTEM_DEFAULT_CONSTRAINTS
+        return tuple(c.constraint() for c in self.default_constraints)

@@ -5,7 +5,6 @@ docstring for the semantics and where troupe differs from upstream."""
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
 
 import numpy as np
 
@@ -14,7 +13,7 @@ from ...api.records import LabelSelector, PodInfo, TopologySpreadConstraint
 from ...cluster.snapshot import Snapshot
 from ...framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
 from ...framework import events as E
-from .args import LIST_DEFAULTING, SYSTEM_DEFAULT_CONSTRAINTS, SYSTEM_DEFAULTING, parse_default_constraints
+from .args import SYSTEM_DEFAULTING, PodTopologySpreadArgs
 from .common import (
     DO_NOT_SCHEDULE,
     HONOR,
@@ -42,18 +41,14 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
     static = False
     static_score = False
 
-    def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
+    Args = PodTopologySpreadArgs
+
+    def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:
         super().__init__(args, handle)
         self.counting = DomainCounting()
         self._defaults: dict[tuple[str, str], list[Constraint]] = {}  # default constraints per (group, action)
-        defaulting = args.get("defaultingType") or SYSTEM_DEFAULTING
-        if defaulting not in (SYSTEM_DEFAULTING, LIST_DEFAULTING):
-            raise ValueError(f'defaultingType: Unsupported value: "{defaulting}": supported values: "List", "System"')
-        constraints = parse_default_constraints(args.get("defaultConstraints"))
-        if defaulting == SYSTEM_DEFAULTING and constraints:
-            raise ValueError('defaultingType: Invalid value: "System": when .defaultConstraints are not empty')
-        self.system_defaulted = defaulting == SYSTEM_DEFAULTING
-        self.default_constraints = SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted else constraints
+        self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
+        self.default_constraints = args.constraints()
 
     # ------------------------------------------------------------ constraints
 
