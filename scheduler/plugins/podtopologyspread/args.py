@@ -93,7 +93,7 @@ class PodTopologySpreadArgs(PluginArgs):
             raise field_errors((("defaultingType",), "invalid value 'System': when .defaultConstraints are not empty"))
         return self
 
-    def constraints(self) -> tuple[TopologySpreadConstraint, ...]:
+    def resolved_defaults(self) -> tuple[TopologySpreadConstraint, ...]:
         """The constraints for pods without their own: upstream's system
         defaults under System, `defaultConstraints` under List."""
         if self.defaulting_type == SYSTEM_DEFAULTING:

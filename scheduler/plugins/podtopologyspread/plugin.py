@@ -48,7 +48,7 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         self.counting = DomainCounting()
         self._defaults: dict[tuple[str, str], list[Constraint]] = {}  # default constraints per (group, action)
         self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
-        self.default_constraints = args.constraints()
+        self.default_constraints = args.resolved_defaults()
 
     # ------------------------------------------------------------ constraints
 
