@@ -133,22 +133,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def check_config(config: SchedulerConfiguration, registry: Registry) -> None:
-    """What `troupe run` checks before it connects anywhere: every profile
-    builds a Framework, and every pluginConfig entry names a plugin the
-    registry knows (a typo there would otherwise be silently ignored).
+    """What `troupe run` checks before it connects anywhere, beyond what
+    load_config(path, plugin_args=registry.args_models()) checked: every
+    profile builds a Framework (its plugins exist and serve their points).
     Raises ProfileError."""
     from .cluster.cache import ClusterCache
-    from .framework.framework import Framework, ProfileError
+    from .framework.framework import Framework
     from .framework.interface import Handle
 
-    known = registry.names()
-    for i, profile in enumerate(config.profiles):
+    for profile in config.profiles:
         Framework(profile, registry, Handle(ClusterCache()))
-        for j, pc in enumerate(profile.plugin_config):
-            if registry.get(pc.name) is None:
-                raise ProfileError(
-                    f"profiles[{i}].pluginConfig[{j}].name: unknown plugin {pc.name!r} (known: {', '.join(known)})"
-                )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -184,12 +178,14 @@ def _load(path: str | None) -> tuple[SchedulerConfiguration, Registry] | None:
     from .plugins import in_tree_registry
 
     try:
-        config = load_config(path)
         registry = in_tree_registry()
         registry.load_entry_points()
+        # The registry's args models: pluginConfig problems come with the file's others.
+        config = load_config(path, plugin_args=registry.args_models())
         check_config(config, registry)
-    except ProfileError as exc:
-        print(f"troupe: {path or 'default configuration'}: {exc}", file=sys.stderr)
+    except ProfileError as exc:  # one line per problem, each naming the file
+        for line in str(exc).splitlines():
+            print(f"troupe: {path or 'default configuration'}: {line}", file=sys.stderr)
         return None
     except (ConfigError, ValueError) as exc:
         print(f"troupe: {exc}", file=sys.stderr)

@@ -14,6 +14,12 @@
 Unknown fields are errors (a typo must not silently fall back to a default).
 `load_config` reports every problem of a file at once, one line each, located
 from the file's top (`profiles[0].plugins.score.enabled[1].weight: ...`).
+
+Each plugin declares the model of its args (a `PluginArgs` subclass, the
+plugin's `Args`); this layer knows no plugin, so whoever holds the registry
+passes the models in (`load_config(path, plugin_args=...)`,
+`validate_plugin_args`) and the args' problems are located the same way
+(`profiles[0].pluginConfig[1].args.scoringStrategy.type: ...`).
 """
 
 from __future__ import annotations
@@ -21,12 +27,12 @@ from __future__ import annotations
 import difflib
 import types
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, Mapping, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .constants import DEFAULT_SCHEDULER_NAME
 
@@ -135,12 +141,6 @@ class Profile(_Strict):
             first[pc.name] = i
         return self
 
-    def args_for(self, plugin: str) -> dict[str, Any]:
-        for pc in self.plugin_config:
-            if pc.name == plugin:
-                return pc.args
-        return {}
-
 
 class QueueConfig(_Strict):
     pod_initial_backoff_seconds: float = Field(default=1.0, gt=0, alias="podInitialBackoffSeconds")
@@ -223,12 +223,113 @@ class SchedulerConfiguration(_Strict):
         return self
 
 
+# ------------------------------------------------------------ plugin args
+
+
+class ArgsModel(BaseModel):
+    """Base of a plugin's args model and of its parts. Types are strict, as
+    upstream decodes args (no "1" for 1, no "yes" for true); unknown keys are
+    errors; a null value leaves the field at its default (Go's nil); keys are
+    the camelCase aliases of upstream's ...Args."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_unset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and None in data.values():
+            fields = {key for name, info in cls.model_fields.items() for key in (name, info.alias) if key}
+            data = {k: v for k, v in data.items() if v is not None or k not in fields}  # an unknown key stays an error
+        return data
+
+
+class PluginArgs(ArgsModel):
+    """A plugin's args (`Plugin.Args`); this base takes none. The `apiVersion`
+    and `kind` keys upstream allows in args are accepted and ignored."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _type_meta(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ("apiVersion" in data or "kind" in data):
+            data = {k: v for k, v in data.items() if k not in ("apiVersion", "kind")}
+        return data
+
+
+# Plugin name -> the model of its args (Registry.args_models()).
+ArgsModels = Mapping[str, type[BaseModel]]
+
+
+def field_errors(*problems: tuple[Loc, str]) -> ValidationError:
+    """For a validator to raise when a rule spans several values: one error
+    per (location, message), each location relative to the value the validator
+    checks (its field's, or its model's), as pydantic locates its own errors."""
+    return ValidationError.from_exception_data(
+        "args", [InitErrorDetails(type=PydanticCustomError("troupe_field", msg), loc=loc, input=None) for loc, msg in problems]
+    )
+
+
+def validate_args(model: type[BaseModel], args: Mapping[str, Any], at: Loc) -> tuple[BaseModel | None, list[str]]:
+    """`args` validated against a plugin's model: the instance, or None and
+    the problems, one line each, located from `at` (where the args are)."""
+    try:
+        return model.model_validate(args), []
+    except ValidationError as exc:
+        return None, [_describe(err, model, at) for err in exc.errors()]
+
+
+def validate_plugin_config(entry: PluginConfig, models: ArgsModels, at: Loc) -> tuple[BaseModel | None, list[str]]:
+    """One pluginConfig entry (located at `at`): its args validated against
+    its plugin's model. An entry naming no plugin of `models` is a problem: a
+    typo there would otherwise leave the plugin at its defaults, silently."""
+    model = models.get(entry.name)
+    if model is None:
+        return None, [f"{format_loc((*at, 'name'))}: unknown plugin {entry.name!r} (known: {', '.join(sorted(models))})"]
+    return validate_args(model, entry.args, (*at, "args"))
+
+
+def validate_plugin_args(profile: Profile, models: ArgsModels, at: Loc = ()) -> tuple[dict[str, BaseModel], list[str]]:
+    """Every pluginConfig entry of `profile`: the args by plugin name, and the
+    problems located from `at` (the profile's location; () for a profile on
+    its own)."""
+    valid: dict[str, BaseModel] = {}
+    problems: list[str] = []
+    for j, entry in enumerate(profile.plugin_config):
+        args, errors = validate_plugin_config(entry, models, (*at, "pluginConfig", j))
+        if args is not None:
+            valid[entry.name] = args
+        problems += errors
+    return valid, problems
+
+
+def _plugin_args_problems(raw: Mapping[str, Any], models: ArgsModels) -> list[str]:
+    """validate_plugin_config of every pluginConfig entry of the file that is
+    valid on its own (an invalid one has its problems reported already),
+    whatever else is wrong in its profile."""
+    problems: list[str] = []
+    profiles = raw.get("profiles")
+    for i, profile in enumerate(profiles if isinstance(profiles, list) else ()):
+        entries = profile.get("pluginConfig") if isinstance(profile, dict) else None
+        for j, item in enumerate(entries if isinstance(entries, list) else ()):
+            try:
+                entry = PluginConfig.model_validate(item)
+            except ValidationError:
+                continue
+            problems += validate_plugin_config(entry, models, ("profiles", i, "pluginConfig", j))[1]
+    return problems
+
+
+# -------------------------------------------------------------- loading
+
+
 class ConfigError(Exception):
     """The configuration file cannot be used; the message names the field."""
 
 
-def load_config(path: str | Path | None) -> SchedulerConfiguration:
-    """The file's configuration; ConfigError names the file and, per problem, the field."""
+def load_config(path: str | Path | None, plugin_args: ArgsModels | None = None) -> SchedulerConfiguration:
+    """The file's configuration; ConfigError names the file and, per problem,
+    the field. With `plugin_args` (plugin name -> its args model), every
+    pluginConfig entry must name one of those plugins and its args must be
+    valid for that model; the problems are reported with the file's others."""
     if path is None:
         return SchedulerConfiguration()
     try:
@@ -243,35 +344,45 @@ def load_config(path: str | Path | None) -> SchedulerConfiguration:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping (a SchedulerConfiguration), got {type(raw).__name__}")
+    config: SchedulerConfiguration | None = None
+    problems: list[str] = []
     try:
-        return SchedulerConfiguration.model_validate(raw)
+        config = SchedulerConfiguration.model_validate(raw)
     except ValidationError as exc:
-        lines = [f"  {_describe(err)}" for err in exc.errors()]
-        raise ConfigError(f"{path}: invalid configuration:\n" + "\n".join(lines)) from None
+        problems = [_describe(err) for err in exc.errors()]
+    if plugin_args is not None:
+        problems += _plugin_args_problems(raw, plugin_args)
+    if problems or config is None:
+        raise ConfigError(f"{path}: invalid configuration:\n" + "\n".join(f"  {line}" for line in problems))
+    return config
 
 
-def _describe(err: Any) -> str:
-    """One pydantic error as `location: message`, the location from the file's top."""
-    loc: Loc = tuple(err["loc"])
+def _describe(err: Any, root: type[BaseModel] = SchedulerConfiguration, at: Loc = ()) -> str:
+    """One pydantic error of validating `root` as `location: message`, the
+    location from the file's top (`at`: where the value of `root` is)."""
+    rel: Loc = tuple(err["loc"])
+    loc = at + rel
     kind, msg = err["type"], err["msg"]
     if kind == _NAMED_ERROR:
-        text = err["ctx"]["troupe_template"]
-        for name, rel in err["ctx"]["troupe_where"].items():
-            text = text.replace(f"{{{name}}}", format_loc(loc + rel))
+        text: str = err["ctx"]["troupe_template"]
+        for name, where_rel in err["ctx"]["troupe_where"].items():
+            text = text.replace(f"{{{name}}}", format_loc(loc + where_rel))
         return text
     where = format_loc(loc) or "(top level)"
     if kind == "extra_forbidden":
-        model = _annotation_at(loc[:-1])
+        model = _annotation_at(rel[:-1], root)
         if not _is_model(model):
             return f"{where}: unknown field"
         allowed = _keys(model)
-        hint = _close_match(loc[-1], allowed)
+        if not allowed:
+            return f"{where}: unknown field; no fields are allowed here"
+        hint = _close_match(rel[-1], allowed)
         return f"{where}: unknown field{f' (did you mean {hint}?)' if hint else ''}; allowed: {', '.join(allowed)}"
     if kind == "literal_error":
-        annotation = _annotation_at(loc)
+        annotation = _annotation_at(rel, root)
         values = get_args(annotation) if get_origin(annotation) is Literal else ()
-        allowed = ", ".join(repr(v) for v in values) if values else err.get("ctx", {}).get("expected", "?")
-        return f"{where}: unsupported value {err.get('input')!r}; allowed: {allowed}"
+        choices = ", ".join(repr(v) for v in values) if values else err.get("ctx", {}).get("expected", "?")
+        return f"{where}: unsupported value {err.get('input')!r}; allowed: {choices}"
     if kind == "model_type":  # not "... or instance of Plugins"
         return f"{where}: expected a mapping, got {_yaml_type(err.get('input'))}"
     for prefix in ("Value error, ", "Assertion failed, "):
@@ -310,9 +421,9 @@ def _field(model: type[BaseModel], key: str | int) -> FieldInfo | None:
 _UNKNOWN = object()
 
 
-def _annotation_at(loc: Loc) -> Any:
-    """The type the configuration expects at a location (`_UNKNOWN` past the models)."""
-    annotation: Any = SchedulerConfiguration
+def _annotation_at(loc: Loc, root: type[BaseModel] = SchedulerConfiguration) -> Any:
+    """The type `root` expects at a location (`_UNKNOWN` past the models)."""
+    annotation: Any = root
     for part in loc:
         annotation = _optional(annotation)
         if isinstance(part, int) and get_origin(annotation) is list:

@@ -14,7 +14,7 @@ from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from ..api.config import EXTENSION_POINTS, Profile
+from ..api.config import EXTENSION_POINTS, Profile, validate_args, validate_plugin_args
 from ..api.records import PodInfo
 from ..cluster.snapshot import Snapshot
 from . import events
@@ -97,7 +97,8 @@ _POINT_TYPES: dict[str, type[Plugin]] = {
 
 
 class ProfileError(ValueError):
-    """The profile names a plugin that does not exist or cannot serve the point."""
+    """The profile names a plugin that does not exist or cannot serve the
+    point, or has args its plugin's model rejects; one line per problem."""
 
 
 # A row-local score is kept for every node once this many pods with the same
@@ -142,27 +143,36 @@ class Framework:
         self.scheduler_name = profile.scheduler_name
         self.handle = handle
         instances: dict[str, Plugin] = {}
+        where = f"profile {profile.scheduler_name}"
+        # Every pluginConfig entry, also of a plugin not enabled: its plugin must exist, its args be valid.
+        configured, problems = validate_plugin_args(profile, registry.args_models())
+        if problems:
+            raise ProfileError("\n".join(f"{where}: {line}" for line in problems))
 
         def instance(name: str, point: str) -> Plugin:
             cls = registry.get(name)
             if cls is None:
-                raise ProfileError(
-                    f"profile {profile.scheduler_name}: plugins.{point}: unknown plugin {name!r} "
-                    f"(known: {', '.join(registry.names())})"
-                )
+                raise ProfileError(f"{where}: plugins.{point}: unknown plugin {name!r} (known: {', '.join(registry.names())})")
             want = _POINT_TYPES[point]
             if not issubclass(cls, want):
-                raise ProfileError(f"profile {profile.scheduler_name}: plugin {name} does not implement {point}")
+                raise ProfileError(f"{where}: plugin {name} does not implement {point}")
             if name not in instances:
+                args = configured.get(name)
+                if args is None:  # no pluginConfig entry: the model's defaults, if it has them all
+                    args, missing = validate_args(cls.Args, {}, ("args",))
+                    if args is None:
+                        raise ProfileError("\n".join(
+                            f"{where}: plugins.{point}: {name} has no pluginConfig entry: {line}" for line in missing
+                        ))
                 try:
-                    instances[name] = cls(profile.args_for(name), handle)
-                except (ValueError, TypeError, KeyError) as exc:
-                    raise ProfileError(f"profile {profile.scheduler_name}: pluginConfig {name}: {exc}") from None
+                    instances[name] = cls(args, handle)
+                except ValueError as exc:  # a rule the plugin checks beyond its model
+                    raise ProfileError(f"{where}: plugin {name}: {exc}") from None
             return instances[name]
 
         for point in EXTENSION_POINTS:
             if point not in _POINT_TYPES:  # a point the configuration accepts but nothing runs
-                raise ProfileError(f"profile {profile.scheduler_name}: plugins.{point}: this point is not run by troupe")
+                raise ProfileError(f"{where}: plugins.{point}: this point is not run by troupe")
         plugins = {point: [(instance(n, point), w) for n, w in resolve_plugins(profile, point)] for point in EXTENSION_POINTS}
 
         def at(point: str) -> list[Plugin]:

@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Hashable, Mapping, Sequence
 
 import numpy as np
+from pydantic import BaseModel
 
+from ..api.config import PluginArgs
 from ..api.records import NodeInfo, PodInfo
 from ..api.podgroup import PodGroup
 from ..cluster.snapshot import Snapshot
@@ -111,12 +113,19 @@ class Handle:
 
 class Plugin:
     name: ClassVar[str] = ""
+    # The model of the plugin's pluginConfig args (a PluginArgs subclass with
+    # upstream's camelCase keys; the default takes none). The framework
+    # validates the configuration against it, and the constructor gets the
+    # instance: `Plugin(Plugin.Args.model_validate(raw), handle)`.
+    Args: ClassVar[type[BaseModel]] = PluginArgs
     # The cluster events (framework/events.py) that can make a pod this plugin
     # rejected schedulable, as upstream's EventsToRegister. None: any event.
     events: ClassVar[frozenset[str] | None] = None
 
-    def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
-        self.args = dict(args)
+    def __init__(self, args: BaseModel, handle: Handle) -> None:
+        if not isinstance(args, self.Args):  # e.g. a raw mapping: validate it first
+            raise TypeError(f"{type(self).__name__}: args must be a {self.Args.__qualname__}, got {type(args).__name__}")
+        self.args = args
         self.handle = handle
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 from importlib.metadata import entry_points
 
+from pydantic import BaseModel
+
 from .interface import Plugin
 
 log = logging.getLogger(__name__)
@@ -20,6 +22,8 @@ class Registry:
     def register(self, plugin: type[Plugin]) -> None:
         if not plugin.name:
             raise ValueError(f"{plugin.__qualname__} has no `name`")
+        if not (isinstance(plugin.Args, type) and issubclass(plugin.Args, BaseModel)):
+            raise ValueError(f"{plugin.__qualname__}.Args is not a pydantic model")
         if plugin.name in self._plugins and self._plugins[plugin.name] is not plugin:
             raise ValueError(f"plugin {plugin.name!r} registered twice")
         self._plugins[plugin.name] = plugin
@@ -29,6 +33,10 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._plugins)
+
+    def args_models(self) -> dict[str, type[BaseModel]]:
+        """Each plugin's args model by plugin name (for load_config's plugin_args)."""
+        return {name: plugin.Args for name, plugin in self._plugins.items()}
 
     def load_entry_points(self) -> None:
         for ep in entry_points(group=ENTRY_POINT_GROUP):

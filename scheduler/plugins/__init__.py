@@ -1,15 +1,16 @@
-"""In-tree plugins, named as upstream names them."""
+"""In-tree plugins, named as upstream names them: one module or package per
+plugin (noderesources holds NodeResourcesFit and
+NodeResourcesBalancedAllocation, as upstream), none importing another."""
 
 from __future__ import annotations
 
 from ..framework.registry import Registry
-from .balancedallocation import NodeResourcesBalancedAllocation
 from .gangscheduling import GangScheduling
 from .interpodaffinity import InterPodAffinity
 from .nodeaffinity import NodeAffinity
 from .nodename import NodeName
 from .nodeports import NodePorts
-from .noderesources import NodeResourcesFit
+from .noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit
 from .nodeunschedulable import NodeUnschedulable
 from .podtopologyspread import PodTopologySpread
 from .schedulinggates import SchedulingGates

@@ -59,10 +59,12 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
+from pydantic import Field, field_validator
 
+from ..api.config import PluginArgs
 from ..api.records import LabelSelector, PodAffinityTerm, PodInfo, Requirement
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
@@ -74,7 +76,7 @@ REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 MAX_NODE_SCORE = 100
 DEFAULT_HARD_POD_AFFINITY_WEIGHT = 1
-_ARGS = {"hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"}
+MAX_HARD_POD_AFFINITY_WEIGHT = 100
 # Upstream returns UnschedulableAndUnresolvable only for the affinity reason:
 # evicting pods cannot create a pod the incoming one wants to be near.
 _UNRESOLVABLE = frozenset((REASON_AFFINITY,))
@@ -233,23 +235,28 @@ class _SnapshotState:
 # ------------------------------------------------------------------ plugin
 
 
+class InterPodAffinityArgs(PluginArgs):
+    hard_pod_affinity_weight: int = Field(default=DEFAULT_HARD_POD_AFFINITY_WEIGHT, alias="hardPodAffinityWeight")
+    ignore_preferred_terms_of_existing_pods: bool = Field(default=False, alias="ignorePreferredTermsOfExistingPods")
+
+    @field_validator("hard_pod_affinity_weight")
+    @classmethod
+    def _weight_range(cls, weight: int) -> int:
+        if not 0 <= weight <= MAX_HARD_POD_AFFINITY_WEIGHT:  # upstream ValidateInterPodAffinityArgs
+            raise ValueError(f"invalid value {weight}: not in valid range [0, {MAX_HARD_POD_AFFINITY_WEIGHT}]")
+        return weight
+
+
 class InterPodAffinity(FilterPlugin, ScorePlugin):
     name = NAME
     events = frozenset({E.ASSIGNED_POD_ADD, E.ASSIGNED_POD_LABEL, E.ASSIGNED_POD_DELETE, E.NODE_ADD, E.NODE_LABEL})
 
-    def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
+    Args = InterPodAffinityArgs
+
+    def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        unknown = set(args) - _ARGS
-        if unknown:
-            raise ValueError(f"unknown field(s) {', '.join(sorted(unknown))}")
-        weight = args.get("hardPodAffinityWeight", DEFAULT_HARD_POD_AFFINITY_WEIGHT)
-        if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= 100:
-            raise ValueError(f"hardPodAffinityWeight: Invalid value: {weight!r}: not in valid range [0, 100]")
-        ignore = args.get("ignorePreferredTermsOfExistingPods", False)
-        if not isinstance(ignore, bool):
-            raise ValueError(f"ignorePreferredTermsOfExistingPods: Invalid value: {ignore!r}: must be a boolean")
-        self.hard_pod_affinity_weight: int = weight
-        self.ignore_preferred_terms_of_existing_pods: bool = ignore
+        self.hard_pod_affinity_weight = args.hard_pod_affinity_weight
+        self.ignore_preferred_terms_of_existing_pods = args.ignore_preferred_terms_of_existing_pods
         self._state: _SnapshotState | None = None
 
     # ------------------------------------------------------------- helpers

@@ -1,17 +1,18 @@
 """NodeAffinity: spec.nodeSelector and required node affinity filter; preferred
 node affinity scores (upstream pkg/scheduler/framework/plugins/nodeaffinity).
 
-`addedAffinity` in the plugin args applies to every pod of the profile, as
-upstream's NodeAffinityArgs."""
+`addedAffinity` in the plugin args (a v1 NodeAffinity) applies to every pod
+of the profile, as upstream's NodeAffinityArgs."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Literal
 
 import numpy as np
+from pydantic import Field
 
-from ..api.parse import parse_node_selector_term
-from ..api.records import NodeInfo, NodeSelectorTerm, PodInfo, PreferredTerm
+from ..api.config import ArgsModel, PluginArgs
+from ..api.records import NodeInfo, NodeSelectorTerm, PodInfo, PreferredTerm, Requirement
 from ..cluster.snapshot import Snapshot
 from ..framework.interface import CycleState, Handle, NodeFilterPlugin, ScorePlugin
 from ..framework import events as E
@@ -21,22 +22,57 @@ REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 MAX_NODE_SCORE = 100
 
 
+class NodeSelectorRequirementSpec(ArgsModel):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: list[str] = Field(default_factory=list)
+
+
+class NodeSelectorTermSpec(ArgsModel):
+    match_expressions: list[NodeSelectorRequirementSpec] = Field(default_factory=list, alias="matchExpressions")
+    match_fields: list[NodeSelectorRequirementSpec] = Field(default_factory=list, alias="matchFields")
+
+    def term(self) -> NodeSelectorTerm:
+        def requirements(specs: list[NodeSelectorRequirementSpec]) -> tuple[Requirement, ...]:
+            return tuple(Requirement(r.key, r.operator, tuple(r.values)) for r in specs)
+
+        return NodeSelectorTerm(requirements(self.match_expressions), requirements(self.match_fields))
+
+
+class NodeSelectorSpec(ArgsModel):
+    node_selector_terms: list[NodeSelectorTermSpec] = Field(default_factory=list, alias="nodeSelectorTerms")
+
+
+class PreferredSchedulingTermSpec(ArgsModel):
+    weight: int = 0
+    preference: NodeSelectorTermSpec = Field(default_factory=NodeSelectorTermSpec)
+
+
+class NodeAffinitySpec(ArgsModel):
+    required: NodeSelectorSpec | None = Field(default=None, alias="requiredDuringSchedulingIgnoredDuringExecution")
+    preferred: list[PreferredSchedulingTermSpec] = Field(
+        default_factory=list, alias="preferredDuringSchedulingIgnoredDuringExecution"
+    )
+
+
+class NodeAffinityArgs(PluginArgs):
+    added_affinity: NodeAffinitySpec | None = Field(default=None, alias="addedAffinity")
+
+
 class NodeAffinity(NodeFilterPlugin, ScorePlugin):
     name = "NodeAffinity"
     events = frozenset({E.NODE_ADD, E.NODE_LABEL})
     unresolvable = True  # preemption cannot make a node match
 
-    def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
+    Args = NodeAffinityArgs
+
+    def __init__(self, args: NodeAffinityArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        added = (args.get("addedAffinity") or {})
-        req = added.get("requiredDuringSchedulingIgnoredDuringExecution")
+        added = args.added_affinity or NodeAffinitySpec()
         self.added_required: tuple[NodeSelectorTerm, ...] | None = (
-            tuple(parse_node_selector_term(t) for t in req.get("nodeSelectorTerms") or ()) if req is not None else None
+            tuple(t.term() for t in added.required.node_selector_terms) if added.required is not None else None
         )
-        self.added_preferred = tuple(
-            PreferredTerm(int(p.get("weight", 0)), parse_node_selector_term(p.get("preference")))
-            for p in added.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
-        )
+        self.added_preferred = tuple(PreferredTerm(p.weight, p.preference.term()) for p in added.preferred)
 
     static_score = True
 

@@ -16,7 +16,7 @@ from scheduler.core.schedule_one import schedule_pod
 from scheduler.framework.framework import Framework, ProfileError
 from scheduler.framework.interface import CycleState, Handle
 from scheduler.plugins import in_tree_registry
-from scheduler.plugins.balancedallocation import NodeResourcesBalancedAllocation, balanced_resource_score
+from scheduler.plugins.noderesources.balanced_allocation import NodeResourcesBalancedAllocation, balanced_resource_score
 
 from .builders import container, make_cache, make_node, make_pod
 
@@ -188,15 +188,29 @@ def test_valid_args():
 
 def test_weight_other_than_one_is_invalid():
     msg = args_error([{"name": "cpu", "weight": 2}, {"name": "memory", "weight": 1}])
-    assert msg.endswith(f"pluginConfig {NAME}: resources[0].weight: Invalid value: 2: must be 1")
+    assert msg == "profile troupe-scheduler: pluginConfig[0].args.resources[0].weight: invalid value 2: must be 1"
 
 
 def test_repeated_resources_are_invalid():
     msg = args_error([{"name": "cpu", "weight": 1}, {"name": "cpu", "weight": 1}])
-    assert msg.endswith('resources[1].name: Duplicate value: "cpu"')
+    assert msg == "profile troupe-scheduler: pluginConfig[0].args.resources[1].name: duplicate value 'cpu'"
+
+
+def test_every_problem_is_a_line():
+    msg = args_error([{"name": "cpu", "weight": 3}, {"name": "cpu"}, {"weight": 1}])
+    assert msg.splitlines() == [
+        "profile troupe-scheduler: pluginConfig[0].args.resources[2].name: Field required",
+    ]  # an item that is not a ResourceSpec stops the list's own checks
+    msg = args_error([{"name": "cpu", "weight": 3}, {"name": "cpu"}])
+    assert msg.splitlines() == [
+        "profile troupe-scheduler: pluginConfig[0].args.resources[0].weight: invalid value 3: must be 1",
+        "profile troupe-scheduler: pluginConfig[0].args.resources[1].name: duplicate value 'cpu'",
+    ]
 
 
 def test_unknown_field_is_invalid():
     with pytest.raises(ProfileError) as exc:
         framework(make_cache(), {"resource": []})
-    assert "resource: unknown field" in str(exc.value)
+    assert str(exc.value) == (
+        "profile troupe-scheduler: pluginConfig[0].args.resource: unknown field (did you mean resources?); allowed: resources"
+    )

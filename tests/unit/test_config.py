@@ -22,8 +22,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
+from pydantic import ConfigDict
 
-from scheduler.api.config import ConfigError, SchedulerConfiguration, load_config
+from scheduler.api.config import ConfigError, PluginArgs, SchedulerConfiguration, load_config
 from scheduler.api.constants import DEFAULT_SCHEDULER_NAME
 from scheduler.cli import check_config
 from scheduler.core.schedule_one import schedule_pod
@@ -39,7 +41,10 @@ HEADER = "apiVersion: scheduling.troupe.dev/v1alpha1\nkind: SchedulerConfigurati
 
 
 class EchoArgs(ScorePlugin):
-    """A score plugin outside the default profile that keeps its args."""
+    """A score plugin outside the default profile that keeps its args (any)."""
+
+    class Args(PluginArgs):
+        model_config = ConfigDict(extra="allow")
 
     name = "EchoArgs"
 
@@ -219,7 +224,7 @@ profiles:
       nested: {list: [1, two, 3.5], flag: true}
       empty: {}
 """)
-    assert fwk.plugins["EchoArgs"].args == {"nested": {"list": [1, "two", 3.5], "flag": True}, "empty": {}}
+    assert fwk.plugins["EchoArgs"].args.model_dump() == {"nested": {"list": [1, "two", 3.5], "flag": True}, "empty": {}}
 
 
 def test_plugin_config_of_a_plugin_at_two_points_is_one_instance(tmp_path: Path) -> None:
@@ -227,7 +232,7 @@ def test_plugin_config_of_a_plugin_at_two_points_is_one_instance(tmp_path: Path)
     fit_filter = next(p for p in fwk.filters if p.name == "NodeResourcesFit")
     fit_score = next(s.plugin for s in fwk.scores if s.plugin.name == "NodeResourcesFit")
     assert fit_filter is fit_score
-    assert fit_filter.args == {"ignoredResources": ["example.com/foo"]}
+    assert fit_filter.args.ignored_resources == ["example.com/foo"]  # type: ignore[attr-defined]
 
 
 def test_plugin_config_changes_what_the_plugin_does(tmp_path: Path) -> None:
@@ -422,11 +427,13 @@ def test_a_top_level_list_is_not_a_configuration(tmp_path: Path) -> None:
 
 
 def test_bad_plugin_args_are_profile_errors(tmp_path: Path) -> None:
+    # A Framework built from a profile checks the args too, located from the profile.
     with pytest.raises(ProfileError) as err:
         only(tmp_path, "profiles:\n- pluginConfig: [{name: NodeResourcesFit, args: {scoringStrategy: {type: Bogus}}}]\n")
-    message = str(err.value)
-    assert message.startswith("profile troupe-scheduler: pluginConfig NodeResourcesFit: ")
-    assert "scoringStrategy" in message and "Bogus" in message
+    assert str(err.value) == (
+        "profile troupe-scheduler: pluginConfig[0].args.scoringStrategy.type: unsupported value 'Bogus'; "
+        "allowed: 'LeastAllocated', 'MostAllocated', 'RequestedToCapacityRatio'"
+    )
 
 
 def test_repeated_plugin_config_is_an_error(tmp_path: Path) -> None:
@@ -441,19 +448,188 @@ def test_repeated_plugin_config_is_an_error(tmp_path: Path) -> None:
 
 def test_plugin_config_of_an_unknown_plugin_is_an_error(tmp_path: Path) -> None:
     # A typo in pluginConfig[].name would otherwise leave the plugin at its defaults, silently.
-    config = load_config(write(tmp_path, HEADER + """
+    path = write(tmp_path, HEADER + """
 profiles:
 - schedulerName: a
 - schedulerName: b
   pluginConfig: [{name: EchoArgs}, {name: NodeResourceFit, args: {}}]
-"""))
+""")
     reg = registry()
+    known = ", ".join(reg.names())
+    with pytest.raises(ConfigError) as err:
+        load_config(path, plugin_args=reg.args_models())
+    assert str(err.value) == (
+        f"{path}: invalid configuration:\n  profiles[1].pluginConfig[1].name: unknown plugin 'NodeResourceFit' (known: {known})"
+    )
+    # Without the models, the file loads; its Framework refuses the entry.
+    config = load_config(path)
+    with pytest.raises(ProfileError) as perr:
+        check_config(config, reg)
+    assert str(perr.value) == f"profile b: pluginConfig[1].name: unknown plugin 'NodeResourceFit' (known: {known})"
+    check_config(config.model_copy(update={"profiles": config.profiles[:1]}), reg)  # the rest is fine
+
+
+# ------------------------------------------- plugin args, from the file's top
+
+
+def load_with_args(tmp_path: Path, body: str) -> SchedulerConfiguration:
+    return load_config(write(tmp_path, HEADER + body, "args.yaml"), plugin_args=registry().args_models())
+
+
+def problems(tmp_path: Path, body: str) -> list[str]:
+    """load_config's lines for a file, with the registry's args models."""
+    with pytest.raises(ConfigError) as err:
+        load_with_args(tmp_path, body)
+    head, *lines = str(err.value).splitlines()
+    assert head == f"{tmp_path / 'args.yaml'}: invalid configuration:"
+    assert all(line.startswith("  ") for line in lines)
+    return [line[2:] for line in lines]
+
+
+def test_a_bad_arg_names_its_path_from_the_top(tmp_path: Path) -> None:
+    assert problems(tmp_path, """
+profiles:
+- pluginConfig:
+  - name: NodeAffinity
+    args: {}
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {type: Foo}}
+""") == [
+        "profiles[0].pluginConfig[1].args.scoringStrategy.type: unsupported value 'Foo'; "
+        "allowed: 'LeastAllocated', 'MostAllocated', 'RequestedToCapacityRatio'",
+    ]
+
+
+def test_several_bad_args_are_several_lines(tmp_path: Path) -> None:
+    # Every entry of every profile, with the file's other problems: all at once.
+    assert problems(tmp_path, """
+profiles:
+- pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      ignoredResourceGroups: [example.com/aa]
+      scoringStrategy:
+        type: RequestedToCapacityRatio
+        resources: [{name: cpu, weight: 101}]
+        requestedToCapacityRatio: {shape: [{utilization: 50, score: 5}, {utilization: 40, score: 11}]}
+  - name: InterPodAffinity
+    args: {hardPodAffinityWeight: 101, ignorePreferredTermsOfExistingPods: "yes"}
+- schedulerName: second
+  pluginConfig:
+  - name: PodTopologySpread
+    args: {defaultingType: List, defaultConstraints: [{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]}
+  - name: NodeName
+    args: {apiVersion: kubescheduler.config.k8s.io/v1, kind: NodeNameArgs, bogus: 1}
+queue: {podMaxBackoffSeconds: 0}
+""") == [
+        "queue.podMaxBackoffSeconds: Input should be greater than 0",
+        "profiles[0].pluginConfig[0].args.ignoredResourceGroups[0]: invalid value 'example.com/aa': "
+        "resource group name can't contain '/'",
+        "profiles[0].pluginConfig[0].args.scoringStrategy.resources[0].weight: invalid value 101: "
+        "resource weight of cpu not in valid range (0, 100]",
+        "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape[1].score: invalid value 11: "
+        "not in valid range [0, 10]",
+        "profiles[0].pluginConfig[1].args.hardPodAffinityWeight: invalid value 101: not in valid range [0, 100]",
+        "profiles[0].pluginConfig[1].args.ignorePreferredTermsOfExistingPods: Input should be a valid boolean",
+        "profiles[1].pluginConfig[0].args.defaultConstraints[0].maxSkew: invalid value 0: not in valid range (0, inf)",
+        "profiles[1].pluginConfig[1].args.bogus: unknown field; no fields are allowed here",
+    ]
+
+
+def test_args_are_checked_beside_the_profiles_other_problems(tmp_path: Path) -> None:
+    assert problems(tmp_path, """
+profiles:
+- schedulerNmae: a
+  pluginConfig: [{name: InterPodAffinity, args: {hardPodAffinityWeight: 101}}]
+- schedulerName: b
+  pluginConfig: [{name: InterPodAffinity, args: {hardPodAffinityWeight: 102}}, {name: Nope, args: 5}]
+""") == [
+        f"profiles[0].schedulerNmae: unknown field (did you mean schedulerName?); allowed: {PROFILE_KEYS}",
+        "profiles[1].pluginConfig[1].args: Input should be a valid dictionary",
+        "profiles[0].pluginConfig[0].args.hardPodAffinityWeight: invalid value 101: not in valid range [0, 100]",
+        "profiles[1].pluginConfig[0].args.hardPodAffinityWeight: invalid value 102: not in valid range [0, 100]",
+    ]
+
+
+ARGS = """
+profiles:
+- pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      ignoredResources: [example.com/foo]
+      scoringStrategy:
+        type: RequestedToCapacityRatio
+        resources: [{name: cpu, weight: 3}, {name: memory}]
+        requestedToCapacityRatio: {shape: [{utilization: 0, score: 0}, {utilization: 100, score: 10}]}
+  - name: NodeResourcesBalancedAllocation
+    args: {resources: [{name: cpu, weight: 1}, {name: memory, weight: 0}]}
+  - name: InterPodAffinity
+    args: {hardPodAffinityWeight: 5, ignorePreferredTermsOfExistingPods: true}
+  - name: PodTopologySpread
+    args:
+      defaultingType: List
+      defaultConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway}]
+  - name: NodeAffinity
+    args:
+      addedAffinity:
+        preferredDuringSchedulingIgnoredDuringExecution:
+        - {weight: 10, preference: {matchExpressions: [{key: zone, operator: In, values: [b]}]}}
+"""
+
+
+def test_valid_args_round_trip_to_the_same_plugins(tmp_path: Path) -> None:
+    """The args a Framework's plugins got, written back into a file (defaults
+    filled in, nulls and all) and loaded again, are equal and place pods the same."""
+    config = load_with_args(tmp_path, ARGS)
+    fwk = Framework(config.profiles[0], registry(), Handle(make_cache()))
+    names = [pc.name for pc in config.profiles[0].plugin_config]
+    dumped = {"profiles": [{"pluginConfig": [
+        {"name": n, "args": fwk.plugins[n].args.model_dump(by_alias=True)} for n in names
+    ]}]}
+    again = load_with_args(tmp_path, yaml.safe_dump(dumped))
+    fwk2 = Framework(again.profiles[0], registry(), Handle(make_cache()))
+    assert all(fwk2.plugins[n].args == fwk.plugins[n].args for n in names)
+    fit = fwk.plugins["NodeResourcesFit"]
+    assert (fit.strategy, fit.score_resources) == ("RequestedToCapacityRatio", [("cpu", 3), ("memory", 1)])  # type: ignore[attr-defined]
+
+    nodes = [make_node("a", "8", "16Gi", labels={"zone": "a"}), make_node("b", "4", "8Gi", labels={"zone": "b"}),
+             make_node("c", "8", "16Gi", labels={"zone": "c"})]
+    existing = [make_pod("x", "3", "4Gi", node_name="c", phase="Running")]
+
+    def place(profile: Any, pod: Any) -> str | None:
+        cache = make_cache(nodes, existing)
+        snap = cache.snapshot()
+        row = schedule_pod(Framework(profile, registry(), Handle(cache)), pod, snap).row
+        return None if row is None else snap.names[row]
+
+    default = SchedulerConfiguration().profiles[0]
+    for pod in (make_pod("p", "1", "1Gi"), make_pod("q", "2", "1Gi", requests={"example.com/foo": "1"})):
+        want = place(config.profiles[0], pod)
+        assert want is not None and want != place(default, pod)  # the args make a difference
+        assert place(again.profiles[0], pod) == want
+
+
+def test_a_plugin_enabled_without_its_required_args(tmp_path: Path) -> None:
+    class Needy(ScorePlugin):
+        class Args(PluginArgs):
+            label: str
+
+        name = "Needy"
+
+    reg = registry()
+    reg.register(Needy)
+    config = load_config(write(tmp_path, HEADER + "profiles:\n- plugins: {score: {enabled: [{name: Needy}]}}\n"),
+                         plugin_args=reg.args_models())
     with pytest.raises(ProfileError) as err:
         check_config(config, reg)
-    assert str(err.value) == (
-        f"profiles[1].pluginConfig[1].name: unknown plugin 'NodeResourceFit' (known: {', '.join(reg.names())})"
-    )
-    check_config(config.model_copy(update={"profiles": config.profiles[:1]}), reg)  # the rest is fine
+    assert str(err.value) == "profile troupe-scheduler: plugins.score: Needy has no pluginConfig entry: args.label: Field required"
+
+
+def test_plugins_get_their_args_model_not_a_mapping() -> None:
+    from scheduler.plugins.interpodaffinity import InterPodAffinity
+
+    with pytest.raises(TypeError, match=r"^InterPodAffinity: args must be a InterPodAffinityArgs, got dict$"):
+        InterPodAffinity({"hardPodAffinityWeight": 2}, Handle(make_cache()))  # type: ignore[arg-type]
 
 
 def test_check_config_builds_every_profile(tmp_path: Path) -> None:
@@ -509,14 +685,24 @@ BAD_FILES: dict[str, tuple[str | None, list[str]]] = {
         r"\(known: (?P<known>.*)\)\n\Z",
     ]),
     "unknown-plugin-config": (HEADER + "profiles:\n- schedulerName: a\n- pluginConfig: [{name: NodeResourceFit, args: {}}]\n", [
-        r"\Atroupe: unknown-plugin-config\.yaml: profiles\[1\]\.pluginConfig\[0\]\.name: "
+        r"\Atroupe: unknown-plugin-config\.yaml: invalid configuration:\n  profiles\[1\]\.pluginConfig\[0\]\.name: "
         r"unknown plugin 'NodeResourceFit' \(known: (?P<known>.*)\)\n\Z",
     ]),
     "filter-only-at-score": (HEADER + "profiles:\n- plugins: {score: {enabled: [{name: NodeUnschedulable}]}}\n", [
         r"\Atroupe: filter-only-at-score\.yaml: profile troupe-scheduler: plugin NodeUnschedulable does not implement score\n\Z",
     ]),
     "bad-plugin-args": (HEADER + "profiles:\n- pluginConfig: [{name: NodeResourcesFit, args: {scoringStrategy: {type: Bogus}}}]\n", [
-        r"\Atroupe: bad-plugin-args\.yaml: profile troupe-scheduler: pluginConfig NodeResourcesFit: .*Bogus",
+        r"\Atroupe: bad-plugin-args\.yaml: invalid configuration:\n"
+        r"  profiles\[0\]\.pluginConfig\[0\]\.args\.scoringStrategy\.type: unsupported value 'Bogus'; "
+        r"allowed: 'LeastAllocated', 'MostAllocated', 'RequestedToCapacityRatio'\n\Z",
+    ]),
+    "bad-plugin-args-and-more": (HEADER + "profiles:\n- pluginConfig: [{name: NodeAffinity}, {name: NodeResourcesFit, "
+                                 "args: {ignoredResources: [a/b/c], scoringStrategy: {resources: [{name: cpu, weight: 0.5}]}}}]\n"
+                                 "  plugins: {score: {enabled: [{name: NodeResourcesFit, weight: 0}]}}\n", [
+        r"\Atroupe: bad-plugin-args-and-more\.yaml: invalid configuration:\n"
+        r"  profiles\[0\]\.plugins\.score\.enabled\[0\]\.weight: Input should be greater than or equal to 1\n"
+        r"  profiles\[0\]\.pluginConfig\[1\]\.args\.ignoredResources\[0\]: invalid value 'a/b/c': a valid label key .*\n"
+        r"  profiles\[0\]\.pluginConfig\[1\]\.args\.scoringStrategy\.resources\[0\]\.weight: Input should be a valid integer\n\Z",
     ]),
     "invalid-yaml": (HEADER + "profiles: [\n", [
         r"\Atroupe: invalid-yaml\.yaml: not valid YAML:\n",

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.api.config import load_config
+from scheduler.api.config import ConfigError, load_config
 from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.framework import DEFAULT_PLUGINS, Framework, ProfileError
 from scheduler.framework.interface import Handle
@@ -103,10 +103,17 @@ def test_without_the_entry_point_the_plugin_is_unknown(tmp_path: Path) -> None:
     registry = in_tree_registry()
     with pytest.raises(ProfileError) as err:
         Framework(config.profiles[0], registry, Handle(ClusterCache()))
-    assert str(err.value) == (
-        "profile troupe-scheduler: plugins.filter: unknown plugin 'RequireNodeLabel' "
-        f"(known: {', '.join(registry.names())})"
-    )
+    known = ", ".join(registry.names())
+    assert str(err.value).splitlines() == [
+        f"profile troupe-scheduler: pluginConfig[0].name: unknown plugin 'RequireNodeLabel' (known: {known})",
+        f"profile troupe-scheduler: pluginConfig[1].name: unknown plugin 'PreferNodeLabel' (known: {known})",
+    ]
+    with pytest.raises(ConfigError) as cerr:
+        load_config(_config_file(tmp_path), plugin_args=registry.args_models())
+    assert str(cerr.value).splitlines()[1:] == [
+        f"  profiles[0].pluginConfig[0].name: unknown plugin 'RequireNodeLabel' (known: {known})",
+        f"  profiles[0].pluginConfig[1].name: unknown plugin 'PreferNodeLabel' (known: {known})",
+    ]
 
 
 def test_a_config_file_enabling_it_builds_a_framework(site: Path, tmp_path: Path) -> None:
@@ -205,10 +212,10 @@ def test_the_cli_loads_the_plugin(site: Path, tmp_path: Path) -> None:
     assert (proc.returncode, lines[-1]) == (2, "troupe: --kubeconfig /nonexistent: no such file")
     assert any(line.endswith("loaded plugin PreferNodeLabel from troupe_example_plugin:PreferNodeLabel") for line in lines)
     assert bad_proc.returncode == 2
-    assert bad_proc.stderr.strip().splitlines()[-1] == (
-        f"troupe: {bad}: profile troupe-scheduler: pluginConfig PreferNodeLabel: PreferNodeLabel: args.label is required: "
-        "the node label key, e.g. node.example.com/pool"
-    )
+    assert bad_proc.stderr.strip().splitlines()[-2:] == [
+        f"troupe: {bad}: invalid configuration:",
+        "  profiles[0].pluginConfig[1].args.label: Field required",
+    ]
 
 
 def test_the_example_package_tests_pass() -> None:

@@ -32,6 +32,7 @@ from scheduler.plugins.interpodaffinity import (
     REASON_ANTI_AFFINITY,
     REASON_EXISTING_ANTI_AFFINITY,
     InterPodAffinity,
+    InterPodAffinityArgs,
 )
 from scheduler.core.schedule_podgroup import schedule_group
 
@@ -120,7 +121,7 @@ def setup(nodes: Sequence[NodeInfo], existing: Sequence[PodInfo] = (), ns_labels
           args: Mapping[str, Any] | None = None) -> tuple[InterPodAffinity, Snapshot]:
     cache = make_cache(nodes, existing)
     cache.namespace_labels.update(ns_labels or {})
-    return InterPodAffinity(dict(args or {}), Handle(cache)), cache.snapshot()
+    return InterPodAffinity(InterPodAffinityArgs.model_validate(dict(args or {})), Handle(cache)), cache.snapshot()
 
 
 def statuses(plugin: InterPodAffinity, snap: Snapshot, incoming: PodInfo) -> dict[str, str | None]:
@@ -431,7 +432,7 @@ def test_existing_pods_assumed_in_the_cache_and_on_unknown_nodes():
     ghost = pod({"app": "db"}, node="gone", aff=affinity(anti=[term(sel_exists("app"), "zone")]))
     cache = make_cache(nodes, [guard, ghost])
     cache.assume(guard.uid, "n2")  # binding in flight: no nodeName yet, the cache knows the node
-    plugin = InterPodAffinity({}, Handle(cache))
+    plugin = InterPodAffinity(InterPodAffinityArgs(), Handle(cache))
     assert statuses(plugin, cache.snapshot(), pod({"app": "web"})) == {"n1": None, "n2": EXIST}
 
 
@@ -609,14 +610,17 @@ def test_normalize_truncates_like_upstream():
 
 
 @pytest.mark.parametrize("args,message", [
-    ({"hardPodAffinityWeight": 101}, "hardPodAffinityWeight: Invalid value: 101: not in valid range [0, 100]"),
-    ({"hardPodAffinityWeight": -1}, "not in valid range [0, 100]"),
-    ({"ignorePreferredTermsOfExistingPods": "yes"}, "must be a boolean"),
-    ({"hardPodAffinityWeigth": 2}, "unknown field(s) hardPodAffinityWeigth"),
+    ({"hardPodAffinityWeight": 101}, "hardPodAffinityWeight: invalid value 101: not in valid range [0, 100]"),
+    ({"hardPodAffinityWeight": -1}, "hardPodAffinityWeight: invalid value -1: not in valid range [0, 100]"),
+    ({"hardPodAffinityWeight": 1.5}, "hardPodAffinityWeight: Input should be a valid integer"),
+    ({"ignorePreferredTermsOfExistingPods": "yes"}, "ignorePreferredTermsOfExistingPods: Input should be a valid boolean"),
+    ({"hardPodAffinityWeigth": 2}, "hardPodAffinityWeigth: unknown field (did you mean hardPodAffinityWeight?); "
+                                   "allowed: hardPodAffinityWeight, ignorePreferredTermsOfExistingPods"),
 ])
 def test_invalid_args(args, message):
-    with pytest.raises(ProfileError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ProfileError) as exc:
         framework(make_cache(), args)
+    assert str(exc.value) == f"profile troupe-scheduler: pluginConfig[0].args.{message}"
 
 
 # ====================================================== through the framework and the cycle
@@ -935,7 +939,8 @@ def test_agrees_with_a_per_node_port_of_upstream(node_specs, existing_specs, inc
     for uid, target in cache_assumed:
         cache.assume(uid, target)
     cache.namespace_labels.update(ns_labels)
-    plugin = InterPodAffinity({"hardPodAffinityWeight": hard, "ignorePreferredTermsOfExistingPods": ignore}, Handle(cache))
+    args = InterPodAffinityArgs(hard_pod_affinity_weight=hard, ignore_preferred_terms_of_existing_pods=ignore)
+    plugin = InterPodAffinity(args, Handle(cache))
     snap = cache.snapshot()
     incoming = make_pod("incoming", namespace=incoming_spec["ns"], labels=incoming_spec["labels"], affinity=incoming_spec["aff"])
     if warm:

@@ -3,8 +3,9 @@ and the validation of NodeResourcesFit args. Cases and exact scores follow
 upstream v1.37 noderesources/most_allocated_test.go,
 requested_to_capacity_ratio_test.go and
 apis/config/validation/validation_pluginargs_test.go (TestValidateFitArgs,
-TestValidate*ScoringStrategy). As there, cpu "4000" is 4000 cores and memory
-"10000" is 10000 bytes."""
+TestValidate*ScoringStrategy; upstream's messages in troupe's
+`path: message` form, the path from the profile). As there, cpu "4000" is
+4000 cores and memory "10000" is 10000 bytes."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from scheduler.api.records import NodeInfo, PodInfo
 from scheduler.core.schedule_one import schedule_pod
 from scheduler.framework.framework import ProfileError
 from scheduler.framework.interface import CycleState
-from scheduler.plugins.noderesources import NodeResourcesFit, broken_linear, go_div
+from scheduler.plugins.noderesources import NodeResourcesFit
+from scheduler.plugins.noderesources.resource_allocation import go_div
+from scheduler.plugins.noderesources.scoring import broken_linear
 
 from .builders import MiB, container, make_cache, make_framework, make_node, make_pod, profile_with_args
 
@@ -140,10 +143,9 @@ def test_most_nonzero_request_for_requestless_containers():
     ([{"name": "memory", "weight": 101}], "scoringStrategy.resources[0].weight"),
 ])
 def test_most_weight_out_of_range_is_a_profile_error(resources, field):
-    with pytest.raises(ProfileError) as exc:
-        make_framework(profile=profile_with_args("NodeResourcesFit", most(resources)))
-    assert f"{field}: Invalid value:" in str(exc.value)
-    assert "not in valid range (0, 100]" in str(exc.value)
+    (line,) = profile_error(most(resources))
+    assert line.startswith(f"{field}: invalid value ")
+    assert line.endswith("resource weight of memory not in valid range (0, 100]")
 
 
 def test_most_zero_weight_defaults_to_one():
@@ -294,12 +296,17 @@ def test_rtcr_zero_scored_resources_leave_the_mean():
 # ================================================================ validation
 
 
-def profile_error(args: Mapping[str, Any]) -> str:
+PREFIX = "profile troupe-scheduler: pluginConfig[0].args."
+
+
+def profile_error(args: Mapping[str, Any]) -> list[str]:
+    """The problems Framework reports for these args, one per line, each
+    located from the args (the PREFIX names the profile and the entry)."""
     with pytest.raises(ProfileError) as exc:
         make_framework(profile=profile_with_args("NodeResourcesFit", args))
-    msg = str(exc.value)
-    assert msg.startswith("profile troupe-scheduler: pluginConfig NodeResourcesFit: ")
-    return msg
+    lines = str(exc.value).splitlines()
+    assert all(line.startswith(PREFIX) for line in lines), lines
+    return [line.removeprefix(PREFIX) for line in lines]
 
 
 def valid(args: Mapping[str, Any]) -> NodeResourcesFit:
@@ -309,25 +316,47 @@ def valid(args: Mapping[str, Any]) -> NodeResourcesFit:
     return plugin
 
 
+LONG = "longvalue" + "a" * 64
+
+
 @pytest.mark.parametrize("args, expect", [
-    ({"ignoredResources": ["longvalue" + "a" * 64]}, "ignoredResources[0]: Invalid value: \"longvalue" + "a" * 64 + "\": name part must be no more than 63 bytes"),
-    ({"ignoredResources": ["example.com/"]}, "ignoredResources[0]: Invalid value: \"example.com/\": name part must be non-empty"),
-    ({"ignoredResources": ["example.com/aaa/bbb"]}, "ignoredResources[0]: Invalid value: \"example.com/aaa/bbb\": a valid label key must consist of"),
-    ({"ignoredResourceGroups": ["example.com/"]}, "name part must be non-empty"),
-    ({"ignoredResourceGroups": ["a" * 64]}, "ignoredResourceGroups[0]: Invalid value: \"" + "a" * 64 + "\": name part must be no more than 63 bytes"),
-    ({"ignoredResourceGroups": ["example.com/aa"]}, "ignoredResourceGroups[0]: Invalid value: \"example.com/aa\": resource group name can't contain '/'"),
+    ({"ignoredResources": [LONG]}, [f"ignoredResources[0]: invalid value '{LONG}': name part must be no more than 63 bytes"]),
+    ({"ignoredResources": ["example.com/"]}, [
+        "ignoredResources[0]: invalid value 'example.com/': name part must be non-empty",
+        "ignoredResources[0]: invalid value 'example.com/': name part must consist of alphanumeric characters",
+    ]),
+    ({"ignoredResources": ["example.com/aaa/bbb"]},
+     ["ignoredResources[0]: invalid value 'example.com/aaa/bbb': a valid label key must consist of"]),
+    ({"ignoredResourceGroups": ["example.com/"]}, [
+        "ignoredResourceGroups[0]: invalid value 'example.com/': resource group name can't contain '/'",
+        "ignoredResourceGroups[0]: invalid value 'example.com/': name part must be non-empty",
+        "ignoredResourceGroups[0]: invalid value 'example.com/': name part must consist of",
+    ]),
+    ({"ignoredResourceGroups": ["a" * 64]},
+     [f"ignoredResourceGroups[0]: invalid value '{'a' * 64}': name part must be no more than 63 bytes"]),
+    ({"ignoredResourceGroups": ["example.com/aa"]},
+     ["ignoredResourceGroups[0]: invalid value 'example.com/aa': resource group name can't contain '/'"]),
     ({"scoringStrategy": {"type": "Invalid"}},
-     'scoringStrategy.type: Unsupported value: "Invalid": supported values: "LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"'),
+     ["scoringStrategy.type: unsupported value 'Invalid'; allowed: 'LeastAllocated', 'MostAllocated', 'RequestedToCapacityRatio'"]),
+    ({"scoringStrategy": {"type": ""}},  # upstream's v1 API rejects the empty type too; only a missing one is LeastAllocated
+     ["scoringStrategy.type: unsupported value ''; allowed: 'LeastAllocated', 'MostAllocated', 'RequestedToCapacityRatio'"]),
     ({"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
-     "scoringStrategy.requestedToCapacityRatio: Required value: must be specified when type is RequestedToCapacityRatio"),
+     ["scoringStrategy.requestedToCapacityRatio: must be specified when type is RequestedToCapacityRatio"]),
     ({"scoringStrategy": {"type": "MostAllocated", "requestedToCapacityRatio": {"shape": [{"utilization": 1, "score": 1}]}}},
-     "scoringStrategy.requestedToCapacityRatio: Forbidden: must be nil when type is not RequestedToCapacityRatio"),
-    ({"scoringStrategy": {"type": "LeastAllocated", "typo": 1}}, "scoringStrategy.typo: unknown field"),
+     ["scoringStrategy.requestedToCapacityRatio: must be nil when type is not RequestedToCapacityRatio"]),
+    ({"scoringStrategy": {"type": "LeastAllocated", "typo": 1}},
+     ["scoringStrategy.typo: unknown field (did you mean type?); allowed: type, resources, requestedToCapacityRatio"]),
     ({"scoringStrategy": {"resources": [{"name": "cpu", "weight": "heavy"}]}},
-     'scoringStrategy.resources[0].weight: Invalid value: "heavy": must be an integer'),
+     ["scoringStrategy.resources[0].weight: Input should be a valid integer"]),
+    ({"scoringStrategy": {"resources": [{"weight": 1}]}}, ["scoringStrategy.resources[0].name: Field required"]),
+    ({"scoringStrategy": 5}, ["scoringStrategy: expected a mapping, got an integer"]),
+    ({"ignoredResources": "example.com/foo"}, ["ignoredResources: Input should be a valid list"]),
+    ({"scoringStrategies": {}},
+     ["scoringStrategies: unknown field (did you mean scoringStrategy?); allowed: ignoredResources, ignoredResourceGroups, scoringStrategy"]),
 ])
 def test_fit_args_validation(args, expect):
-    assert expect in profile_error(args)
+    lines = profile_error(args)
+    assert len(lines) == len(expect) and all(line.startswith(want) for line, want in zip(lines, expect)), lines
 
 
 @pytest.mark.parametrize("args", [
@@ -336,6 +365,8 @@ def test_fit_args_validation(args, expect):
     {"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 10}]}},
     {"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 100}]}},
     {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "NodeResourcesFitArgs"},
+    {"ignoredResources": None, "scoringStrategy": None},  # null: the default, as Go decodes it
+    {"scoringStrategy": {"type": "LeastAllocated", "requestedToCapacityRatio": None}},
 ])
 def test_fit_args_valid(args):
     valid(args)
@@ -344,14 +375,16 @@ def test_fit_args_valid(args):
 @pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated"])
 def test_weight_validation_per_strategy(strategy):
     args = {"scoringStrategy": {"type": strategy, "resources": [{"name": "cpu", "weight": 0}, {"name": "memory", "weight": 101}]}}
-    msg = profile_error(args)
     # Weight 0 is defaulted to 1 (v1 API), so only the 101 is reported.
-    assert "scoringStrategy.resources[0]" not in msg
-    assert "scoringStrategy.resources[1].weight: Invalid value: 101: resource weight of memory not in valid range (0, 100]" in msg
-    msg = profile_error({"scoringStrategy": {"type": strategy, "resources": [{"name": "cpu", "weight": -3}, {"name": "memory", "weight": 101}]}})
-    # Several errors: upstream's aggregate "[e1, e2]".
-    assert "[scoringStrategy.resources[0].weight: Invalid value: -3" in msg
-    assert "scoringStrategy.resources[1].weight: Invalid value: 101" in msg and msg.endswith("]")
+    assert profile_error(args) == [
+        "scoringStrategy.resources[1].weight: invalid value 101: resource weight of memory not in valid range (0, 100]",
+    ]
+    args = {"scoringStrategy": {"type": strategy, "resources": [{"name": "cpu", "weight": -3}, {"name": "memory", "weight": 101}]}}
+    # Several errors: one line each.
+    assert profile_error(args) == [
+        "scoringStrategy.resources[0].weight: invalid value -3: resource weight of cpu not in valid range (0, 100]",
+        "scoringStrategy.resources[1].weight: invalid value 101: resource weight of memory not in valid range (0, 100]",
+    ]
 
 
 def rtcr_error(shape: Sequence[tuple[int, int]] | None, resources: Sequence[Mapping[str, Any]] | None = None) -> str | None:
@@ -362,8 +395,8 @@ def rtcr_error(shape: Sequence[tuple[int, int]] | None, resources: Sequence[Mapp
         strategy["resources"] = list(resources)
     try:
         valid({"scoringStrategy": strategy})
-    except ProfileError as exc:
-        return str(exc).split(": ", 2)[2]
+    except ProfileError:
+        return "\n".join(profile_error({"scoringStrategy": strategy}))
     return None
 
 
@@ -371,16 +404,18 @@ SHAPE_PATH = "scoringStrategy.requestedToCapacityRatio.shape"
 
 
 @pytest.mark.parametrize("shape, resources, want", [
-    (None, None, f"{SHAPE_PATH}: Required value: at least one point must be specified"),
-    ([(30, 3)], [{"name": "cpu", "weight": 101}], "scoringStrategy.resources[0].weight: Invalid value: 101: resource weight of cpu not in valid range (0, 100]"),
+    (None, None, f"{SHAPE_PATH}: at least one point must be specified"),
+    ([(30, 3)], [{"name": "cpu", "weight": 101}], "scoringStrategy.resources[0].weight: invalid value 101: resource weight of cpu not in valid range (0, 100]"),
     ([(30, 3)], None, None),
-    ([(-1, 3)], None, f"{SHAPE_PATH}[0].utilization: Invalid value: -1: not in valid range [0, 100]"),
-    ([(101, 3)], None, f"{SHAPE_PATH}[0].utilization: Invalid value: 101: not in valid range [0, 100]"),
-    ([(10, 3), (10, 3)], None, f"{SHAPE_PATH}[1].utilization: Invalid value: 10: values must be sorted in increasing order"),
+    ([(-1, 3)], None, f"{SHAPE_PATH}[0].utilization: invalid value -1: not in valid range [0, 100]"),
+    ([(101, 3)], None, f"{SHAPE_PATH}[0].utilization: invalid value 101: not in valid range [0, 100]"),
+    ([(10, 3), (10, 3)], None, f"{SHAPE_PATH}[1].utilization: invalid value 10: values must be sorted in increasing order"),
     ([(10, 3), (20, 3), (30, 3)], None, None),
-    ([(10, 3), (20, 3), (15, 3)], None, f"{SHAPE_PATH}[2].utilization: Invalid value: 15: values must be sorted in increasing order"),
-    ([(10, -1)], None, f"{SHAPE_PATH}[0].score: Invalid value: -1: not in valid range [0, 10]"),
-    ([(10, 11)], None, f"{SHAPE_PATH}[0].score: Invalid value: 11: not in valid range [0, 10]"),
+    ([(10, 3), (20, 3), (15, 3)], None, f"{SHAPE_PATH}[2].utilization: invalid value 15: values must be sorted in increasing order"),
+    ([(10, -1)], None, f"{SHAPE_PATH}[0].score: invalid value -1: not in valid range [0, 10]"),
+    ([(10, 11)], None, f"{SHAPE_PATH}[0].score: invalid value 11: not in valid range [0, 10]"),
+    ([(-1, 11)], None, f"{SHAPE_PATH}[0].utilization: invalid value -1: not in valid range [0, 100]\n"
+                       f"{SHAPE_PATH}[0].score: invalid value 11: not in valid range [0, 10]"),
 ])
 def test_rtcr_shape_validation(shape, resources, want):
     assert rtcr_error(shape, resources) == want

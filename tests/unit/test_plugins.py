@@ -201,7 +201,9 @@ def test_fit_counts_other_schedulers_pods():
 def test_fit_unknown_scoring_strategy_is_a_profile_error():
     with pytest.raises(ProfileError) as exc:
         make_framework(profile=profile_with_args("NodeResourcesFit", {"scoringStrategy": {"type": "Bogus"}}))
-    assert "NodeResourcesFit" in str(exc.value)
+    assert str(exc.value).startswith(
+        "profile troupe-scheduler: pluginConfig[0].args.scoringStrategy.type: unsupported value 'Bogus'; allowed: "
+    )
 
 
 # ============================================== NodeResourcesFit LeastAllocated

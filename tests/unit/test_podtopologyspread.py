@@ -1,4 +1,4 @@
-"""PodTopologySpread (scheduler/plugins/podtopologyspread.py).
+"""PodTopologySpread (scheduler/plugins/podtopologyspread/).
 
 Cases are ported from upstream v1.37 podtopologyspread/filtering_test.go
 (TestPreFilterState, TestSingleConstraint, TestMultipleConstraints) and
@@ -39,6 +39,7 @@ from scheduler.plugins.podtopologyspread import (
     PodTopologySpread,
     merge_match_label_keys,
 )
+from scheduler.plugins.podtopologyspread.args import PodTopologySpreadArgs
 from scheduler.core.schedule_podgroup import schedule_group
 
 from .builders import make_cache, make_group, make_node, make_pod, pod_body, required_affinity, taint, toleration
@@ -111,7 +112,7 @@ def P(labels: Mapping[str, str] | None = None, *constraints: Mapping[str, Any], 
 
 
 def plugin(args: Mapping[str, Any] | None = None, cache: ClusterCache | None = None) -> PodTopologySpread:
-    return PodTopologySpread(dict(args or {}), Handle(cache or ClusterCache()))
+    return PodTopologySpread(PodTopologySpreadArgs.model_validate(dict(args or {})), Handle(cache or ClusterCache()))
 
 
 LIST = {"defaultingType": "List"}
@@ -555,27 +556,34 @@ def test_system_defaults_do_not_filter():
     assert pl.constraints(P(), SA) == []
 
 
-@pytest.mark.parametrize("args, message", [
-    ({"defaultingType": "Bogus"}, 'defaultingType: Unsupported value: "Bogus"'),
+@pytest.mark.parametrize("args, messages", [
+    ({"defaultingType": "Bogus"}, ["defaultingType: unsupported value 'Bogus'; allowed: 'System', 'List'"]),
     ({"defaultConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": DNS}]},
-     'defaultingType: Invalid value: "System": when .defaultConstraints are not empty'),
+     ["defaultingType: invalid value 'System': when .defaultConstraints are not empty"]),
     ({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": DNS}]},
-     "defaultConstraints[0].maxSkew: Invalid value: 0: not in valid range (0, inf)"),
+     ["defaultConstraints[0].maxSkew: invalid value 0: not in valid range (0, inf)"]),
+    ({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1, "topologyKey": "", "whenUnsatisfiable": DNS}]},
+     ["defaultConstraints[0].topologyKey: can not be empty"]),
     ({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1, "whenUnsatisfiable": DNS}]},
-     "defaultConstraints[0].topologyKey: Required value: can not be empty"),
+     ["defaultConstraints[0].topologyKey: Field required"]),
     ({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "Maybe"}]},
-     'defaultConstraints[0].whenUnsatisfiable: Unsupported value: "Maybe"'),
+     ["defaultConstraints[0].whenUnsatisfiable: unsupported value 'Maybe'; allowed: 'DoNotSchedule', 'ScheduleAnyway'"]),
     ({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": DNS,
                                                          "labelSelector": {"matchLabels": {"a": "b"}}}]},
-     "defaultConstraints[0].labelSelector: Forbidden: constraint must not define a selector"),
+     ["defaultConstraints[0].labelSelector: constraint must not define a selector, as they deduced for each pod"]),
     ({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": DNS},
                                                         {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": DNS}]},
-     'defaultConstraints[1]: Duplicate value: "{zone, DoNotSchedule}"'),
+     ["defaultConstraints[1]: duplicate value '{zone, DoNotSchedule}'"]),
+    ({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "Maybe",
+                                                         "nodeTaintsPolicy": "honor"}]},
+     ["defaultConstraints[0].maxSkew: invalid value 0: not in valid range (0, inf)",
+      "defaultConstraints[0].whenUnsatisfiable: unsupported value 'Maybe'; allowed: 'DoNotSchedule', 'ScheduleAnyway'",
+      "defaultConstraints[0].nodeTaintsPolicy: unsupported value 'honor'; allowed: 'Honor', 'Ignore'"]),
 ])
-def test_args_validation(args, message):
+def test_args_validation(args, messages):
     with pytest.raises(ProfileError) as exc:
         framework(ClusterCache(), args=args)
-    assert message in str(exc.value)
+    assert str(exc.value).splitlines() == [f"profile troupe-scheduler: pluginConfig[0].args.{m}" for m in messages]
 
 
 # ============================================================== TestPodTopologySpreadScore

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from scheduler.api.config import Profile
 from scheduler.api.parse import parse_node, parse_pod
@@ -19,7 +20,7 @@ from scheduler.framework.framework import Framework, ProfileError
 from scheduler.framework.interface import CycleState, Handle
 from scheduler.framework.registry import Registry
 from scheduler.plugins import in_tree_registry
-from troupe_example_plugin import PreferNodeLabel, RequireNodeLabel, parse_args
+from troupe_example_plugin import NodeLabelArgs, PreferNodeLabel, RequireNodeLabel
 
 POOL = "node.example.com/pool"
 
@@ -75,28 +76,44 @@ def place(cache: ClusterCache, profile: Mapping[str, Any], p: dict[str, Any]) ->
 
 
 @pytest.mark.parametrize(
-    "args, message",
+    "args, problems",
     [
-        ({}, "args.label is required"),
-        ({"label": ""}, "args.label is required"),
-        ({"label": POOL, "lable": "x"}, "unknown argument(s) lable (known: label, value)"),
-        ({"label": POOL, "value": 3}, "args.value must be a string"),
+        ({}, [(("label",), "Field required")]),
+        ({"label": ""}, [(("label",), "String should have at least 1 character")]),
+        ({"label": POOL, "lable": "x"}, [(("lable",), "Extra inputs are not permitted")]),
+        ({"label": POOL, "value": 3}, [(("value",), "Input should be a valid string")]),  # strict: quote numbers in YAML
+        ({"label": 3, "value": True}, [(("label",), "Input should be a valid string"), (("value",), "Input should be a valid string")]),
     ],
 )
-def test_bad_args_are_value_errors(args: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError) as err:
-        parse_args("PreferNodeLabel", args)
-    assert message in str(err.value)
+def test_bad_args_are_validation_errors(args: dict[str, Any], problems: list[tuple[tuple[str, ...], str]]) -> None:
+    with pytest.raises(ValidationError) as err:
+        NodeLabelArgs.model_validate(args)
+    assert [(e["loc"], e["msg"]) for e in err.value.errors()] == problems
 
 
-def test_bad_args_are_profile_errors_naming_the_plugin() -> None:
+def test_args_defaults_and_upstream_keys() -> None:
+    args = NodeLabelArgs.model_validate({"label": POOL, "value": None, "apiVersion": "v1", "kind": "NodeLabelArgs"})
+    assert (args.label, args.value) == (POOL, None)
+
+
+def test_bad_args_are_profile_errors_with_their_path() -> None:
     profile = prefer()
-    profile["pluginConfig"][0]["args"] = {"value": "gpu"}
+    profile["pluginConfig"][0]["args"] = {"value": "gpu", "lable": POOL}
+    with pytest.raises(ProfileError) as err:
+        framework(ClusterCache(), profile)
+    assert str(err.value).splitlines() == [
+        "profile troupe-scheduler: pluginConfig[0].args.label: Field required",
+        "profile troupe-scheduler: pluginConfig[0].args.lable: unknown field (did you mean label?); allowed: label, value",
+    ]
+
+
+def test_enabled_without_args_is_a_profile_error() -> None:
+    profile = prefer()
+    del profile["pluginConfig"]
     with pytest.raises(ProfileError) as err:
         framework(ClusterCache(), profile)
     assert str(err.value) == (
-        "profile troupe-scheduler: pluginConfig PreferNodeLabel: PreferNodeLabel: args.label is required: "
-        "the node label key, e.g. node.example.com/pool"
+        "profile troupe-scheduler: plugins.score: PreferNodeLabel has no pluginConfig entry: args.label: Field required"
     )
 
 
@@ -110,7 +127,7 @@ def test_bad_args_are_profile_errors_naming_the_plugin() -> None:
 def test_prefer_scores_matching_nodes_100(value: str | None, want: list[int]) -> None:
     cache = cluster(node("n0", {POOL: "gpu"}), node("n1", {POOL: "cpu"}), node("n2", {"other": "gpu"}), node("n3"))
     args = {"label": POOL} if value is None else {"label": POOL, "value": value}
-    plugin = PreferNodeLabel(args, Handle(cache))
+    plugin = PreferNodeLabel(NodeLabelArgs.model_validate(args), Handle(cache))
     snap = cache.snapshot()
     rows = np.arange(len(snap))
     assert plugin.score(CycleState(), parse_pod(pod("p")), snap, rows).tolist() == want

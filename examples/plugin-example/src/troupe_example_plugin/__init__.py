@@ -9,6 +9,10 @@ Two plugins, found by troupe through the `troupe.plugins` entry-point group
 - `RequireNodeLabel` (Filter): rejects nodes without that label (value).
   Written the simple way: a per-node `filter_node`, vectorized by troupe.
 
+Both take `NodeLabelArgs` (`label`, optional `value`): a pydantic model that
+each declares as its `Args`; troupe validates the configuration against it
+and passes the instance to the constructor.
+
 Both read only node labels, never node usage or the pod, so both are
 *static*: troupe computes them once per set of node labels and reuses the
 result for every pod (`sign_pod` returns a constant because the answer does
@@ -20,40 +24,38 @@ from __future__ import annotations
 from typing import Any, Hashable, Mapping
 
 import numpy as np
+from pydantic import Field
 
+from scheduler.api.config import PluginArgs
 from scheduler.api.records import NodeInfo, PodInfo
 from scheduler.cluster.snapshot import Snapshot
 from scheduler.framework.interface import CycleState, Handle, NodeFilterPlugin, ScorePlugin
 
-__all__ = ["PreferNodeLabel", "RequireNodeLabel", "parse_args"]
+__all__ = ["NodeLabelArgs", "PreferNodeLabel", "RequireNodeLabel"]
 __version__ = "0.1.0"
 
 MAX_NODE_SCORE = 100
 
 
-def parse_args(plugin: str, args: Mapping[str, Any]) -> tuple[str, str | None]:
-    """`{label: str, value?: str}` -> (label, value). Unknown keys are errors, so
-    a typo in the configuration does not silently change what the plugin does.
-    troupe reports a ValueError raised here as a configuration error."""
-    unknown = sorted(set(args) - {"label", "value"})
-    if unknown:
-        raise ValueError(f"{plugin}: unknown argument(s) {', '.join(unknown)} (known: label, value)")
-    label = args.get("label")
-    if not isinstance(label, str) or not label:
-        raise ValueError(f"{plugin}: args.label is required: the node label key, e.g. node.example.com/pool")
-    value = args.get("value")
-    if value is not None and not isinstance(value, str):
-        raise ValueError(f"{plugin}: args.value must be a string (quote numbers in YAML), got {value!r}")
-    return label, value
+class NodeLabelArgs(PluginArgs):
+    """`{label: str, value?: str}`. troupe validates the pluginConfig args
+    against this model and reports each problem with its path from the file's
+    top (`profiles[0].pluginConfig[1].args.label: Field required`). PluginArgs
+    makes unknown keys errors, so a typo does not silently change what the
+    plugin does, and types strict, so `value: 3` must be quoted in YAML."""
+
+    label: str = Field(min_length=1, description="the node label key, e.g. node.example.com/pool")
+    value: str | None = None
 
 
 class PreferNodeLabel(ScorePlugin):
     name = "PreferNodeLabel"
+    Args = NodeLabelArgs
     static_score = True  # reads node labels only
 
-    def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
+    def __init__(self, args: NodeLabelArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        self.label, self.value = parse_args(self.name, args)
+        self.label, self.value = args.label, args.value
 
     def sign_pod(self, pod: PodInfo) -> Hashable:
         return ()  # the same scores for every pod
@@ -74,10 +76,11 @@ class PreferNodeLabel(ScorePlugin):
 
 class RequireNodeLabel(NodeFilterPlugin):
     name = "RequireNodeLabel"
+    Args = NodeLabelArgs
 
-    def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
+    def __init__(self, args: NodeLabelArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        self.label, self.value = parse_args(self.name, args)
+        self.label, self.value = args.label, args.value
         want = self.label if self.value is None else f"{self.label}={self.value}"
         self.reason = f"node(s) didn't have label {want}"
 

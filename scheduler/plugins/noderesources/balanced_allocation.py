@@ -11,7 +11,7 @@ scalar resource the pod asks none of is left out, as is any resource the node
 has no allocatable of. A pod that requests none of the configured resources
 (best effort) is not scored (upstream's PreScore Skip): every node gets 0.
 
-Args `resources: [{name, weight}]`, validated as upstream's
+Args `resources: [{name, weight}]` (args.py), validated as upstream's
 ValidateNodeResourcesBalancedAllocationArgs (no duplicates, weight must be 1
 after the v1 defaulting of 0/missing to 1). Differs from upstream: no
 DRA-backed extended resources.
@@ -19,17 +19,16 @@ DRA-backed extended resources.
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Mapping
+from typing import Hashable
 
 import numpy as np
 
-from ..api.records import PodInfo
-from ..api.resources import CPU, MEMORY
-from ..cluster.snapshot import Snapshot
-from ..framework.interface import CycleState, Handle, ScorePlugin
-from .noderesources import MAX_NODE_SCORE, FieldErrors, cpu_memory_rows, go_div, parse_resource_specs, requests_sign, resource_allocation
-
-_ARGS = ("resources", "apiVersion", "kind")
+from ...api.records import PodInfo
+from ...api.resources import CPU, MEMORY
+from ...cluster.snapshot import Snapshot
+from ...framework.interface import CycleState, Handle, ScorePlugin
+from .args import NodeResourcesBalancedAllocationArgs
+from .resource_allocation import MAX_NODE_SCORE, cpu_memory_rows, go_div, requests_sign, resource_allocation
 
 
 def balanced_resource_score(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
@@ -67,19 +66,11 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
     name = "NodeResourcesBalancedAllocation"
     row_local = True  # a node's score depends on its own usage only
 
-    def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
+    Args = NodeResourcesBalancedAllocationArgs
+
+    def __init__(self, args: NodeResourcesBalancedAllocationArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        errs = FieldErrors()
-        errs.unknown_fields(args, "", _ARGS)
-        self.resources = parse_resource_specs(args.get("resources"), "resources", errs)
-        seen: set[str] = set()
-        for i, spec in enumerate(self.resources):
-            if spec.name in seen:
-                errs.duplicate(f"resources[{i}].name", spec.name)
-            seen.add(spec.name)
-            if spec.weight != 1:
-                errs.invalid(f"resources[{i}].weight", spec.weight, "must be 1")
-        errs.raise_if_any()
+        self.resources = args.resources
         self._cpu_memory = [spec.name for spec in self.resources] == [CPU, MEMORY]
 
     def sign_pod(self, pod: PodInfo) -> Hashable:

@@ -1,0 +1,126 @@
+"""NodeResourcesFit: does the pod's request fit the node's free allocatable; scores
+by `scoringStrategy` (LeastAllocated, MostAllocated, RequestedToCapacityRatio).
+
+Upstream semantics (pkg/scheduler/framework/plugins/noderesources: fit.go,
+resource_allocation.go, least_allocated.go, most_allocated.go,
+requested_to_capacity_ratio.go, helper/shape_score.go):
+
+- Filter: a resource the pod requests nothing of is not checked; "Too many
+  pods" when the node's pod slots are used up; extended resources a node does
+  not offer are insufficient there; `ignoredResources` /
+  `ignoredResourceGroups` skip extended resources managed elsewhere.
+- Score: cpu and memory use the non-zero requests (containers asking nothing
+  count 100m / 200Mi) of the node and the pod; ephemeral-storage and scalar
+  resources (extended, hugepages, prefixed native, attachable volumes) use the
+  real requests; a scalar resource the pod requests none of is left out, and
+  so is any resource a node has no allocatable of (upstream leaves "pods" and
+  unknown unprefixed names out the same way).
+- Args (args.py: `ignoredResources`, `ignoredResourceGroups`,
+  `scoringStrategy{type, resources[{name, weight}],
+  requestedToCapacityRatio{shape[{utilization, score}]}}`) are defaulted as
+  the v1 config API does (no strategy: LeastAllocated; no resources: cpu and
+  memory; weight missing or 0: 1) and validated as upstream's
+  ValidateNodeResourcesFitArgs.
+
+Differs from upstream: a `scoringStrategy` without `type` means LeastAllocated
+(upstream's v1 API rejects the empty type); no DRA-backed extended resources;
+no ScorePlacement (the placement algorithm is not here yet).
+
+The resource-allocation helpers (resource_allocation.py) are shared with
+NodeResourcesBalancedAllocation.
+"""
+
+from __future__ import annotations
+
+from typing import Hashable
+
+import numpy as np
+
+from ...api.records import PodInfo
+from ...api.resources import CPU, MEMORY, PODS
+from ...cluster.snapshot import Snapshot
+from ...framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
+from ...framework import events as E
+from .args import LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO, NodeResourcesFitArgs, ResourceSpec
+from .resource_allocation import requests_sign, resource_allocation
+from .scoring import least_allocated_cpu_memory, least_allocated_scorer, most_allocated_scorer, requested_to_capacity_ratio_scorer
+
+
+class NodeResourcesFit(FilterPlugin, ScorePlugin):
+    name = "NodeResourcesFit"
+    events = frozenset({E.NODE_ADD, E.NODE_ALLOCATABLE, E.ASSIGNED_POD_DELETE, E.ASSIGNED_POD_SCALE_DOWN})
+    row_local = True  # a node's fit and score depend on its own usage only
+
+    Args = NodeResourcesFitArgs
+
+    def __init__(self, args: NodeResourcesFitArgs, handle: Handle) -> None:
+        super().__init__(args, handle)
+        self.ignored = set(args.ignored_resources)
+        self.ignored_groups = set(args.ignored_resource_groups)
+        strategy = args.scoring_strategy
+        self.strategy = strategy.type
+        specs = strategy.resources
+        self.resources: list[ResourceSpec] = specs
+        self.score_resources = [(s.name, s.weight) for s in specs]
+        weights = np.array([s.weight for s in specs], dtype=np.int64)
+        self._weights = weights
+        # The default configuration gets a shorter path with the same results.
+        self._cpu_memory_least_allocated = self.strategy == LEAST_ALLOCATED and [s.name for s in specs] == [CPU, MEMORY]
+        if self.strategy == MOST_ALLOCATED:
+            self._scorer = most_allocated_scorer(weights)
+        elif self.strategy == REQUESTED_TO_CAPACITY_RATIO:
+            self._scorer = requested_to_capacity_ratio_scorer(weights, strategy.shape)
+        else:
+            self._scorer = least_allocated_scorer(weights)
+
+    def sign_pod(self, pod: PodInfo) -> Hashable:
+        """The fit and the score read the pod's requests only (and the
+        non-zero defaults the score puts in for containers asking nothing)."""
+        return requests_sign(pod)
+
+    def _checked(self, resource: str) -> bool:
+        # Upstream skips ignored resources only if they are extended resources
+        # (v1helper.IsExtendedResourceName): not *kubernetes.io/*, not unprefixed.
+        if "/" not in resource or "kubernetes.io/" in resource or resource.startswith("requests."):
+            return True
+        return resource not in self.ignored and resource.split("/", 1)[0] not in self.ignored_groups
+
+    def _checked_columns(self, vec: np.ndarray, snapshot: Snapshot) -> list[int]:
+        """The columns the pod requests and this plugin checks."""
+        return [c for c in np.flatnonzero(vec) if self._checked(snapshot.resources[c])]
+
+    def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
+        # One (nodes x requested resources) comparison, numpy only; the
+        # per-reason masks are column views, only built when a node is short.
+        vec, unknown = snapshot.request_vector(pod)
+        n = len(snapshot)
+        cols = self._checked_columns(vec, snapshot)
+        short = snapshot.req[:, cols] + vec[cols] > snapshot.alloc[:, cols]
+        bad = short.any(axis=1)
+        reasons: list[tuple[str, np.ndarray]] = []
+        if bad.any():
+            for j, col in enumerate(cols):
+                resource = snapshot.resources[col]
+                reasons.append(("Too many pods" if resource == PODS else f"Insufficient {resource}", short[:, j]))
+        feasible = ~bad
+        for resource in unknown:
+            if self._checked(resource):
+                feasible[:] = False
+                reasons.append((f"Insufficient {resource}", np.ones(n, dtype=bool)))
+        return FilterResult(feasible, reasons)
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        vec, unknown = snapshot.request_vector(pod)
+        if any(self._checked(r) for r in unknown):
+            return np.zeros(len(rows), dtype=bool)
+        cols = self._checked_columns(vec, snapshot)
+        return ~(snapshot.req[rows][:, cols] + vec[cols] > snapshot.alloc[rows][:, cols]).any(axis=1)
+
+    def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        # O(len(rows) * configured resources), numpy only.
+        if self._cpu_memory_least_allocated:
+            fast = least_allocated_cpu_memory(pod, snapshot, rows, self._weights, state)
+            if fast is not None:
+                return fast
+        _, requested, allocated, allocatable = resource_allocation(pod, snapshot, rows, self.resources, use_requested=False)
+        return self._scorer(requested, allocated, allocatable)
