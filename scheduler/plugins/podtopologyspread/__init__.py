@@ -50,8 +50,9 @@ What differs from upstream, and why:
   cycle keeps current on assume; preemption is not implemented yet.
 - A selector the apiserver would have rejected (it validates pod specs) is
   not re-validated here: an unknown operator simply matches nothing.
-- No queueing hints (EventsToRegister): troupe's queue requeues on its own
-  cluster events.
+- Queueing hints are coarse: `events` (EventsToRegister) names the cluster
+  events that can make a rejected pod fit, without upstream's per-event
+  QueueingHintFn.
 
 Modules: plugin.py (the plugin), counting.py (matching pods per domain and
 its caches), common.py (constraints, selectors, inclusion policies), args.py.
