@@ -68,7 +68,7 @@ demo: venv controlplane ## run hack/demo.py against a local control plane (DEMO_
 	$(VENV)/bin/python hack/demo.py $(DEMO_ARGS)
 
 clean: ## remove .venv and the caches inside the repository (not the control-plane build cache)
-	rm -rf $(VENV) .pytest_cache .hypothesis build dist
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache .import_linter_cache build dist
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
 
 bench: venv ## core scheduling benchmark, no API (BENCH_ARGS="core --quick", "--shapes a,b", "--profile")
