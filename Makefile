@@ -21,7 +21,7 @@ PYTEST_ARGS ?=
 DEMO_ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv controlplane test test-unit test-integration demo clean bench bench-e2e
+.PHONY: help venv controlplane test test-unit test-integration lint demo clean bench bench-e2e
 
 help: ## list the targets
 	@echo "troupe (Kubernetes v$(K8S_VERSION), etcd v$(ETCD_VERSION)); usage: make <target>"
@@ -48,11 +48,27 @@ test-unit: venv ## unit tests only, no control plane
 test-integration: venv controlplane ## integration tests only
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS) tests/integration
 
+LINT_STAMP := $(VENV)/.troupe-lint-installed
+$(LINT_STAMP): pyproject.toml $(VENV_STAMP)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,dev]'
+	@touch $@
+
+# Runs every check even when an earlier one fails, then fails if any did.
+lint: $(LINT_STAMP) ## ruff check, ruff format --check, mypy, lint-imports, CRDs up to date
+	@failed=""; \
+	echo "lint: ruff check"; $(VENV)/bin/ruff check . || failed="$$failed ruff-check"; \
+	echo "lint: ruff format --check"; $(VENV)/bin/ruff format --check --output-format concise . || failed="$$failed ruff-format"; \
+	echo "lint: mypy (strict, scheduler/)"; $(VENV)/bin/mypy || failed="$$failed mypy"; \
+	echo "lint: lint-imports"; $(VENV)/bin/lint-imports || failed="$$failed lint-imports"; \
+	echo "lint: crds/ up to date"; $(VENV)/bin/python hack/gen-crds.py --check || failed="$$failed crds"; \
+	if [ -n "$$failed" ]; then echo "lint: FAILED:$$failed"; exit 1; fi; \
+	echo "lint: all checks passed"
+
 demo: venv controlplane ## run hack/demo.py against a local control plane (DEMO_ARGS=...)
 	$(VENV)/bin/python hack/demo.py $(DEMO_ARGS)
 
 clean: ## remove .venv and the caches inside the repository (not the control-plane build cache)
-	rm -rf $(VENV) .pytest_cache .hypothesis build dist
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache .import_linter_cache build dist
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
 
 bench: venv ## core scheduling benchmark, no API (BENCH_ARGS="core --quick", "--shapes a,b", "--profile")

@@ -1,8 +1,15 @@
 """Generates crds/*.yaml (the CRD schemas of PodGroup and Workload).
 
-Run `python hack/gen-crds.py crds` and review the diff.
+Run `python hack/gen-crds.py crds` and review the diff. With --check it writes
+nothing and exits 1 if the files in the directory differ from what it would write
+(`make lint` and the pre-commit hook run it that way).
 """
-import copy, sys, yaml
+import argparse
+import difflib
+import sys
+from pathlib import Path
+
+import yaml
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -465,8 +472,47 @@ HEADER = """# Mirrors the upstream Go types of scheduling.k8s.io/v1alpha2 (k8s.i
 # object is refused by the apiserver with a message naming the field.
 """
 
-for obj, path in ((pg, "podgroups"), (wl, "workloads")):
-    with open(f"{sys.argv[1]}/{path}.scheduling.troupe.dev.yaml", "w") as f:
-        f.write(HEADER)
-        f.write("---\n")
-        yaml.dump(obj, f, Dumper=Dumper, sort_keys=False, width=100, default_flow_style=False)
+
+
+def render() -> dict[str, str]:
+    """File name -> the text this script writes for it."""
+    return {
+        f"{path}.scheduling.troupe.dev.yaml": HEADER + "---\n"
+        + yaml.dump(obj, Dumper=Dumper, sort_keys=False, width=100, default_flow_style=False)
+        for obj, path in ((pg, "podgroups"), (wl, "workloads"))
+    }
+
+
+def check(outdir: Path) -> int:
+    stale = []
+    for name, text in render().items():
+        path = outdir / name
+        current = path.read_text() if path.exists() else ""
+        if current != text:
+            stale.append(path)
+            sys.stdout.writelines(difflib.unified_diff(
+                current.splitlines(keepends=True), text.splitlines(keepends=True),
+                fromfile=str(path), tofile=f"{path} (generated)"))
+    if stale:
+        print(f"{', '.join(map(str, stale))}: out of date with hack/gen-crds.py; "
+              f"run `python hack/gen-crds.py {outdir}` and commit the result", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("outdir", nargs="?", type=Path, default=Path("crds"),
+                    help="directory of the CRD YAML files (default: crds)")
+    ap.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 with a diff if the files are not what would be written")
+    args = ap.parse_args()
+    if args.check:
+        return check(args.outdir)
+    for name, text in render().items():
+        (args.outdir / name).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
