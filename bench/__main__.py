@@ -12,8 +12,10 @@ DEFAULT = "core"
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
-        print(f"usage: python -m bench [{'|'.join(BENCHMARKS)}] [options]   (default: {DEFAULT}; "
-              f"options: python -m bench {DEFAULT} --help)")
+        print(
+            f"usage: python -m bench [{'|'.join(BENCHMARKS)}] [options]   (default: {DEFAULT}; "
+            f"options: python -m bench {DEFAULT} --help)"
+        )
         return 0
     if not argv or argv[0].startswith("-"):
         argv = [DEFAULT, *argv]

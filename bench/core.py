@@ -44,8 +44,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .shapes import Shape, node_body, pod_body, pod_index, podgroup_body, shapes
 
@@ -116,8 +117,8 @@ def _reference_profile() -> dict[str, Any]:
 
 def _new_scheduler(variant: str) -> Any:
     from scheduler.api.config import SchedulerConfiguration
-    from scheduler.plugins import in_tree_registry
     from scheduler.core.scheduler import Scheduler
+    from scheduler.plugins import in_tree_registry
 
     raw: dict[str, Any] = {}
     if variant == "full":
@@ -288,7 +289,10 @@ def _spawn(spec: dict[str, Any]) -> dict[str, Any]:
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "core", "--worker", json.dumps(spec)],
-        cwd=root, capture_output=True, text=True, check=False,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"worker {spec} failed ({proc.returncode}):\n{proc.stderr}")
@@ -327,9 +331,13 @@ def _reference_profile_note() -> str:
     ref = f"{', '.join(reference.FILTERS)}; {', '.join(f'{n} x{w}' for n, w in reference.SCORES)}"
     if filters == reference.FILTERS and scores == reference.SCORES:
         return f"the reference's plugins are the default profile's ({ref})"
-    extra = [n for n in filters if n not in reference.FILTERS] + [f"{n} x{w}" for n, w in scores if (n, w) not in reference.SCORES]
-    return (f"the reference's plugins ({ref}) are what `full` runs; the default profile also has "
-            f"{', '.join(extra) or 'a different order'}, so `default` does more work per pod")
+    extra = [n for n in filters if n not in reference.FILTERS] + [
+        f"{n} x{w}" for n, w in scores if (n, w) not in reference.SCORES
+    ]
+    return (
+        f"the reference's plugins ({ref}) are what `full` runs; the default profile also has "
+        f"{', '.join(extra) or 'a different order'}, so `default` does more work per pod"
+    )
 
 
 def render(result: dict[str, Any]) -> str:
@@ -337,25 +345,62 @@ def render(result: dict[str, Any]) -> str:
     q = " (--quick)" if result["quick"] else ""
     out.append(f"troupe core benchmark{q}: Python {result['python']}, numpy {result['numpy']}, {result['machine']}")
     out.append("")
-    headers = ["shape", "nodes", "pods", "scored", "feed s", "decide s", "pods/s", "range", "loop pods/s", "largest unit",
-               "unit ms (median)", "unit ms (max)", "peak RSS MiB", "base MiB"]
+    headers = [
+        "shape",
+        "nodes",
+        "pods",
+        "scored",
+        "feed s",
+        "decide s",
+        "pods/s",
+        "range",
+        "loop pods/s",
+        "largest unit",
+        "unit ms (median)",
+        "unit ms (max)",
+        "peak RSS MiB",
+        "base MiB",
+    ]
     rows = []
     for r in result["shapes"]:
         d = r["default"]
-        rows.append([
-            f"{r['key']} {r['name']}", str(r["nodes"]), str(r["pods"]), str(d["nodes_to_score"]),
-            _fmt(d["feed_nodes_s"] + d["feed_pods_s"], ".2f"), _fmt(d["decide_s"], ".2f"), _fmt(d["pods_per_s"]),
-            "-".join(_fmt(v) for v in (min(r["default_runs_pods_per_s"]), max(r["default_runs_pods_per_s"]))),
-            _fmt(d["loop_pods_per_s"]), str(d["largest_unit"]["size"]), _fmt(d["largest_unit"]["seconds"] * 1e3, ".1f"),
-            _fmt(d["largest_unit"]["max_seconds"] * 1e3, ".1f"), _fmt(d["peak_rss_mib"]), _fmt(d["rss_base_mib"]),
-        ])
-    out.append("troupe, default configuration (default profile, percentageOfNodesToScore adaptive; `scored` = nodes scored per pod;")
+        rows.append(
+            [
+                f"{r['key']} {r['name']}",
+                str(r["nodes"]),
+                str(r["pods"]),
+                str(d["nodes_to_score"]),
+                _fmt(d["feed_nodes_s"] + d["feed_pods_s"], ".2f"),
+                _fmt(d["decide_s"], ".2f"),
+                _fmt(d["pods_per_s"]),
+                "-".join(_fmt(v) for v in (min(r["default_runs_pods_per_s"]), max(r["default_runs_pods_per_s"]))),
+                _fmt(d["loop_pods_per_s"]),
+                str(d["largest_unit"]["size"]),
+                _fmt(d["largest_unit"]["seconds"] * 1e3, ".1f"),
+                _fmt(d["largest_unit"]["max_seconds"] * 1e3, ".1f"),
+                _fmt(d["peak_rss_mib"]),
+                _fmt(d["rss_base_mib"]),
+            ]
+        )
+    out.append(
+        "troupe, default configuration (default profile, percentageOfNodesToScore adaptive; `scored` = nodes scored per pod;"
+    )
     out.append(f"pods/s = the median of {result['repeat']} fresh runs, range = slowest-fastest;")
     out.append("unit ms = schedule_unit of one of the largest units, median and max over them):")
     out.append(_table(headers, rows))
     out.append("")
-    headers = ["shape", "full pods/s", "full unit ms", "full RSS MiB", "ref pods/s", "ref unit ms", "ref measured",
-               "speedup full/ref", "speedup default/ref", "same node"]
+    headers = [
+        "shape",
+        "full pods/s",
+        "full unit ms",
+        "full RSS MiB",
+        "ref pods/s",
+        "ref unit ms",
+        "ref measured",
+        "speedup full/ref",
+        "speedup default/ref",
+        "same node",
+    ]
     rows = []
     for r in result["shapes"]:
         f, ref, d = r.get("full"), r.get("reference"), r["default"]
@@ -364,19 +409,32 @@ def render(result: dict[str, Any]) -> str:
         measured = f"{ref['pods']}/{r['pods']} pods" + ("" if ref["complete"] else " *")
         unit = _fmt(ref["largest_unit_s"] * 1e3, ".1f") + (" *" if ref["largest_unit_extrapolated"] else "")
         agree = r.get("agreement")
-        rows.append([
-            f"{r['key']} {r['name']}", _fmt(f["pods_per_s"]), _fmt(f["largest_unit"]["seconds"] * 1e3, ".1f"), _fmt(f["peak_rss_mib"]),
-            _fmt(ref["pods_per_s"], ".1f"), unit, measured,
-            _fmt(f["pods_per_s"] / ref["pods_per_s"] if ref["pods_per_s"] else None, ".0f") + "x",
-            _fmt(d["pods_per_s"] / ref["pods_per_s"] if ref["pods_per_s"] else None, ".0f") + "x",
-            f"{agree[0]}/{agree[1]}" if agree else "-",
-        ])
+        rows.append(
+            [
+                f"{r['key']} {r['name']}",
+                _fmt(f["pods_per_s"]),
+                _fmt(f["largest_unit"]["seconds"] * 1e3, ".1f"),
+                _fmt(f["peak_rss_mib"]),
+                _fmt(ref["pods_per_s"], ".1f"),
+                unit,
+                measured,
+                _fmt(f["pods_per_s"] / ref["pods_per_s"] if ref["pods_per_s"] else None, ".0f") + "x",
+                _fmt(d["pods_per_s"] / ref["pods_per_s"] if ref["pods_per_s"] else None, ".0f") + "x",
+                f"{agree[0]}/{agree[1]}" if agree else "-",
+            ]
+        )
     if rows:
-        out.append("`full` = troupe with the reference's plugins and percentageOfNodesToScore: 100 (the same work) vs the per-node")
+        out.append(
+            "`full` = troupe with the reference's plugins and percentageOfNodesToScore: 100 (the same work) vs the per-node"
+        )
         out.append("Python reference (bench/reference.py, scores all feasible nodes):")
         out.append(_table(headers, rows))
-        out.append("* reference stopped after its decision-time budget; pods/s and the largest unit are extrapolated per pod.")
-        out.append("`same node`: pods the full run put on the same node as the reference, over the pods the reference decided;")
+        out.append(
+            "* reference stopped after its decision-time budget; pods/s and the largest unit are extrapolated per pod."
+        )
+        out.append(
+            "`same node`: pods the full run put on the same node as the reference, over the pods the reference decided;"
+        )
         out.append(f"{result['reference_profile']}.")
     gangs = [r for r in result["shapes"] if r["gangs"] and r["nodes"] >= 5000]
     if gangs:
@@ -388,11 +446,15 @@ def render(result: dict[str, Any]) -> str:
         out.append(f"target >= {TARGET_PODS_PER_S} pods/s at 5000 nodes, homogeneous gangs (default config): {verdict}")
     for p in result.get("profiles", []):
         out.append("")
-        out.append(f"cProfile of {p['description']}: {p['pods']} pods, {p['profiled_s']:.2f} s of tottime; top {len(p['top'])} by tottime:")
-        out.append(_table(
-            ["function", "calls", "tottime s", "cumtime s"],
-            [[t["function"], str(t["calls"]), f"{t['tottime_s']:.3f}", f"{t['cumtime_s']:.3f}"] for t in p["top"]],
-        ))
+        out.append(
+            f"cProfile of {p['description']}: {p['pods']} pods, {p['profiled_s']:.2f} s of tottime; top {len(p['top'])} by tottime:"
+        )
+        out.append(
+            _table(
+                ["function", "calls", "tottime s", "cumtime s"],
+                [[t["function"], str(t["calls"]), f"{t['tottime_s']:.3f}", f"{t['cumtime_s']:.3f}"] for t in p["top"]],
+            )
+        )
         out.append(f"(listing: {p['listing']})")
     return "\n".join(out)
 
@@ -401,14 +463,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench core", description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", default="a,b,c,d", help="comma-separated shape keys (a,b,c,d); default all")
     parser.add_argument("--quick", action="store_true", help="500 nodes and a tenth of the pods: a sanity run")
-    parser.add_argument("--ref-budget", type=float, default=None, metavar="S",
-                        help="decision-time budget of the reference per shape, then extrapolate (default 30, --quick 2)")
+    parser.add_argument(
+        "--ref-budget",
+        type=float,
+        default=None,
+        metavar="S",
+        help="decision-time budget of the reference per shape, then extrapolate (default 30, --quick 2)",
+    )
     parser.add_argument("--no-reference", action="store_true", help="skip the `full` and `reference` variants")
-    parser.add_argument("--profile", action="store_true",
-                        help="also cProfile the largest gang's cycle (c), the small-gang loop (a) and the feed (c)")
-    parser.add_argument("--out", default=str(OUT_DIR / "core.json"), help="JSON result file (default bench/out/core.json)")
-    parser.add_argument("--repeat", type=int, default=3, metavar="N",
-                        help="fresh runs of the default variant per shape; the median is reported (default 3)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also cProfile the largest gang's cycle (c), the small-gang loop (a) and the feed (c)",
+    )
+    parser.add_argument(
+        "--out", default=str(OUT_DIR / "core.json"), help="JSON result file (default bench/out/core.json)"
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        metavar="N",
+        help="fresh runs of the default variant per shape; the median is reported (default 3)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -429,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         "numpy": numpy.__version__,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "rss": "peak = resource.getrusage(RUSAGE_SELF).ru_maxrss of a fresh subprocess per (shape, variant); "
-               "base = VmRSS once the modules are imported and the Scheduler is built, before the feed",
+        "base = VmRSS once the modules are imported and the Scheduler is built, before the feed",
         "ref_budget_s": budget,
         "repeat": args.repeat,
         "shapes": [],
@@ -439,9 +516,19 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="troupe-bench-") as tmp:
         for key in keys:
             shape = table[key]
-            entry: dict[str, Any] = {"key": key, "name": shape.name, "nodes": shape.nodes, "gangs": shape.gangs,
-                                     "pods_per_gang": shape.pods_per_gang, "pods": shape.pods}
-            print(f"[{time.perf_counter() - started:6.1f}s] shape {key} {shape.name}: default", file=sys.stderr, flush=True)
+            entry: dict[str, Any] = {
+                "key": key,
+                "name": shape.name,
+                "nodes": shape.nodes,
+                "gangs": shape.gangs,
+                "pods_per_gang": shape.pods_per_gang,
+                "pods": shape.pods,
+            }
+            print(
+                f"[{time.perf_counter() - started:6.1f}s] shape {key} {shape.name}: default",
+                file=sys.stderr,
+                flush=True,
+            )
             # This machine's speed swings by a third between identical runs:
             # the default variant runs --repeat times and the median run is kept.
             runs = [_spawn({"shape": key, "quick": args.quick, "variant": "default"}) for _ in range(args.repeat)]
@@ -451,21 +538,38 @@ def main(argv: list[str] | None = None) -> int:
             if not args.no_reference:
                 files = {v: str(Path(tmp) / f"{key}-{v}.txt") for v in ("full", "reference")}
                 print(f"[{time.perf_counter() - started:6.1f}s] shape {key}: full", file=sys.stderr, flush=True)
-                entry["full"] = _spawn({"shape": key, "quick": args.quick, "variant": "full", "placements": files["full"]})
+                entry["full"] = _spawn(
+                    {"shape": key, "quick": args.quick, "variant": "full", "placements": files["full"]}
+                )
                 print(f"[{time.perf_counter() - started:6.1f}s] shape {key}: reference", file=sys.stderr, flush=True)
-                entry["reference"] = _spawn({"shape": key, "quick": args.quick, "variant": "reference",
-                                             "budget_s": budget, "placements": files["reference"]})
+                entry["reference"] = _spawn(
+                    {
+                        "shape": key,
+                        "quick": args.quick,
+                        "variant": "reference",
+                        "budget_s": budget,
+                        "placements": files["reference"],
+                    }
+                )
                 entry["agreement"] = _agreement(Path(files["full"]), Path(files["reference"]))
             for v in ("default", "full"):
                 got = entry.get(v)
                 if got is not None and got["pods_placed"] != shape.pods:
-                    print(f"warning: shape {key} {v}: placed {got['pods_placed']} of {shape.pods} pods", file=sys.stderr)
+                    print(
+                        f"warning: shape {key} {v}: placed {got['pods_placed']} of {shape.pods} pods", file=sys.stderr
+                    )
             result["shapes"].append(entry)
         if args.profile:
             result["profiles"] = []
             for what, (pkey, _) in PROFILES.items():
-                print(f"[{time.perf_counter() - started:6.1f}s] profile {what} (shape {pkey})", file=sys.stderr, flush=True)
-                result["profiles"].append(_spawn({"shape": pkey, "quick": args.quick, "variant": "profile", "what": what}))
+                print(
+                    f"[{time.perf_counter() - started:6.1f}s] profile {what} (shape {pkey})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                result["profiles"].append(
+                    _spawn({"shape": pkey, "quick": args.quick, "variant": "profile", "what": what})
+                )
     result["total_s"] = time.perf_counter() - started
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

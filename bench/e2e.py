@@ -41,7 +41,15 @@ from .e2e_kube import Credentials, Kube
 from .e2e_report import detail_table, latency_table, plot, summarize, throughput_table
 from .e2e_watch import BindWatcher
 from .e2e_workload import (
-    QUICK_NODES, SCHEDULERS, Creation, Shape, create_nodes, create_workload, delete_all_pods, fits, flavor,
+    QUICK_NODES,
+    SCHEDULERS,
+    Creation,
+    Shape,
+    create_nodes,
+    create_workload,
+    delete_all_pods,
+    fits,
+    flavor,
     parse_shapes,
 )
 
@@ -127,21 +135,39 @@ def _count_log_problems(path: Path, upto: int) -> int:
     except OSError:
         return 0
     benign = ("The manifest file is empty",)  # kube-scheduler without a static manifest
-    return sum(1 for line in text.splitlines()
-               if ("Traceback" in line or " ERROR " in line or line[:1] == "E" and line[1:5].isdigit())
-               and not any(b in line for b in benign))
+    return sum(
+        1
+        for line in text.splitlines()
+        if ("Traceback" in line or " ERROR " in line or line[:1] == "E" and line[1:5].isdigit())
+        and not any(b in line for b in benign)
+    )
 
 
-async def one_run(cluster: Any, kube: Kube, nodes: int, shape: Shape, sched: str, args: argparse.Namespace,
-                  workdir: Path, profile: Path | None = None) -> dict[str, Any]:
+async def one_run(
+    cluster: Any,
+    kube: Kube,
+    nodes: int,
+    shape: Shape,
+    sched: str,
+    args: argparse.Namespace,
+    workdir: Path,
+    profile: Path | None = None,
+) -> dict[str, Any]:
     run = f"{nodes}n-{shape.key}-{sched}" + ("-cprofile" if profile else "")
     ns = f"e2e-{shape.key}-{sched}" + ("-cprofile" if profile else "")
     tag = f"[{run}]"
-    await kube.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-                       ok=(409,), decode=False)
+    await kube.request(
+        "POST",
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        ok=(409,),
+        decode=False,
+    )
     kubeconfig = cluster.admin_kubeconfig
     if sched == "troupe":
-        proc = procs.troupe(workdir, run, kubeconfig, args.qps, args.burst, args.bind_concurrency, args.troupe_src, profile)
+        proc = procs.troupe(
+            workdir, run, kubeconfig, args.qps, args.burst, args.bind_concurrency, args.troupe_src, profile
+        )
     elif sched == "upstream":
         proc = procs.kube_scheduler(workdir, run, args.kube_scheduler, kubeconfig, args.qps, args.burst)
     else:
@@ -152,12 +178,22 @@ async def one_run(cluster: Any, kube: Kube, nodes: int, shape: Shape, sched: str
     except RuntimeError as exc:  # reported as a failed run; the benchmark goes on
         log(f"{tag} {str(exc).splitlines()[0][:300]}")
         result = {
-            "run": run, "nodes": nodes, "shape": shape.key, "shape_label": shape.label(), "gangs": shape.gangs,
-            "size": shape.size, "scheduler": sched, "profiled": profile is not None, "namespace": ns,
-            "outcome": f"{sched} did not start: {str(exc).splitlines()[0][:200]}", "failed": True,
+            "run": run,
+            "nodes": nodes,
+            "shape": shape.key,
+            "shape_label": shape.label(),
+            "gangs": shape.gangs,
+            "size": shape.size,
+            "scheduler": sched,
+            "profiled": profile is not None,
+            "namespace": ns,
+            "outcome": f"{sched} did not start: {str(exc).splitlines()[0][:200]}",
+            "failed": True,
             **summarize([math.nan] * shape.pods, [math.nan] * shape.pods, shape.size),
-            "creator_pods_per_s": math.nan, "scheduler_ready_s": time.monotonic() - proc.started_at,
-            "log": str(proc.log_path), "log_problem_lines": _count_log_problems(proc.log_path, 1 << 40),
+            "creator_pods_per_s": math.nan,
+            "scheduler_ready_s": time.monotonic() - proc.started_at,
+            "log": str(proc.log_path),
+            "log_problem_lines": _count_log_problems(proc.log_path, 1 << 40),
         }
         if profile is not None:
             result["profile"] = str(profile)
@@ -168,7 +204,9 @@ async def one_run(cluster: Any, kube: Kube, nodes: int, shape: Shape, sched: str
         while not Path(f"{profile}.startup.prof").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(0.5)  # the dump is written, and the fresh profile enabled, in one signal handler
-    log(f"{tag} {sched} ready in {proc.ready_seconds:.1f}s; creating {shape.gangs} PodGroups and {shape.pods} pods in {ns}")
+    log(
+        f"{tag} {sched} ready in {proc.ready_seconds:.1f}s; creating {shape.gangs} PodGroups and {shape.pods} pods in {ns}"
+    )
 
     watcher = BindWatcher(kube, ns, shape)
     await watcher.start()
@@ -201,8 +239,10 @@ async def one_run(cluster: Any, kube: Kube, nodes: int, shape: Shape, sched: str
         if now >= next_report:
             next_report = now + args.progress_every
             el = now - t_start
-            log(f"{tag} {el:5.0f}s created {creation.pods_created}/{shape.pods}, bound {watcher.bound}/{shape.pods}, "
-                f"groups done {sum(1 for t in watcher.group_done_at if t == t)}/{shape.gangs}")
+            log(
+                f"{tag} {el:5.0f}s created {creation.pods_created}/{shape.pods}, bound {watcher.bound}/{shape.pods}, "
+                f"groups done {sum(1 for t in watcher.group_done_at if t == t)}/{shape.gangs}"
+            )
         cpu1 = (proc.cpu(), _pid_cpu(cluster._apiserver), _pid_cpu(cluster._etcd))
     cpu1 = (proc.cpu(), _pid_cpu(cluster._apiserver), _pid_cpu(cluster._etcd)) if proc.alive() else cpu1
     bench_cpu = time.process_time() - bench_cpu0
@@ -223,25 +263,45 @@ async def one_run(cluster: Any, kube: Kube, nodes: int, shape: Shape, sched: str
     if sys_cpu0 is not None and sys_cpu1 is not None and None not in delta:
         other_cpu = max(0.0, (sys_cpu1 - sys_cpu0) - sum(delta) - bench_cpu)
     result: dict[str, Any] = {
-        "run": run, "nodes": nodes, "shape": shape.key, "shape_label": shape.label(), "gangs": shape.gangs,
-        "size": shape.size, "scheduler": sched, "profiled": profile is not None, "namespace": ns,
-        "outcome": outcome, "failed": outcome != "ok" and not outcome.startswith("timeout"),
+        "run": run,
+        "nodes": nodes,
+        "shape": shape.key,
+        "shape_label": shape.label(),
+        "gangs": shape.gangs,
+        "size": shape.size,
+        "scheduler": sched,
+        "profiled": profile is not None,
+        "namespace": ns,
+        "outcome": outcome,
+        "failed": outcome != "ok" and not outcome.startswith("timeout"),
         **s,
-        "creator_pods_per_s": creation.rate, "creator_errors": creation.errors[:20],
+        "creator_pods_per_s": creation.rate,
+        "creator_errors": creation.errors[:20],
         "creator_error_count": len(creation.errors),
-        "scheduler_cpu_s": delta[0], "apiserver_cpu_s": delta[1], "etcd_cpu_s": delta[2], "bench_cpu_s": bench_cpu,
-        "other_cpu_s": other_cpu, "wall_s": wall, "loadavg": os.getloadavg()[0],
-        "scheduler_ready_s": proc.ready_seconds, "scheduler_exit": rc,
-        "nodes_used": len(per_node), "max_pods_per_node": per_node[-1] if per_node else 0,
-        "watch_relists": watcher.relists, "watch_events": watcher.events,
-        "log": str(proc.log_path), "log_problem_lines": _count_log_problems(proc.log_path, log_upto),
+        "scheduler_cpu_s": delta[0],
+        "apiserver_cpu_s": delta[1],
+        "etcd_cpu_s": delta[2],
+        "bench_cpu_s": bench_cpu,
+        "other_cpu_s": other_cpu,
+        "wall_s": wall,
+        "loadavg": os.getloadavg()[0],
+        "scheduler_ready_s": proc.ready_seconds,
+        "scheduler_exit": rc,
+        "nodes_used": len(per_node),
+        "max_pods_per_node": per_node[-1] if per_node else 0,
+        "watch_relists": watcher.relists,
+        "watch_events": watcher.events,
+        "log": str(proc.log_path),
+        "log_problem_lines": _count_log_problems(proc.log_path, log_upto),
     }
     if profile is not None:
         result["profile"] = str(profile)
     lat = f"p50 {s['latency_p50_s']:.3f}s p99 {s['latency_p99_s']:.3f}s" if s["groups_bound"] else "no group bound"
-    log(f"{tag} {outcome}: {s['pods_bound']}/{shape.pods} bound, {s['pods_per_s']:.0f} pods/s, {lat}, "
+    log(
+        f"{tag} {outcome}: {s['pods_bound']}/{shape.pods} bound, {s['pods_per_s']:.0f} pods/s, {lat}, "
         f"creator {creation.rate:.0f} pods/s, drain {s['drain_s']:.2f}s after the last create, "
-        f"{sched} CPU {delta[0] if delta[0] is not None else float('nan'):.1f}s")
+        f"{sched} CPU {delta[0] if delta[0] is not None else float('nan'):.1f}s"
+    )
     if creation.errors:
         log(f"{tag} creator errors ({len(creation.errors)}), first: {creation.errors[0]}")
     if outcome != "ok":
@@ -251,19 +311,34 @@ async def one_run(cluster: Any, kube: Kube, nodes: int, shape: Shape, sched: str
     return result
 
 
-async def run_node_count(cluster: Any, nodes: int, shapes: list[Shape], args: argparse.Namespace, workdir: Path,
-                         runs: list[dict[str, Any]], save) -> None:
+async def run_node_count(
+    cluster: Any,
+    nodes: int,
+    shapes: list[Shape],
+    args: argparse.Namespace,
+    workdir: Path,
+    runs: list[dict[str, Any]],
+    save,
+) -> None:
     kube = _admin_kube(cluster, connections=max(args.create_concurrency, args.node_create_concurrency) + 16)
     try:
-        for res in ("podgroups", "workloads"):  # a just-Established CRD answers 429 "storage is (re)initializing" for a moment
+        for res in (
+            "podgroups",
+            "workloads",
+        ):  # a just-Established CRD answers 429 "storage is (re)initializing" for a moment
             await kube.request("GET", f"/apis/scheduling.troupe.dev/v1alpha2/{res}", params={"limit": "1"}, retries=30)
         log(f"creating {nodes} nodes ({args.node_create_concurrency} in flight)")
         secs = await create_nodes(kube, nodes, args.node_create_concurrency, log)
         log(f"{nodes} nodes created in {secs:.1f}s ({nodes / secs:.0f}/s); status.allocatable stuck on create")
         # warm-up: the first pod creates on a fresh API server are slower; nobody schedules these
         warm = Shape("warmup", 4, 50)
-        await kube.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "e2e-warmup"}},
-                           ok=(409,), decode=False)
+        await kube.request(
+            "POST",
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "e2e-warmup"}},
+            ok=(409,),
+            decode=False,
+        )
         c = await create_workload(kube, "e2e-warmup", warm, flavor("raw"), args.create_concurrency, Creation(warm))
         await delete_all_pods(kube, "e2e-warmup")
         log(f"warm-up: {warm.pods} pods created at {c.rate:.0f}/s and deleted")
@@ -286,14 +361,22 @@ async def run_node_count(cluster: Any, nodes: int, shapes: list[Shape], args: ar
 def report(meta: dict[str, Any], runs: list[dict[str, Any]], json_path: Path, png_path: Path) -> None:
     """Print the tables (and profiles) of a finished or loaded benchmark and write the plot."""
     print(f"# troupe vs kube-scheduler v{localcluster.K8S_VERSION} (GangScheduling) vs raw bind loop, end to end")
-    print(f"API Priority and Fairness disabled (--enable-priority-and-fairness=false); all three run with the admin "
-          f"kubeconfig, client QPS {meta['qps']:g} / burst {meta['burst']}; bind concurrency {meta['bind_concurrency']} "
-          f"(troupe, raw; kube-scheduler binds asynchronously); creator: {meta['create_concurrency']} creates in flight, "
-          f"groups one after another, PodGroup before its pods. {meta['cpus']} CPUs, shared by etcd, "
-          f"kube-apiserver, the scheduler and this process.")
-    print(f"troupe: {meta['troupe_src']}" + (f" (git {meta['troupe_rev']} = {meta.get('troupe_commit', '')[:10]})" if meta['troupe_rev'] else
-                                              f" (working tree at {meta['git_head'][:10]}, "
-                                              f"{len(meta['git_dirty_scheduler'])} changed files under scheduler/)"))
+    print(
+        f"API Priority and Fairness disabled (--enable-priority-and-fairness=false); all three run with the admin "
+        f"kubeconfig, client QPS {meta['qps']:g} / burst {meta['burst']}; bind concurrency {meta['bind_concurrency']} "
+        f"(troupe, raw; kube-scheduler binds asynchronously); creator: {meta['create_concurrency']} creates in flight, "
+        f"groups one after another, PodGroup before its pods. {meta['cpus']} CPUs, shared by etcd, "
+        f"kube-apiserver, the scheduler and this process."
+    )
+    print(
+        f"troupe: {meta['troupe_src']}"
+        + (
+            f" (git {meta['troupe_rev']} = {meta.get('troupe_commit', '')[:10]})"
+            if meta["troupe_rev"]
+            else f" (working tree at {meta['git_head'][:10]}, "
+            f"{len(meta['git_dirty_scheduler'])} changed files under scheduler/)"
+        )
+    )
     print()
     print("## Throughput: pods bound / (last bound - first created)")
     print(throughput_table(runs))
@@ -304,8 +387,10 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]], json_path: Path, pn
     print("## Every run")
     print(detail_table(runs))
     for r in runs:
-        for phase, what in (("startup", f"start-up until /readyz ({r.get('scheduler_ready_s') or 0:.0f}s under cProfile)"),
-                            ("run", f"the run: {r['pods_bound']}/{r['pods']} bound, {r['pods_per_s'] or 0:.0f} pods/s under cProfile")):
+        for phase, what in (
+            ("startup", f"start-up until /readyz ({r.get('scheduler_ready_s') or 0:.0f}s under cProfile)"),
+            ("run", f"the run: {r['pods_bound']}/{r['pods']} bound, {r['pods_per_s'] or 0:.0f} pods/s under cProfile"),
+        ):
             prof = Path(f"{r.get('profile')}.{phase}.prof")
             if not r.get("profile") or not prof.exists():
                 continue
@@ -328,44 +413,102 @@ def _git(*a: str) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench e2e", description=__doc__.split("\n\n")[0],
-                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true",
-                   help=f"smoke run (about a minute): {QUICK_NODES} nodes, a=100x3, b=3x100, c=2x500, --timeout 60")
-    p.add_argument("--plan", help=f"node counts with their shapes, e.g. '500:a,b 5000:a,b,c' (default {DEFAULT_PLAN!r})")
-    p.add_argument("--nodes", help="comma-separated node counts (e.g. 500,5000); with --shapes: every shape at every count")
-    p.add_argument("--shapes", help="comma-separated shapes: a (1000 gangs x 3), b (3 x 1000), c (10 x 5000), or "
-                   "KEY=GANGSxSIZE to resize, e.g. c=10x2000; a shape that does not fit the nodes is skipped")
-    p.add_argument("--schedulers", default=",".join(SCHEDULERS),
-                   help="which runs, in this order (default troupe,upstream,raw)")
-    p.add_argument("--qps", type=float, default=1000.0, help="client QPS for all three (default 1000; kube-scheduler's own default is 50)")
-    p.add_argument("--burst", type=int, default=1000, help="client burst for all three (default 1000; kube-scheduler's own is 100)")
-    p.add_argument("--bind-concurrency", type=int, default=16,
-                   help="binds in flight for troupe (clientConnection.bindConcurrency) and the raw loop (default 16, "
-                   "troupe's default; kube-scheduler binds asynchronously, limited only by QPS)")
+    p = argparse.ArgumentParser(
+        prog="python -m bench e2e",
+        description=__doc__.split("\n\n")[0],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke run (about a minute): {QUICK_NODES} nodes, a=100x3, b=3x100, c=2x500, --timeout 60",
+    )
+    p.add_argument(
+        "--plan", help=f"node counts with their shapes, e.g. '500:a,b 5000:a,b,c' (default {DEFAULT_PLAN!r})"
+    )
+    p.add_argument(
+        "--nodes", help="comma-separated node counts (e.g. 500,5000); with --shapes: every shape at every count"
+    )
+    p.add_argument(
+        "--shapes",
+        help="comma-separated shapes: a (1000 gangs x 3), b (3 x 1000), c (10 x 5000), or "
+        "KEY=GANGSxSIZE to resize, e.g. c=10x2000; a shape that does not fit the nodes is skipped",
+    )
+    p.add_argument(
+        "--schedulers", default=",".join(SCHEDULERS), help="which runs, in this order (default troupe,upstream,raw)"
+    )
+    p.add_argument(
+        "--qps",
+        type=float,
+        default=1000.0,
+        help="client QPS for all three (default 1000; kube-scheduler's own default is 50)",
+    )
+    p.add_argument(
+        "--burst", type=int, default=1000, help="client burst for all three (default 1000; kube-scheduler's own is 100)"
+    )
+    p.add_argument(
+        "--bind-concurrency",
+        type=int,
+        default=16,
+        help="binds in flight for troupe (clientConnection.bindConcurrency) and the raw loop (default 16, "
+        "troupe's default; kube-scheduler binds asynchronously, limited only by QPS)",
+    )
     p.add_argument("--create-concurrency", type=int, default=48, help="pod/PodGroup creates in flight (default 48)")
     p.add_argument("--node-create-concurrency", type=int, default=64, help="Node creates in flight (default 64)")
-    p.add_argument("--timeout", type=float, help="give up on a run this many seconds after its last create returned, "
-                   "and report how many pods got bound (default 600; 60 with --quick)")
-    p.add_argument("--ready-timeout", type=float, default=600.0,
-                   help="seconds a scheduler may take to become ready (its cache synced) before the run counts as "
-                   "failed (default 600; troupe needs about 2 minutes at 5000 nodes, longer under cProfile)")
-    p.add_argument("--progress-every", type=float, default=5.0, help="seconds between progress lines on stderr (default 5)")
-    p.add_argument("--profile-troupe", action="store_true",
-                   help="after each shape's runs, one more troupe run under cProfile (bench/e2e_cprofile.py: start-up "
-                   "until /readyz and the run are profiled apart); its numbers are reported separately and the top 25 "
-                   "cumulative / tottime entries of each phase are printed (and saved next to the logs)")
-    p.add_argument("--troupe-src", type=Path,
-                   help="run troupe from this directory (one that contains scheduler/), e.g. a snapshot; default: this checkout")
-    p.add_argument("--troupe-rev", help="run troupe from this git revision of this repository (git archive REV scheduler "
-                   "into the workdir), e.g. HEAD, so edits in the working tree do not change the benchmark")
-    p.add_argument("--workdir", type=Path, help="where the control plane, logs, configs and profiles go "
-                   "(default bench/out/e2e-<timestamp>/; kept, etcd data removed at the end)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        help="give up on a run this many seconds after its last create returned, "
+        "and report how many pods got bound (default 600; 60 with --quick)",
+    )
+    p.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=600.0,
+        help="seconds a scheduler may take to become ready (its cache synced) before the run counts as "
+        "failed (default 600; troupe needs about 2 minutes at 5000 nodes, longer under cProfile)",
+    )
+    p.add_argument(
+        "--progress-every", type=float, default=5.0, help="seconds between progress lines on stderr (default 5)"
+    )
+    p.add_argument(
+        "--profile-troupe",
+        action="store_true",
+        help="after each shape's runs, one more troupe run under cProfile (bench/e2e_cprofile.py: start-up "
+        "until /readyz and the run are profiled apart); its numbers are reported separately and the top 25 "
+        "cumulative / tottime entries of each phase are printed (and saved next to the logs)",
+    )
+    p.add_argument(
+        "--troupe-src",
+        type=Path,
+        help="run troupe from this directory (one that contains scheduler/), e.g. a snapshot; default: this checkout",
+    )
+    p.add_argument(
+        "--troupe-rev",
+        help="run troupe from this git revision of this repository (git archive REV scheduler "
+        "into the workdir), e.g. HEAD, so edits in the working tree do not change the benchmark",
+    )
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        help="where the control plane, logs, configs and profiles go "
+        "(default bench/out/e2e-<timestamp>/; kept, etcd data removed at the end)",
+    )
     p.add_argument("--keep-etcd", action="store_true", help="keep each control plane's etcd data in the workdir")
-    p.add_argument("--report", type=Path, metavar="JSON",
-                   help="run nothing: print the tables of an earlier bench/out/e2e-*.json and redraw its plot")
-    p.add_argument("--apiserver-arg", action="append", default=[], metavar="ARG",
-                   help="extra kube-apiserver flag (repeatable), added after the benchmark's own")
+    p.add_argument(
+        "--report",
+        type=Path,
+        metavar="JSON",
+        help="run nothing: print the tables of an earlier bench/out/e2e-*.json and redraw its plot",
+    )
+    p.add_argument(
+        "--apiserver-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra kube-apiserver flag (repeatable), added after the benchmark's own",
+    )
     return p
 
 
@@ -405,7 +548,9 @@ def main(argv: list[str]) -> int:
         src = workdir / "troupe-src"
         shutil.rmtree(src, ignore_errors=True)
         src.mkdir()
-        archive = subprocess.run(["git", "archive", args.troupe_rev, "scheduler"], cwd=ROOT, capture_output=True, check=True).stdout
+        archive = subprocess.run(
+            ["git", "archive", args.troupe_rev, "scheduler"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
         args.troupe_src = src
     if args.troupe_src is not None:
@@ -415,33 +560,51 @@ def main(argv: list[str]) -> int:
             return 2
 
     meta = {
-        "timestamp": stamp, "plan": [[n, [s.label() for s in shapes]] for n, shapes in plan],
-        "schedulers": args.schedulers, "qps": args.qps, "burst": args.burst,
-        "bind_concurrency": args.bind_concurrency, "create_concurrency": args.create_concurrency,
-        "timeout_s": args.timeout, "apiserver_args": APISERVER_ARGS + args.apiserver_arg,
-        "kube_scheduler": str(args.kube_scheduler), "k8s_version": localcluster.K8S_VERSION,
+        "timestamp": stamp,
+        "plan": [[n, [s.label() for s in shapes]] for n, shapes in plan],
+        "schedulers": args.schedulers,
+        "qps": args.qps,
+        "burst": args.burst,
+        "bind_concurrency": args.bind_concurrency,
+        "create_concurrency": args.create_concurrency,
+        "timeout_s": args.timeout,
+        "apiserver_args": APISERVER_ARGS + args.apiserver_arg,
+        "kube_scheduler": str(args.kube_scheduler),
+        "k8s_version": localcluster.K8S_VERSION,
         "etcd_version": localcluster.ETCD_VERSION,
-        "troupe_src": str(args.troupe_src or ROOT), "troupe_rev": args.troupe_rev,
+        "troupe_src": str(args.troupe_src or ROOT),
+        "troupe_rev": args.troupe_rev,
         "troupe_commit": _git("rev-parse", args.troupe_rev) if args.troupe_rev else "",
-        "git_head": _git("rev-parse", "HEAD"), "git_dirty_scheduler": _git("status", "--porcelain", "scheduler").splitlines(),
-        "python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
-        "workdir": str(workdir), "creator_order": "groups one after another; PodGroup before its pods",
+        "git_head": _git("rev-parse", "HEAD"),
+        "git_dirty_scheduler": _git("status", "--porcelain", "scheduler").splitlines(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "workdir": str(workdir),
+        "creator_order": "groups one after another; PodGroup before its pods",
     }
     runs: list[dict[str, Any]] = []
 
     def save() -> None:
         json_path.write_text(json.dumps(_clean({"meta": meta, "runs": runs}), indent=1, default=str))
 
-    log(f"plan: {'; '.join(f'{n} nodes: ' + ', '.join(s.label() for s in sh) for n, sh in plan)}; "
-        f"runs {','.join(args.schedulers)}; QPS {args.qps:g} / burst {args.burst}; workdir {workdir}")
-    log(f"troupe from {args.troupe_src or ROOT}" + (f" (git {args.troupe_rev})" if args.troupe_rev else " (working tree)"))
+    log(
+        f"plan: {'; '.join(f'{n} nodes: ' + ', '.join(s.label() for s in sh) for n, sh in plan)}; "
+        f"runs {','.join(args.schedulers)}; QPS {args.qps:g} / burst {args.burst}; workdir {workdir}"
+    )
+    log(
+        f"troupe from {args.troupe_src or ROOT}"
+        + (f" (git {args.troupe_rev})" if args.troupe_rev else " (working tree)")
+    )
     t_all = time.monotonic()
     aborted = False
     try:
         for nodes, shapes in plan:
             cwd = workdir / f"cluster-{nodes}"
             shutil.rmtree(cwd / "etcd", ignore_errors=True)
-            cluster = localcluster.LocalCluster(workdir=cwd, extra_apiserver_args=APISERVER_ARGS + args.apiserver_arg, keep=True)
+            cluster = localcluster.LocalCluster(
+                workdir=cwd, extra_apiserver_args=APISERVER_ARGS + args.apiserver_arg, keep=True
+            )
             log(f"starting etcd + kube-apiserver for {nodes} nodes ({cwd})")
             cluster.start(timeout=120)
             try:

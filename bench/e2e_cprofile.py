@@ -80,8 +80,10 @@ def profile_text(path: Path, top: int = 25, callers: bool = False) -> str:
     out = io.StringIO()
     st = pstats.Stats(str(path), stream=out)
     total = st.total_tt  # type: ignore[attr-defined]
-    out.write(f"cProfile of troupe: {path}\n(total {total:.1f}s: cProfile's wall clock in the main thread, where "
-              "troupe's event loop runs; time waiting for I/O is the epoll line)\n")
+    out.write(
+        f"cProfile of troupe: {path}\n(total {total:.1f}s: cProfile's wall clock in the main thread, where "
+        "troupe's event loop runs; time waiting for I/O is the epoll line)\n"
+    )
     by_pkg: dict[str, float] = {}
     for (filename, _line, func), (_cc, _nc, tt, _ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
         key = _package(filename, func)
@@ -96,7 +98,9 @@ def profile_text(path: Path, top: int = 25, callers: bool = False) -> str:
         out.write("\n--- callers of the top 12 by tottime ---\n")
         st.sort_stats("tottime").print_callers(12)
     text = out.getvalue()
-    for prefix in sorted({str(Path(sys.prefix) / "lib"), str(Path(os.__file__).parent) + "/", str(ROOT) + "/"}, key=len, reverse=True):
+    for prefix in sorted(
+        {str(Path(sys.prefix) / "lib"), str(Path(os.__file__).parent) + "/", str(ROOT) + "/"}, key=len, reverse=True
+    ):
         text = text.replace(prefix, "")
     return re.sub(r"\S*/site-packages/", "", re.sub(r"\S*/troupe-src/", "", text))
 

@@ -26,7 +26,7 @@ class Credentials:
     ca_pem: str
 
     @classmethod
-    def from_kubeconfig(cls, path: str | Path) -> "Credentials":
+    def from_kubeconfig(cls, path: str | Path) -> Credentials:
         """The first cluster and user of a token kubeconfig (what hack/localcluster writes)."""
         doc = yaml.safe_load(Path(path).read_text())
         ctx_name = doc.get("current-context")
@@ -116,14 +116,16 @@ class Kube:
                         delay = min(delay * 2, 5.0)
                         continue
                     raise ApiError(method, path, resp.status, text)
-            except (aiohttp.ClientConnectionError, asyncio.TimeoutError, aiohttp.ClientPayloadError):
+            except (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError):
                 if attempt >= retries:
                     raise
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")
 
-    async def list_all(self, path: str, params: dict[str, str] | None = None, page: int = 5000) -> tuple[list[dict], str]:
+    async def list_all(
+        self, path: str, params: dict[str, str] | None = None, page: int = 5000
+    ) -> tuple[list[dict], str]:
         """Every item of a (paginated) list, and the list's resourceVersion."""
         items: list[dict] = []
         cont = ""

@@ -28,8 +28,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -40,7 +40,7 @@ try:
 except (OSError, AttributeError):
     _LIBC = None
 
-_LIVE: set["Proc"] = set()
+_LIVE: set[Proc] = set()
 
 
 @atexit.register
@@ -92,8 +92,15 @@ def _http_status(url: str, insecure: bool = False) -> int:
 
 
 class Proc:
-    def __init__(self, name: str, cmd: list[str], log_path: Path, ready: Callable[[], bool], cwd: Path = ROOT,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        cmd: list[str],
+        log_path: Path,
+        ready: Callable[[], bool],
+        cwd: Path = ROOT,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.cmd = cmd
         self.log_path = log_path
@@ -104,7 +111,7 @@ class Proc:
         self.started_at = 0.0
         self.ready_seconds = 0.0
 
-    def start(self, timeout: float) -> "Proc":
+    def start(self, timeout: float) -> Proc:
         parent = os.getpid()
 
         def preexec() -> None:
@@ -117,8 +124,13 @@ class Proc:
             log.write(f"### {' '.join(self.cmd)}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(
-                self.cmd, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=self.env, start_new_session=True,
+                self.cmd,
+                cwd=self.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
                 preexec_fn=preexec if threading.current_thread() is threading.main_thread() else None,
             )
         _LIVE.add(self)
@@ -126,8 +138,10 @@ class Proc:
         deadline = self.started_at + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} before it was ready; "
-                                   f"log {self.log_path}:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode} before it was ready; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
             if self.ready():
                 self.ready_seconds = time.monotonic() - self.started_at
                 return self
@@ -176,8 +190,16 @@ class Proc:
 # --------------------------------------------------------------- factories
 
 
-def troupe(workdir: Path, run: str, kubeconfig: Path, qps: float, burst: int, bind_concurrency: int,
-           src: Path | None = None, profile: Path | None = None) -> Proc:
+def troupe(
+    workdir: Path,
+    run: str,
+    kubeconfig: Path,
+    qps: float,
+    burst: int,
+    bind_concurrency: int,
+    src: Path | None = None,
+    profile: Path | None = None,
+) -> Proc:
     port = free_port()
     cfg = workdir / f"{run}-config.yaml"
     cfg.write_text(
@@ -190,13 +212,28 @@ def troupe(workdir: Path, run: str, kubeconfig: Path, qps: float, burst: int, bi
     if profile is not None:
         # cProfile in two phases (bench/e2e_cprofile.py): PROFILE.startup.prof up to SIGUSR1, PROFILE.run.prof after
         prefix += ["-m", "bench.e2e_cprofile", str(profile)]
-    cmd = prefix + ["-m", "scheduler", "run", "--kubeconfig", str(kubeconfig),
-                    "--health-bind-address", f"127.0.0.1:{port}", "--config", str(cfg)]
+    cmd = prefix + [
+        "-m",
+        "scheduler",
+        "run",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--health-bind-address",
+        f"127.0.0.1:{port}",
+        "--config",
+        str(cfg),
+    ]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if src is not None:  # troupe from src (the cwd, first on sys.path); bench/ from this checkout
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), str(ROOT), env.get("PYTHONPATH", "")) if p)
-    return Proc(run, cmd, workdir / f"{run}.log", lambda: _http_status(f"http://127.0.0.1:{port}/readyz") == 200,
-                cwd=src or ROOT, env=env)
+    return Proc(
+        run,
+        cmd,
+        workdir / f"{run}.log",
+        lambda: _http_status(f"http://127.0.0.1:{port}/readyz") == 200,
+        cwd=src or ROOT,
+        env=env,
+    )
 
 
 def kube_scheduler(workdir: Path, run: str, binary: Path, kubeconfig: Path, qps: float, burst: int) -> Proc:
@@ -208,18 +245,39 @@ def kube_scheduler(workdir: Path, run: str, binary: Path, kubeconfig: Path, qps:
         "leaderElection: {leaderElect: false}\n"
         f"clientConnection: {{kubeconfig: {kubeconfig}, qps: {qps:g}, burst: {burst}}}\n"
     )
-    cmd = [str(binary), f"--config={cfg}", "--feature-gates=GenericWorkload=true",
-           f"--secure-port={port}", "--bind-address=127.0.0.1",
-           # no authentication-kubeconfig: /readyz is an always-allowed path, and
-           # looking up extension-apiserver-authentication only logs errors here
-           "--authentication-skip-lookup=true"]
-    return Proc(run, cmd, workdir / f"{run}.log",
-                lambda: _http_status(f"https://127.0.0.1:{port}/readyz", insecure=True) == 200)
+    cmd = [
+        str(binary),
+        f"--config={cfg}",
+        "--feature-gates=GenericWorkload=true",
+        f"--secure-port={port}",
+        "--bind-address=127.0.0.1",
+        # no authentication-kubeconfig: /readyz is an always-allowed path, and
+        # looking up extension-apiserver-authentication only logs errors here
+        "--authentication-skip-lookup=true",
+    ]
+    return Proc(
+        run, cmd, workdir / f"{run}.log", lambda: _http_status(f"https://127.0.0.1:{port}/readyz", insecure=True) == 200
+    )
 
 
 def raw_binder(workdir: Path, run: str, kubeconfig: Path, ns: str, qps: float, burst: int, concurrency: int) -> Proc:
     ready = workdir / f"{run}.ready"
     ready.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "bench.e2e_rawbind", "--kubeconfig", str(kubeconfig), "--namespace", ns,
-           "--qps", f"{qps:g}", "--burst", str(burst), "--concurrency", str(concurrency), "--ready-file", str(ready)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.e2e_rawbind",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--namespace",
+        ns,
+        "--qps",
+        f"{qps:g}",
+        "--burst",
+        str(burst),
+        "--concurrency",
+        str(concurrency),
+        "--ready-file",
+        str(ready),
+    ]
     return Proc(run, cmd, workdir / f"{run}.log", ready.exists, env=dict(os.environ, PYTHONUNBUFFERED="1"))

@@ -74,7 +74,7 @@ class RawBinder:
                     self.conflicts += 1
                 else:
                     self.bound += 1
-            except (ApiError, aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, ApiError, aiohttp.ClientError) as exc:
                 self.errors += 1
                 print(f"bind {name} -> {node}: {exc}", file=sys.stderr, flush=True)
 
@@ -88,9 +88,16 @@ class RawBinder:
     async def watch(self, ready_file: Path | None) -> None:
         url = f"{self.kube.creds.server}/api/v1/namespaces/{self.ns}/pods"
         while True:
-            params = {"watch": "1", "fieldSelector": "spec.nodeName=", "resourceVersion": self.rv,
-                      "allowWatchBookmarks": "true", "timeoutSeconds": "3600"}
-            async with self.kube.session.get(url, params=params, timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as resp:
+            params = {
+                "watch": "1",
+                "fieldSelector": "spec.nodeName=",
+                "resourceVersion": self.rv,
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": "3600",
+            }
+            async with self.kube.session.get(
+                url, params=params, timeout=aiohttp.ClientTimeout(total=None, sock_read=None)
+            ) as resp:
                 if resp.status == 410:
                     await self.list_pods()
                     continue
@@ -156,17 +163,25 @@ async def amain(args: argparse.Namespace) -> int:
         rc = 1
     finally:
         await kube.close()
-    print(f"raw binder: bound {binder.bound}, conflicts {binder.conflicts}, errors {binder.errors}, "
-          f"nodes {len(binder.nodes)}", flush=True)
+    print(
+        f"raw binder: bound {binder.bound}, conflicts {binder.conflicts}, errors {binder.errors}, "
+        f"nodes {len(binder.nodes)}",
+        flush=True,
+    )
     return rc
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.e2e_rawbind", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bench.e2e_rawbind", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--kubeconfig", required=True, help="token kubeconfig (the benchmark passes the admin one)")
     p.add_argument("--namespace", required=True, help="namespace whose pods to bind")
-    p.add_argument("--scheduler-name", default=RAW_SCHEDULER_NAME, help=f"bind only pods with this schedulerName ({RAW_SCHEDULER_NAME})")
+    p.add_argument(
+        "--scheduler-name",
+        default=RAW_SCHEDULER_NAME,
+        help=f"bind only pods with this schedulerName ({RAW_SCHEDULER_NAME})",
+    )
     p.add_argument("--qps", type=float, default=1000.0, help="client-side QPS of the token bucket (1000)")
     p.add_argument("--burst", type=int, default=1000, help="token bucket burst (1000)")
     p.add_argument("--concurrency", type=int, default=16, help="binds in flight (16, troupe's bindConcurrency default)")

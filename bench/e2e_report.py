@@ -12,8 +12,9 @@ Definitions (client clock, monotonic):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from .e2e_workload import SCHEDULERS
 
@@ -46,8 +47,8 @@ def summarize(pod_created: Sequence[float], bound_at: Sequence[float], size: int
     span = last_bound - first_created
     latencies: list[float] = []
     for g in range(n // size):
-        c = pod_created[g * size:(g + 1) * size]
-        b = bound_at[g * size:(g + 1) * size]
+        c = pod_created[g * size : (g + 1) * size]
+        b = bound_at[g * size : (g + 1) * size]
         if all(t == t for t in c) and all(t == t for t in b):
             latencies.append(max(b) - max(c))
     return {
@@ -121,18 +122,31 @@ def group_runs(runs: list[dict[str, Any]]) -> list[tuple[int, str, str, dict[str
 
 
 def throughput_table(runs: list[dict[str, Any]]) -> str:
-    header = ["nodes", "shape", "pods", "creator pods/s (t/u/r)", *(f"{NAMES[s]} pods/s" for s in SCHEDULERS),
-              "troupe÷upstream", "troupe÷raw"]
+    header = [
+        "nodes",
+        "shape",
+        "pods",
+        "creator pods/s (t/u/r)",
+        *(f"{NAMES[s]} pods/s" for s in SCHEDULERS),
+        "troupe÷upstream",
+        "troupe÷raw",
+    ]
     rows = []
     for nodes, _, label, sc in group_runs(runs):
         t, u, r = (sc.get(s) for s in SCHEDULERS)
         any_run = t or u or r
         creator = "/".join(_num(sc[s].get("creator_pods_per_s")) if s in sc else "-" for s in SCHEDULERS)
-        rows.append([
-            str(nodes), label, str(any_run["pods"]), creator, *(_cell_rate(sc.get(s)) for s in SCHEDULERS),
-            _ratio(_complete(t, "pods_per_s"), _complete(u, "pods_per_s")),
-            _ratio(_complete(t, "pods_per_s"), _complete(r, "pods_per_s")),
-        ])
+        rows.append(
+            [
+                str(nodes),
+                label,
+                str(any_run["pods"]),
+                creator,
+                *(_cell_rate(sc.get(s)) for s in SCHEDULERS),
+                _ratio(_complete(t, "pods_per_s"), _complete(u, "pods_per_s")),
+                _ratio(_complete(t, "pods_per_s"), _complete(r, "pods_per_s")),
+            ]
+        )
     return _table(header, rows)
 
 
@@ -147,30 +161,65 @@ def latency_table(runs: list[dict[str, Any]]) -> str:
             if run is None:
                 cells.append("-")
             else:
-                extra = "" if run["groups_bound"] == run["groups"] else f" ({run['groups_bound']}/{run['groups']} groups)"
+                extra = (
+                    "" if run["groups_bound"] == run["groups"] else f" ({run['groups_bound']}/{run['groups']} groups)"
+                )
                 cells.append(f"{_secs(run['latency_p50_s'])} / {_secs(run['latency_p99_s'])}{extra}")
-        rows.append([str(nodes), label, *cells,
-                     _ratio(_complete(t, "latency_p99_s"), _complete(u, "latency_p99_s")),
-                     _ratio(_complete(t, "latency_p99_s"), _complete(r, "latency_p99_s"))])
+        rows.append(
+            [
+                str(nodes),
+                label,
+                *cells,
+                _ratio(_complete(t, "latency_p99_s"), _complete(u, "latency_p99_s")),
+                _ratio(_complete(t, "latency_p99_s"), _complete(r, "latency_p99_s")),
+            ]
+        )
     return _table(header, rows)
 
 
 def detail_table(runs: list[dict[str, Any]]) -> str:
-    header = ["nodes", "shape", "run", "bound", "pods/s", "span", "drain after last create", "creator pods/s",
-              "scheduler CPU s", "apiserver CPU s", "etcd CPU s", "bench CPU s", "other CPU s (wall)", "ready after", "nodes used (max pods/node)",
-              "log (error lines)"]
+    header = [
+        "nodes",
+        "shape",
+        "run",
+        "bound",
+        "pods/s",
+        "span",
+        "drain after last create",
+        "creator pods/s",
+        "scheduler CPU s",
+        "apiserver CPU s",
+        "etcd CPU s",
+        "bench CPU s",
+        "other CPU s (wall)",
+        "ready after",
+        "nodes used (max pods/node)",
+        "log (error lines)",
+    ]
     rows = []
     for r in runs:
-        rows.append([
-            str(r["nodes"]), r["shape"], r["run"], f"{r['pods_bound']}/{r['pods']}", _num(r["pods_per_s"]),
-            _secs(r.get("span_s")), _secs(r.get("drain_s")), _num(r.get("creator_pods_per_s")),
-            _num(r.get("scheduler_cpu_s"), 1), _num(r.get("apiserver_cpu_s"), 1), _num(r.get("etcd_cpu_s"), 1),
-            _num(r.get("bench_cpu_s"), 1),
-            f"{_num(r.get('other_cpu_s'), 1)} ({_num(r.get('wall_s'), 0)} s)" if r.get("other_cpu_s") is not None else "-",
-            _secs(r.get("scheduler_ready_s")),
-            f"{r.get('nodes_used', 0)} ({r.get('max_pods_per_node', 0)})",
-            f"{Path(r.get('log', '')).name} ({r.get('log_problem_lines', 0)})",
-        ])
+        rows.append(
+            [
+                str(r["nodes"]),
+                r["shape"],
+                r["run"],
+                f"{r['pods_bound']}/{r['pods']}",
+                _num(r["pods_per_s"]),
+                _secs(r.get("span_s")),
+                _secs(r.get("drain_s")),
+                _num(r.get("creator_pods_per_s")),
+                _num(r.get("scheduler_cpu_s"), 1),
+                _num(r.get("apiserver_cpu_s"), 1),
+                _num(r.get("etcd_cpu_s"), 1),
+                _num(r.get("bench_cpu_s"), 1),
+                f"{_num(r.get('other_cpu_s'), 1)} ({_num(r.get('wall_s'), 0)} s)"
+                if r.get("other_cpu_s") is not None
+                else "-",
+                _secs(r.get("scheduler_ready_s")),
+                f"{r.get('nodes_used', 0)} ({r.get('max_pods_per_node', 0)})",
+                f"{Path(r.get('log', '')).name} ({r.get('log_problem_lines', 0)})",
+            ]
+        )
     return _table(header, rows)
 
 
@@ -186,8 +235,10 @@ def plot(runs: list[dict[str, Any]], path: Path) -> str | None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return ("matplotlib is not installed, so no plot; install it with "
-                "`.venv/bin/pip install 'matplotlib>=3.8'` and rerun")
+        return (
+            "matplotlib is not installed, so no plot; install it with "
+            "`.venv/bin/pip install 'matplotlib>=3.8'` and rerun"
+        )
     groups = group_runs(runs)
     node_counts = sorted({g[0] for g in groups})
     if not node_counts:
@@ -198,8 +249,12 @@ def plot(runs: list[dict[str, Any]], path: Path) -> str | None:
     for col, nodes in enumerate(node_counts):
         mine = [g for g in groups if g[0] == nodes]
         labels = [g[2] for g in mine]
-        for row, (key, ylabel) in enumerate((("pods_per_s", "pods/s (bound / (last bound - first created))"),
-                                             ("latency_p99_s", "p99 group latency (s)"))):
+        for row, (key, ylabel) in enumerate(
+            (
+                ("pods_per_s", "pods/s (bound / (last bound - first created))"),
+                ("latency_p99_s", "p99 group latency (s)"),
+            )
+        ):
             ax = axes[row][col]
             for k, s in enumerate(SCHEDULERS):
                 vals, unfinished = [], []
@@ -215,19 +270,35 @@ def plot(runs: list[dict[str, Any]], path: Path) -> str | None:
                     if run is not None:
                         bar.set_hatch("//")
                     if v:
-                        ax.annotate(f"{v:,.0f}" if key == "pods_per_s" else f"{v:.2f}",
-                                    (x, bar.get_height()), ha="center", va="bottom", fontsize=7)
+                        ax.annotate(
+                            f"{v:,.0f}" if key == "pods_per_s" else f"{v:.2f}",
+                            (x, bar.get_height()),
+                            ha="center",
+                            va="bottom",
+                            fontsize=7,
+                        )
                     elif run is not None:  # no bar to see: say what happened
-                        ax.annotate(f"{run['pods_bound']:,}/{run['pods']:,} bound", (x, 0), xytext=(0, 4),
-                                    textcoords="offset points", ha="center", va="bottom", rotation=90,
-                                    fontsize=7, color=colors[s])
+                        ax.annotate(
+                            f"{run['pods_bound']:,}/{run['pods']:,} bound",
+                            (x, 0),
+                            xytext=(0, 4),
+                            textcoords="offset points",
+                            ha="center",
+                            va="bottom",
+                            rotation=90,
+                            fontsize=7,
+                            color=colors[s],
+                        )
             ax.set_xticks(range(len(mine)), labels, fontsize=8)
             ax.set_ylabel(ylabel, fontsize=8)
             ax.set_title(f"{nodes} nodes", fontsize=10)
             if row == 0 and col == 0:
                 ax.legend(fontsize=8)
-    fig.suptitle("troupe vs kube-scheduler v1.37.2 (GangScheduling) vs raw bind loop\n"
-                 "same API server, nodes and pod creator; hatched = did not finish", fontsize=10)
+    fig.suptitle(
+        "troupe vs kube-scheduler v1.37.2 (GangScheduling) vs raw bind loop\n"
+        "same API server, nodes and pod creator; hatched = did not finish",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -111,10 +111,17 @@ class BindWatcher:
     async def _run(self) -> None:
         path = f"{self.kube.creds.server}/api/v1/namespaces/{self.ns}/pods"
         while True:
-            params = {"watch": "1", "allowWatchBookmarks": "true", "resourceVersion": self._rv, "timeoutSeconds": "3600"}
+            params = {
+                "watch": "1",
+                "allowWatchBookmarks": "true",
+                "resourceVersion": self._rv,
+                "timeoutSeconds": "3600",
+            }
             gone = False
             try:
-                async with self.kube.session.get(path, params=params, timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as resp:
+                async with self.kube.session.get(
+                    path, params=params, timeout=aiohttp.ClientTimeout(total=None, sock_read=None)
+                ) as resp:
                     if resp.status == 410:
                         gone = True
                     elif resp.status != 200:
@@ -133,7 +140,7 @@ class BindWatcher:
                                 break
             except asyncio.CancelledError:
                 raise
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, aiohttp.ClientError) as exc:
                 self.error = exc  # reconnect below
             except Exception as exc:  # noqa: BLE001 - surfaced by the runner
                 self.error = exc

@@ -27,8 +27,9 @@ import json
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from scheduler.api.constants import API_VERSION as TROUPE_API_VERSION
 from scheduler.api.constants import DEFAULT_SCHEDULER_NAME as TROUPE_SCHEDULER_NAME
@@ -183,7 +184,9 @@ class Flavor:
 def flavor(scheduler: str) -> Flavor:
     native = f"/apis/{NATIVE_PODGROUP_API}/namespaces/{{ns}}/podgroups"
     if scheduler == "troupe":
-        return Flavor(f"/apis/{TROUPE_API_VERSION}/namespaces/{{ns}}/podgroups", TROUPE_API_VERSION, TROUPE_SCHEDULER_NAME, False)
+        return Flavor(
+            f"/apis/{TROUPE_API_VERSION}/namespaces/{{ns}}/podgroups", TROUPE_API_VERSION, TROUPE_SCHEDULER_NAME, False
+        )
     if scheduler == "upstream":
         return Flavor(native, NATIVE_PODGROUP_API, "default-scheduler", True)
     if scheduler == "raw":
@@ -229,7 +232,8 @@ async def _patch_node_status(kube: Kube, count: int, concurrency: int) -> None:
             body = json.dumps({"status": node_body(i)["status"]}).encode()
             async with kube.session.patch(
                 f"{kube.creds.server}/api/v1/nodes/{node_name(i)}/status",
-                data=body, headers={"Content-Type": "application/merge-patch+json"},
+                data=body,
+                headers={"Content-Type": "application/merge-patch+json"},
             ) as r:
                 if r.status >= 300:
                     raise ApiError("PATCH", f"/api/v1/nodes/{node_name(i)}/status", r.status, await r.text())
@@ -254,7 +258,7 @@ class Creation:
 
     def group_last_created(self, g: int) -> float:
         s = self.shape.size
-        return max(self.pod_created[g * s:(g + 1) * s])
+        return max(self.pod_created[g * s : (g + 1) * s])
 
     @property
     def first_created(self) -> float:
@@ -271,7 +275,9 @@ class Creation:
         return self.pods_created / span if span > 0 else math.nan
 
 
-async def create_workload(kube: Kube, ns: str, shape: Shape, fl: Flavor, concurrency: int, creation: Creation) -> Creation:
+async def create_workload(
+    kube: Kube, ns: str, shape: Shape, fl: Flavor, concurrency: int, creation: Creation
+) -> Creation:
     """Create the shape's PodGroups and pods in ``ns`` (see the module docstring)."""
     size = shape.size
     creation.pod_created = [math.nan] * shape.pods
@@ -323,7 +329,7 @@ async def delete_all_pods(kube: Kube, ns: str, timeout: float = 600.0) -> float:
     while True:
         try:
             await kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods", opts, decode=False, retries=1)
-        except (ApiError, asyncio.TimeoutError) as exc:  # a long deletecollection can time out server-side; poll and repeat
+        except (TimeoutError, ApiError) as exc:  # a long deletecollection can time out server-side; poll and repeat
             if isinstance(exc, ApiError) and exc.status not in (500, 504):
                 raise
         left = await kube.request("GET", f"/api/v1/namespaces/{ns}/pods", params={"limit": "1"})
@@ -332,6 +338,9 @@ async def delete_all_pods(kube: Kube, ns: str, timeout: float = 600.0) -> float:
         if time.monotonic() > deadline:
             raise TimeoutError(f"pods in {ns} still there after {timeout:.0f}s")
         await asyncio.sleep(1.0)
-    for path in (f"/apis/{TROUPE_API_VERSION}/namespaces/{ns}/podgroups", f"/apis/{NATIVE_PODGROUP_API}/namespaces/{ns}/podgroups"):
+    for path in (
+        f"/apis/{TROUPE_API_VERSION}/namespaces/{ns}/podgroups",
+        f"/apis/{NATIVE_PODGROUP_API}/namespaces/{ns}/podgroups",
+    ):
         await kube.request("DELETE", path, opts, decode=False, ok=(404,))
     return time.monotonic() - t0

@@ -23,8 +23,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from scheduler.api.parse import parse_node, parse_pod
 from scheduler.api.records import HostPort, NodeInfo, PodInfo, Taint
@@ -96,7 +97,9 @@ class ReferenceScheduler:
         for k, v in pod.node_selector.items():
             if info.labels.get(k) != v:
                 return False
-        if pod.required_affinity is not None and not any(t.matches(info.labels, info.name) for t in pod.required_affinity):
+        if pod.required_affinity is not None and not any(
+            t.matches(info.labels, info.name) for t in pod.required_affinity
+        ):
             return False
         # NodePorts
         for hp in pod.host_ports:
@@ -116,16 +119,22 @@ class ReferenceScheduler:
     def taint_count(self, pod: PodInfo, node: RefNode) -> int:
         tols = [t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule")]
         return sum(
-            1 for taint in node.info.taints
+            1
+            for taint in node.info.taints
             if taint.effect == "PreferNoSchedule" and not any(t.tolerates(taint) for t in tols)
         )
 
     def affinity_weight(self, pod: PodInfo, node: RefNode) -> int:
-        return sum(p.weight for p in pod.preferred_affinity if p.weight and p.term.matches(node.info.labels, node.info.name))
+        return sum(
+            p.weight for p in pod.preferred_affinity if p.weight and p.term.matches(node.info.labels, node.info.name)
+        )
 
     def least_allocated(self, pod: PodInfo, node: RefNode) -> int:
         total = weights = 0
-        for resource, requested in ((CPU, node.nonzero_cpu + pod.nonzero_cpu), (MEMORY, node.nonzero_memory + pod.nonzero_memory)):
+        for resource, requested in (
+            (CPU, node.nonzero_cpu + pod.nonzero_cpu),
+            (MEMORY, node.nonzero_memory + pod.nonzero_memory),
+        ):
             alloc = node.info.allocatable.get(resource, 0)
             if alloc <= 0:
                 continue
@@ -161,8 +170,12 @@ class ReferenceScheduler:
         for i, node in enumerate(feasible):
             taint_score = MAX_NODE_SCORE if top_taint == 0 else MAX_NODE_SCORE - taints[i] * MAX_NODE_SCORE // top_taint
             affinity_score = 0 if top_affinity == 0 else affinity[i] * MAX_NODE_SCORE // top_affinity
-            score = (WEIGHT_TAINT * taint_score + WEIGHT_AFFINITY * affinity_score + WEIGHT_FIT * fit[i]
-                     + WEIGHT_BALANCED * balanced[i])
+            score = (
+                WEIGHT_TAINT * taint_score
+                + WEIGHT_AFFINITY * affinity_score
+                + WEIGHT_FIT * fit[i]
+                + WEIGHT_BALANCED * balanced[i]
+            )
             if score > best_score:  # strictly greater: ties go to the first node
                 best, best_score = node, score
         return best

@@ -40,8 +40,13 @@ def show(cluster: LocalCluster, *args: str) -> None:
 
 def group_reason(cluster: LocalCluster, name: str) -> str:
     return cluster.kubectl(
-        "get", "podgroup", "-n", NS, name, "-o",
-        "jsonpath={.status.conditions[?(@.type==\"PodGroupScheduled\")].reason}",
+        "get",
+        "podgroup",
+        "-n",
+        NS,
+        name,
+        "-o",
+        'jsonpath={.status.conditions[?(@.type=="PodGroupScheduled")].reason}',
     ).stdout
 
 
@@ -56,17 +61,28 @@ def wait_until(what: str, predicate, timeout: float = 60) -> None:
 
 def tables(cluster: LocalCluster) -> None:
     show(cluster, "get", "podgroups", "-n", NS)
-    show(cluster, "get", "pods", "-n", NS, "--sort-by=.metadata.name", "-o",
-         "custom-columns=POD:.metadata.name,GROUP:.metadata.labels.scheduling\\.troupe\\.dev/pod-group,"
-         "NODE:.spec.nodeName,SCHEDULED:.status.conditions[?(@.type==\"PodScheduled\")].reason")
+    show(
+        cluster,
+        "get",
+        "pods",
+        "-n",
+        NS,
+        "--sort-by=.metadata.name",
+        "-o",
+        "custom-columns=POD:.metadata.name,GROUP:.metadata.labels.scheduling\\.troupe\\.dev/pod-group,"
+        'NODE:.spec.nodeName,SCHEDULED:.status.conditions[?(@.type=="PodScheduled")].reason',
+    )
     for job in JOBS:
         show(cluster, "get", "podgroup", job, "-n", NS, "-o", "jsonpath={.status.conditions}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the control plane and troupe running at the end and print the kubeconfig")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the control plane and troupe running at the end and print the kubeconfig",
+    )
     args = parser.parse_args()
 
     say("starting a throwaway control plane (etcd + kube-apiserver)")
@@ -111,7 +127,10 @@ def main() -> int:
         print("$ troupe simulate examples/simulate-two-jobs.yaml")
         sim = subprocess.run(
             [sys.executable, "-m", "scheduler", "simulate", str(ROOT / "examples" / "simulate-two-jobs.yaml")],
-            cwd=ROOT, capture_output=True, text=True, check=False,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         print((sim.stdout + sim.stderr).rstrip())
 

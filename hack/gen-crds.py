@@ -4,6 +4,7 @@ Run `python hack/gen-crds.py crds` and review the diff. With --check it writes
 nothing and exits 1 if the files in the directory differ from what it would write
 (`make lint` and the pre-commit hook run it that way).
 """
+
 import argparse
 import difflib
 import sys
@@ -13,8 +14,10 @@ import yaml
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-LABEL_KEY = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-             r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_KEY = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 
 
 def label(desc):
@@ -27,11 +30,17 @@ def subdomain(desc):
 
 def path_segment(desc, field):
     return {
-        "type": "string", "description": desc, "minLength": 1, "maxLength": 253, "pattern": r"^[^/%]+$",
-        "x-kubernetes-validations": [{
-            "rule": "self != '.' && self != '..'",
-            "message": f"{field}: must be a path segment name (not '.' or '..')",
-        }],
+        "type": "string",
+        "description": desc,
+        "minLength": 1,
+        "maxLength": 253,
+        "pattern": r"^[^/%]+$",
+        "x-kubernetes-validations": [
+            {
+                "rule": "self != '.' && self != '..'",
+                "message": f"{field}: must be a path segment name (not '.' or '..')",
+            }
+        ],
     }
 
 
@@ -43,28 +52,32 @@ def scheduling_policy(desc):
             "basic": {
                 "type": "object",
                 "description": "Basic specifies that the pods in this group are scheduled using "
-                               "standard Kubernetes scheduling behavior. It is intentionally empty: "
-                               "its presence selects the basic policy.",
+                "standard Kubernetes scheduling behavior. It is intentionally empty: "
+                "its presence selects the basic policy.",
             },
             "gang": {
                 "type": "object",
                 "description": "Gang specifies that the pods in this group are scheduled with "
-                               "all-or-nothing semantics.",
+                "all-or-nothing semantics.",
                 "required": ["minCount"],
                 "properties": {
                     "minCount": {
-                        "type": "integer", "format": "int32", "minimum": 1,
+                        "type": "integer",
+                        "format": "int32",
+                        "minimum": 1,
                         "description": "MinCount is the minimum number of pods that must be schedulable "
-                                       "or scheduled at the same time for the scheduler to admit the "
-                                       "entire group. It must be a positive integer.",
+                        "or scheduled at the same time for the scheduler to admit the "
+                        "entire group. It must be a positive integer.",
                     },
                 },
             },
         },
-        "x-kubernetes-validations": [{
-            "rule": "has(self.basic) != has(self.gang)",
-            "message": "schedulingPolicy: exactly one of basic or gang must be set",
-        }],
+        "x-kubernetes-validations": [
+            {
+                "rule": "has(self.basic) != has(self.gang)",
+                "message": "schedulingPolicy: exactly one of basic or gang must be set",
+            }
+        ],
     }
 
 
@@ -76,7 +89,7 @@ def scheduling_constraints(desc):
             "topology": {
                 "type": "array",
                 "description": "Topology defines the topology constraints for the pod group. Currently "
-                               "only a single topology constraint can be specified.",
+                "only a single topology constraint can be specified.",
                 "maxItems": 1,
                 "x-kubernetes-list-type": "atomic",
                 "items": {
@@ -87,15 +100,17 @@ def scheduling_constraints(desc):
                         "key": {
                             "type": "string",
                             "description": "Key is the key of the node label representing the topology "
-                                           "domain. All pods within the PodGroup must be colocated within "
-                                           "the same domain instance. Example: topology.kubernetes.io/rack.",
+                            "domain. All pods within the PodGroup must be colocated within "
+                            "the same domain instance. Example: topology.kubernetes.io/rack.",
                             "minLength": 1,
                             "maxLength": 317,
                             "pattern": LABEL_KEY,
-                            "x-kubernetes-validations": [{
-                                "rule": "!self.contains('/') || self.indexOf('/') <= 253",
-                                "message": "topology.key: the prefix of a label key must be at most 253 characters",
-                            }],
+                            "x-kubernetes-validations": [
+                                {
+                                    "rule": "!self.contains('/') || self.indexOf('/') <= 253",
+                                    "message": "topology.key: the prefix of a label key must be at most 253 characters",
+                                }
+                            ],
                         },
                     },
                 },
@@ -114,26 +129,31 @@ def resource_claims(desc):
         "items": {
             "type": "object",
             "description": "PodGroupResourceClaim references exactly one ResourceClaim, either directly "
-                           "or by naming a ResourceClaimTemplate which is then turned into a ResourceClaim "
-                           "for the PodGroup.",
+            "or by naming a ResourceClaimTemplate which is then turned into a ResourceClaim "
+            "for the PodGroup.",
             "required": ["name"],
             "properties": {
-                "name": label("Name uniquely identifies this resource claim inside the PodGroup. "
-                              "It must be a DNS label."),
+                "name": label(
+                    "Name uniquely identifies this resource claim inside the PodGroup. It must be a DNS label."
+                ),
                 "resourceClaimName": subdomain(
                     "ResourceClaimName is the name of a ResourceClaim in the same namespace as this "
                     "PodGroup; it is reserved for the PodGroup instead of its individual pods. Exactly "
-                    "one of resourceClaimName and resourceClaimTemplateName must be set."),
+                    "one of resourceClaimName and resourceClaimTemplateName must be set."
+                ),
                 "resourceClaimTemplateName": subdomain(
                     "ResourceClaimTemplateName is the name of a ResourceClaimTemplate in the same "
                     "namespace as this PodGroup, used to create a ResourceClaim bound to the PodGroup "
                     "(recorded in status.resourceClaimStatuses). Exactly one of resourceClaimName and "
-                    "resourceClaimTemplateName must be set."),
+                    "resourceClaimTemplateName must be set."
+                ),
             },
-            "x-kubernetes-validations": [{
-                "rule": "has(self.resourceClaimName) != has(self.resourceClaimTemplateName)",
-                "message": "resourceClaims: exactly one of resourceClaimName or resourceClaimTemplateName must be set",
-            }],
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.resourceClaimName) != has(self.resourceClaimTemplateName)",
+                    "message": "resourceClaims: exactly one of resourceClaimName or resourceClaimTemplateName must be set",
+                }
+            ],
         },
     }
 
@@ -150,8 +170,7 @@ def priority_class_name(desc):
 
 
 def priority(desc):
-    return {"type": "integer", "format": "int32", "minimum": -2147483648, "maximum": 1000000000,
-            "description": desc}
+    return {"type": "integer", "format": "int32", "minimum": -2147483648, "maximum": 1000000000, "description": desc}
 
 
 template = {
@@ -159,28 +178,35 @@ template = {
     "description": "PodGroupTemplate represents a template for a set of pods with a scheduling policy.",
     "required": ["name", "schedulingPolicy"],
     "properties": {
-        "name": label("Name is a unique identifier for the PodGroupTemplate within the Workload. "
-                      "It must be a DNS label. This field is immutable."),
+        "name": label(
+            "Name is a unique identifier for the PodGroupTemplate within the Workload. "
+            "It must be a DNS label. This field is immutable."
+        ),
         "schedulingPolicy": scheduling_policy(
             "SchedulingPolicy defines the scheduling policy for this PodGroupTemplate. "
-            "Exactly one of basic or gang must be set."),
+            "Exactly one of basic or gang must be set."
+        ),
         "schedulingConstraints": scheduling_constraints(
-            "SchedulingConstraints defines optional scheduling constraints (e.g. topology) for this "
-            "PodGroupTemplate."),
+            "SchedulingConstraints defines optional scheduling constraints (e.g. topology) for this PodGroupTemplate."
+        ),
         "resourceClaims": resource_claims(
             "ResourceClaims defines which ResourceClaims may be shared among Pods in the group (at most 4). "
             "Pods consume them by defining a claim in their own spec.resourceClaims that matches the "
-            "PodGroup's claim exactly. This field is immutable."),
+            "PodGroup's claim exactly. This field is immutable."
+        ),
         "disruptionMode": disruption_mode(
             "DisruptionMode defines the mode in which a PodGroup created from this template can be "
-            "disrupted. One of Pod, PodGroup."),
+            "disrupted. One of Pod, PodGroup."
+        ),
         "priorityClassName": priority_class_name(
             "PriorityClassName indicates the priority that should be considered when scheduling a pod "
             "group created from this template. Without it, pod groups get the global default priority "
-            "class if one exists, otherwise priority zero."),
+            "class if one exists, otherwise priority zero."
+        ),
         "priority": priority(
             "Priority is the value of priority of pod groups created from this template; normally "
-            "populated from priorityClassName. The higher the value, the higher the priority."),
+            "populated from priorityClassName. The higher the value, the higher the priority."
+        ),
     },
 }
 
@@ -192,57 +218,65 @@ workload_spec = {
         "controllerRef": {
             "type": "object",
             "description": "ControllerRef is an optional reference to the controlling object, such as a "
-                           "Deployment or Job, so tools can link back to the original workload "
-                           "definition. This field is immutable.",
+            "Deployment or Job, so tools can link back to the original workload "
+            "definition. This field is immutable.",
             "required": ["kind", "name"],
             "properties": {
                 "apiGroup": {
                     "type": "string",
                     "description": "APIGroup is the group for the resource being referenced. If empty, "
-                                   "the kind must be in the core API group. It must be a DNS subdomain.",
+                    "the kind must be in the core API group. It must be a DNS subdomain.",
                     "maxLength": 253,
                     # empty string means the core group, so allow "" as well
                     "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$",
                 },
-                "kind": path_segment("Kind is the type of resource being referenced. It must be a path "
-                                     "segment name.", "controllerRef.kind"),
-                "name": path_segment("Name is the name of resource being referenced. It must be a path "
-                                     "segment name.", "controllerRef.name"),
+                "kind": path_segment(
+                    "Kind is the type of resource being referenced. It must be a path segment name.",
+                    "controllerRef.kind",
+                ),
+                "name": path_segment(
+                    "Name is the name of resource being referenced. It must be a path segment name.",
+                    "controllerRef.name",
+                ),
             },
         },
         "podGroupTemplates": {
             "type": "array",
             "description": "PodGroupTemplates is the list of templates that make up the Workload, keyed "
-                           "by name. At least 1 and at most 8 templates. This field is immutable.",
+            "by name. At least 1 and at most 8 templates. This field is immutable.",
             "minItems": 1,
             "maxItems": 8,
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["name"],
             "items": template,
-            "x-kubernetes-validations": [{
-                "rule": "self == oldSelf",
-                "message": "podGroupTemplates is immutable",
-            }],
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self == oldSelf",
+                    "message": "podGroupTemplates is immutable",
+                }
+            ],
         },
     },
-    "x-kubernetes-validations": [{
-        "rule": "has(self.controllerRef) == has(oldSelf.controllerRef) && "
-                "(!has(self.controllerRef) || self.controllerRef == oldSelf.controllerRef)",
-        "message": "controllerRef is immutable",
-        "fieldPath": ".controllerRef",
-    }],
+    "x-kubernetes-validations": [
+        {
+            "rule": "has(self.controllerRef) == has(oldSelf.controllerRef) && "
+            "(!has(self.controllerRef) || self.controllerRef == oldSelf.controllerRef)",
+            "message": "controllerRef is immutable",
+            "fieldPath": ".controllerRef",
+        }
+    ],
 }
 
 condition = {
     "type": "object",
     "description": "Condition contains details for one aspect of the current state of this PodGroup "
-                   "(standard metav1.Condition).",
+    "(standard metav1.Condition).",
     "required": ["type", "status", "lastTransitionTime", "reason", "message"],
     "properties": {
         "type": {
             "type": "string",
             "description": "Type of condition in CamelCase or in foo.example.com/CamelCase, e.g. "
-                           "PodGroupScheduled or DisruptionTarget.",
+            "PodGroupScheduled or DisruptionTarget.",
             "maxLength": 316,
             "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
         },
@@ -252,20 +286,21 @@ condition = {
             "enum": ["True", "False", "Unknown"],
         },
         "observedGeneration": {
-            "type": "integer", "format": "int64", "minimum": 0,
-            "description": "ObservedGeneration is the .metadata.generation that the condition was set "
-                           "based upon.",
+            "type": "integer",
+            "format": "int64",
+            "minimum": 0,
+            "description": "ObservedGeneration is the .metadata.generation that the condition was set based upon.",
         },
         "lastTransitionTime": {
-            "type": "string", "format": "date-time",
-            "description": "LastTransitionTime is the last time the condition transitioned from one "
-                           "status to another.",
+            "type": "string",
+            "format": "date-time",
+            "description": "LastTransitionTime is the last time the condition transitioned from one status to another.",
         },
         "reason": {
             "type": "string",
             "description": "Reason is a programmatic CamelCase identifier of the condition's last "
-                           "transition, e.g. Scheduled, Unschedulable, SchedulerError, "
-                           "PreemptionByScheduler.",
+            "transition, e.g. Scheduled, Unschedulable, SchedulerError, "
+            "PreemptionByScheduler.",
             "minLength": 1,
             "maxLength": 1024,
             "pattern": r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
@@ -281,59 +316,70 @@ condition = {
 podgroup_spec = {
     "type": "object",
     "description": "Spec defines the desired state of the PodGroup. The whole spec is immutable once "
-                   "the PodGroup is created.",
+    "the PodGroup is created.",
     "required": ["schedulingPolicy"],
     "properties": {
         "podGroupTemplateRef": {
             "type": "object",
             "description": "PodGroupTemplateRef references an optional PodGroup template within another "
-                           "object (e.g. a Workload) that was used to create the PodGroup. Exactly one "
-                           "reference must be set. This field is immutable.",
+            "object (e.g. a Workload) that was used to create the PodGroup. Exactly one "
+            "reference must be set. This field is immutable.",
             "properties": {
                 "workload": {
                     "type": "object",
                     "description": "Workload references the PodGroupTemplate within the Workload object "
-                                   "that was used to create the PodGroup.",
+                    "that was used to create the PodGroup.",
                     "required": ["workloadName", "podGroupTemplateName"],
                     "properties": {
-                        "workloadName": subdomain("WorkloadName is the name of the Workload object "
-                                                  "(same namespace)."),
-                        "podGroupTemplateName": label("PodGroupTemplateName is the name of the "
-                                                      "PodGroupTemplate within the Workload object."),
+                        "workloadName": subdomain("WorkloadName is the name of the Workload object (same namespace)."),
+                        "podGroupTemplateName": label(
+                            "PodGroupTemplateName is the name of the PodGroupTemplate within the Workload object."
+                        ),
                     },
                 },
             },
-            "x-kubernetes-validations": [{
-                "rule": "has(self.workload)",
-                "message": "podGroupTemplateRef: exactly one of workload must be set",
-            }],
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.workload)",
+                    "message": "podGroupTemplateRef: exactly one of workload must be set",
+                }
+            ],
         },
         "schedulingPolicy": scheduling_policy(
             "SchedulingPolicy defines the scheduling policy for this instance of the PodGroup, normally "
             "copied from a PodGroupTemplate. Exactly one of basic or gang must be set. This field is "
-            "immutable."),
+            "immutable."
+        ),
         "schedulingConstraints": scheduling_constraints(
             "SchedulingConstraints defines optional scheduling constraints (e.g. topology) for this "
-            "PodGroup. This field is immutable."),
+            "PodGroup. This field is immutable."
+        ),
         "resourceClaims": resource_claims(
             "ResourceClaims defines which ResourceClaims may be shared among Pods in the group (at most 4). "
             "Pods consume them by defining a claim in their own spec.resourceClaims that matches the "
             "PodGroup's claim exactly (same name, same ResourceClaim or ResourceClaimTemplate). This "
-            "field is immutable."),
+            "field is immutable."
+        ),
         "disruptionMode": disruption_mode(
             "DisruptionMode defines the mode in which this PodGroup can be disrupted. One of Pod, "
-            "PodGroup. Defaults to Pod. This field is immutable.", default="Pod"),
+            "PodGroup. Defaults to Pod. This field is immutable.",
+            default="Pod",
+        ),
         "priorityClassName": priority_class_name(
             "PriorityClassName defines the priority that should be considered when scheduling this pod "
-            "group; resolved like priorityClassName on a PodGroupTemplate. This field is immutable."),
+            "group; resolved like priorityClassName on a PodGroupTemplate. This field is immutable."
+        ),
         "priority": priority(
             "Priority is the value of priority of this pod group; normally populated from "
-            "priorityClassName. The higher the value, the higher the priority. This field is immutable."),
+            "priorityClassName. The higher the value, the higher the priority. This field is immutable."
+        ),
     },
-    "x-kubernetes-validations": [{
-        "rule": "self == oldSelf",
-        "message": "spec is immutable",
-    }],
+    "x-kubernetes-validations": [
+        {
+            "rule": "self == oldSelf",
+            "message": "spec is immutable",
+        }
+    ],
 }
 
 podgroup_status = {
@@ -343,8 +389,8 @@ podgroup_status = {
         "conditions": {
             "type": "array",
             "description": "Conditions represent the latest observations of the PodGroup's state. Known "
-                           "types: PodGroupScheduled (reasons Scheduled, Unschedulable, SchedulerError) "
-                           "and DisruptionTarget (reason PreemptionByScheduler).",
+            "types: PodGroupScheduled (reasons Scheduled, Unschedulable, SchedulerError) "
+            "and DisruptionTarget (reason PreemptionByScheduler).",
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],
             "items": condition,
@@ -352,20 +398,21 @@ podgroup_status = {
         "resourceClaimStatuses": {
             "type": "array",
             "description": "Status of resource claims: for each spec.resourceClaims entry that references "
-                           "a ResourceClaimTemplate, the name of the generated ResourceClaim.",
+            "a ResourceClaimTemplate, the name of the generated ResourceClaim.",
             "maxItems": 4,
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["name"],
             "items": {
                 "type": "object",
                 "description": "PodGroupResourceClaimStatus stores the generated ResourceClaim name for "
-                               "one PodGroupResourceClaim.",
+                "one PodGroupResourceClaim.",
                 "required": ["name"],
                 "properties": {
                     "name": label("Name matches the name of an entry in spec.resourceClaims."),
                     "resourceClaimName": subdomain(
                         "ResourceClaimName is the name of the ResourceClaim generated for the PodGroup in "
-                        "its namespace. If unset, generating a ResourceClaim was not necessary."),
+                        "its namespace. If unset, generating a ResourceClaim was not necessary."
+                    ),
                 },
             },
         },
@@ -379,8 +426,14 @@ def crd(plural, kind, short, list_kind, desc, spec, status, columns, rules=None)
         "description": desc,
         "required": ["spec"],
         "properties": {
-            "apiVersion": {"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."},
-            "kind": {"type": "string", "description": "Kind is a string value representing the REST resource this object represents."},
+            "apiVersion": {
+                "type": "string",
+                "description": "APIVersion defines the versioned schema of this representation of an object.",
+            },
+            "kind": {
+                "type": "string",
+                "description": "Kind is a string value representing the REST resource this object represents.",
+            },
             "metadata": {"type": "object"},
             "spec": spec,
         },
@@ -417,49 +470,102 @@ def crd(plural, kind, short, list_kind, desc, spec, status, columns, rules=None)
     }
 
 
-pg = crd("podgroups", "PodGroup", ["pg"], "PodGroupList",
-         "PodGroup represents a runtime instance of pods grouped together and scheduled by troupe as a "
-         "unit. Pods join a group with the label scheduling.troupe.dev/pod-group: <name>. Mirrors "
-         "scheduling.k8s.io/v1alpha2 PodGroup.",
-         podgroup_spec, podgroup_status, [
-             {"name": "Policy", "type": "string", "jsonPath": ".spec.schedulingPolicy",
-              "description": "The scheduling policy: {\"basic\":{}} or {\"gang\":{\"minCount\":N}}."},
-             {"name": "MinCount", "type": "integer", "jsonPath": ".spec.schedulingPolicy.gang.minCount",
-              "description": "Gang minCount (empty for the basic policy)."},
-             {"name": "Scheduled", "type": "string",
-              "jsonPath": ".status.conditions[?(@.type==\"PodGroupScheduled\")].reason",
-              "description": "Reason of the PodGroupScheduled condition."},
-             {"name": "Workload", "type": "string", "priority": 1,
-              "jsonPath": ".spec.podGroupTemplateRef.workload.workloadName",
-              "description": "The Workload this group was created from."},
-             {"name": "Template", "type": "string", "priority": 1,
-              "jsonPath": ".spec.podGroupTemplateRef.workload.podGroupTemplateName",
-              "description": "The PodGroupTemplate this group was created from."},
-             {"name": "Priority", "type": "integer", "priority": 1, "jsonPath": ".spec.priority",
-              "description": "Priority of the group."},
-             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-         ], rules=[{
-             # Upstream: each status entry must match the name of an entry in spec.resourceClaims.
-             "rule": "!has(self.status) || !has(self.status.resourceClaimStatuses) || "
-                     "self.status.resourceClaimStatuses.all(s, has(self.spec.resourceClaims) && "
-                     "self.spec.resourceClaims.exists(c, c.name == s.name))",
-             "message": "status.resourceClaimStatuses: each name must match an entry in spec.resourceClaims",
-             "fieldPath": ".status.resourceClaimStatuses",
-         }])
+pg = crd(
+    "podgroups",
+    "PodGroup",
+    ["pg"],
+    "PodGroupList",
+    "PodGroup represents a runtime instance of pods grouped together and scheduled by troupe as a "
+    "unit. Pods join a group with the label scheduling.troupe.dev/pod-group: <name>. Mirrors "
+    "scheduling.k8s.io/v1alpha2 PodGroup.",
+    podgroup_spec,
+    podgroup_status,
+    [
+        {
+            "name": "Policy",
+            "type": "string",
+            "jsonPath": ".spec.schedulingPolicy",
+            "description": 'The scheduling policy: {"basic":{}} or {"gang":{"minCount":N}}.',
+        },
+        {
+            "name": "MinCount",
+            "type": "integer",
+            "jsonPath": ".spec.schedulingPolicy.gang.minCount",
+            "description": "Gang minCount (empty for the basic policy).",
+        },
+        {
+            "name": "Scheduled",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="PodGroupScheduled")].reason',
+            "description": "Reason of the PodGroupScheduled condition.",
+        },
+        {
+            "name": "Workload",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": ".spec.podGroupTemplateRef.workload.workloadName",
+            "description": "The Workload this group was created from.",
+        },
+        {
+            "name": "Template",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": ".spec.podGroupTemplateRef.workload.podGroupTemplateName",
+            "description": "The PodGroupTemplate this group was created from.",
+        },
+        {
+            "name": "Priority",
+            "type": "integer",
+            "priority": 1,
+            "jsonPath": ".spec.priority",
+            "description": "Priority of the group.",
+        },
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ],
+    rules=[
+        {
+            # Upstream: each status entry must match the name of an entry in spec.resourceClaims.
+            "rule": "!has(self.status) || !has(self.status.resourceClaimStatuses) || "
+            "self.status.resourceClaimStatuses.all(s, has(self.spec.resourceClaims) && "
+            "self.spec.resourceClaims.exists(c, c.name == s.name))",
+            "message": "status.resourceClaimStatuses: each name must match an entry in spec.resourceClaims",
+            "fieldPath": ".status.resourceClaimStatuses",
+        }
+    ],
+)
 
-wl = crd("workloads", "Workload", None, "WorkloadList",
-         "Workload expresses scheduling constraints used when managing the lifecycle of a workload "
-         "(scheduling, preemption, eviction) as a set of PodGroupTemplates. Mirrors "
-         "scheduling.k8s.io/v1alpha2 Workload.",
-         workload_spec, None, [
-             {"name": "Controller-Kind", "type": "string", "jsonPath": ".spec.controllerRef.kind",
-              "description": "Kind of the controlling object."},
-             {"name": "Controller", "type": "string", "jsonPath": ".spec.controllerRef.name",
-              "description": "Name of the controlling object."},
-             {"name": "First-Template", "type": "string", "jsonPath": ".spec.podGroupTemplates[0].name",
-              "description": "Name of the first PodGroupTemplate."},
-             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-         ])
+wl = crd(
+    "workloads",
+    "Workload",
+    None,
+    "WorkloadList",
+    "Workload expresses scheduling constraints used when managing the lifecycle of a workload "
+    "(scheduling, preemption, eviction) as a set of PodGroupTemplates. Mirrors "
+    "scheduling.k8s.io/v1alpha2 Workload.",
+    workload_spec,
+    None,
+    [
+        {
+            "name": "Controller-Kind",
+            "type": "string",
+            "jsonPath": ".spec.controllerRef.kind",
+            "description": "Kind of the controlling object.",
+        },
+        {
+            "name": "Controller",
+            "type": "string",
+            "jsonPath": ".spec.controllerRef.name",
+            "description": "Name of the controlling object.",
+        },
+        {
+            "name": "First-Template",
+            "type": "string",
+            "jsonPath": ".spec.podGroupTemplates[0].name",
+            "description": "Name of the first PodGroupTemplate.",
+        },
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ],
+)
 
 
 class Dumper(yaml.SafeDumper):
@@ -473,11 +579,11 @@ HEADER = """# Mirrors the upstream Go types of scheduling.k8s.io/v1alpha2 (k8s.i
 """
 
 
-
 def render() -> dict[str, str]:
     """File name -> the text this script writes for it."""
     return {
-        f"{path}.scheduling.troupe.dev.yaml": HEADER + "---\n"
+        f"{path}.scheduling.troupe.dev.yaml": HEADER
+        + "---\n"
         + yaml.dump(obj, Dumper=Dumper, sort_keys=False, width=100, default_flow_style=False)
         for obj, path in ((pg, "podgroups"), (wl, "workloads"))
     }
@@ -490,22 +596,34 @@ def check(outdir: Path) -> int:
         current = path.read_text() if path.exists() else ""
         if current != text:
             stale.append(path)
-            sys.stdout.writelines(difflib.unified_diff(
-                current.splitlines(keepends=True), text.splitlines(keepends=True),
-                fromfile=str(path), tofile=f"{path} (generated)"))
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    current.splitlines(keepends=True),
+                    text.splitlines(keepends=True),
+                    fromfile=str(path),
+                    tofile=f"{path} (generated)",
+                )
+            )
     if stale:
-        print(f"{', '.join(map(str, stale))}: out of date with hack/gen-crds.py; "
-              f"run `python hack/gen-crds.py {outdir}` and commit the result", file=sys.stderr)
+        print(
+            f"{', '.join(map(str, stale))}: out of date with hack/gen-crds.py; "
+            f"run `python hack/gen-crds.py {outdir}` and commit the result",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("outdir", nargs="?", type=Path, default=Path("crds"),
-                    help="directory of the CRD YAML files (default: crds)")
-    ap.add_argument("--check", action="store_true",
-                    help="write nothing; exit 1 with a diff if the files are not what would be written")
+    ap.add_argument(
+        "outdir", nargs="?", type=Path, default=Path("crds"), help="directory of the CRD YAML files (default: crds)"
+    )
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 with a diff if the files are not what would be written",
+    )
     args = ap.parse_args()
     if args.check:
         return check(args.outdir)

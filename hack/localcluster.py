@@ -51,8 +51,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 K8S_VERSION = "1.37.2"
 ETCD_VERSION = "3.6.16"
@@ -137,7 +137,7 @@ def _make_preexec(parent_pid: int):
     return preexec
 
 
-_LIVE: set["LocalCluster"] = set()
+_LIVE: set[LocalCluster] = set()
 _LIVE_LOCK = threading.Lock()
 
 
@@ -263,7 +263,7 @@ class LocalCluster:
 
     # -- lifecycle ---------------------------------------------------------------
 
-    def start(self, timeout: float = 60) -> "LocalCluster":
+    def start(self, timeout: float = 60) -> LocalCluster:
         """Start etcd and kube-apiserver; return once /readyz is ok and the
         bootstrap objects (default namespace, RBAC roles, system priority
         classes) exist. Raises ClusterStartError with the log tail otherwise."""
@@ -305,7 +305,7 @@ class LocalCluster:
         if not self.keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -349,7 +349,7 @@ class LocalCluster:
     # -- internals ---------------------------------------------------------------
 
     def _popen(self, cmd: list[str], log: Path) -> subprocess.Popen:
-        logf = open(log, "ab")
+        logf = open(log, "ab")  # noqa: SIM115 - the child writes to it; closed after Popen
         try:
             preexec = None
             if _LIBC is not None and threading.current_thread() is threading.main_thread():
@@ -391,11 +391,27 @@ class LocalCluster:
         p = self.pki_dir
         if not (p / "ca.crt").exists() or not (p / "ca.key").exists():
             _openssl(
-                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", "ca.key", "-out", "ca.crt", "-days", "3650", "-subj", "/CN=troupe-localcluster-ca",
-                "-addext", "basicConstraints=critical,CA:TRUE",
-                "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-                "-addext", "subjectKeyIdentifier=hash",
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-days",
+                "3650",
+                "-subj",
+                "/CN=troupe-localcluster-ca",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+                "-addext",
+                "subjectKeyIdentifier=hash",
                 cwd=p,
             )
             for f in ("apiserver.crt", "apiserver.key"):
@@ -411,13 +427,37 @@ class LocalCluster:
                 "DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n"
             )
             _openssl(
-                "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", "apiserver.key", "-out", "apiserver.csr", "-subj", "/CN=kube-apiserver",
+                "req",
+                "-new",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                "apiserver.key",
+                "-out",
+                "apiserver.csr",
+                "-subj",
+                "/CN=kube-apiserver",
                 cwd=p,
             )
             _openssl(
-                "x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                "-CAcreateserial", "-days", "3650", "-out", "apiserver.crt", "-extfile", "apiserver.ext",
+                "x509",
+                "-req",
+                "-in",
+                "apiserver.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "3650",
+                "-out",
+                "apiserver.crt",
+                "-extfile",
+                "apiserver.ext",
                 cwd=p,
             )
         if not (p / "sa.key").exists():
@@ -531,12 +571,8 @@ class LocalCluster:
     def _get(self, path: str) -> tuple[int, str]:
         """GET as the admin; (status, body), status 0 when not reachable."""
         ctx = ssl.create_default_context(cafile=str(self.ca_path))
-        opener = urllib.request.build_opener(
-            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx)
-        )
-        req = urllib.request.Request(
-            self.server + path, headers={"Authorization": f"Bearer {self.admin_token}"}
-        )
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx))
+        req = urllib.request.Request(self.server + path, headers={"Authorization": f"Bearer {self.admin_token}"})
         try:
             with opener.open(req, timeout=5) as r:
                 body = r.read().decode(errors="replace")
@@ -609,7 +645,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     up.add_argument("--k8s-bin-dir", type=Path, help="default: $TROUPE_K8S_BIN_DIR or the build cache")
     up.add_argument("--etcd-bin-dir", type=Path, help="default: $TROUPE_ETCD_BIN_DIR or the build cache")
     up.add_argument(
-        "--apiserver-arg", action="append", default=[], metavar="ARG",
+        "--apiserver-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
         help="extra kube-apiserver flag, e.g. --apiserver-arg=--v=4 (repeatable)",
     )
     up.add_argument("--timeout", type=float, default=60, help="seconds to wait for readiness (60)")

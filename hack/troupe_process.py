@@ -49,25 +49,31 @@ class TroupeProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
 
-    def start(self, timeout: float = 30.0, wait_ready: bool = True) -> "TroupeProcess":
+    def start(self, timeout: float = 30.0, wait_ready: bool = True) -> TroupeProcess:
         """Start the process; with `wait_ready`, return once /readyz answers 200
         (RuntimeError with the log tail if it exits or is not ready in time)."""
         self.port = free_port()
         cmd = [
-            sys.executable, "-m", "scheduler", "run",
-            "--kubeconfig", str(self.kubeconfig),
-            "--health-bind-address", f"127.0.0.1:{self.port}",
+            sys.executable,
+            "-m",
+            "scheduler",
+            "run",
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--health-bind-address",
+            f"127.0.0.1:{self.port}",
         ]
         if self.config_text is not None:
             cfg = self.workdir / f"{self.log_path.stem}-config.yaml"
             cfg.write_text(self.config_text)
             cmd += ["--config", str(cfg)]
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        log = open(self.log_path, "ab")
         env = {k: v for k, v in os.environ.items() if k != FAILPOINTS_ENV}
         env.update(self.env, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        log.close()
+        with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         if not wait_ready:
             return self
         deadline = time.monotonic() + timeout
@@ -144,7 +150,7 @@ class TroupeProcess:
             data = self.log_path.read_bytes()
         except OSError:
             return ""
-        return data[self._log_offset if this_run else 0:].decode(errors="replace")
+        return data[self._log_offset if this_run else 0 :].decode(errors="replace")
 
     def log_tail(self, lines: int = 60) -> str:
         text = self.log_text()

@@ -77,18 +77,25 @@ def _parser() -> argparse.ArgumentParser:
         epilog=RUN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig to connect with (default: in-cluster, then $KUBECONFIG)")
     run.add_argument(
-        "--config", metavar="FILE",
+        "--kubeconfig", metavar="FILE", help="kubeconfig to connect with (default: in-cluster, then $KUBECONFIG)"
+    )
+    run.add_argument(
+        "--config",
+        metavar="FILE",
         help="SchedulerConfiguration YAML (profiles, plugins, queue backoff, client QPS); default: one profile "
         f"named {DEFAULT_SCHEDULER_NAME} with the default plugins",
     )
     run.add_argument(
-        "--health-bind-address", metavar="HOST:PORT",
+        "--health-bind-address",
+        metavar="HOST:PORT",
         help="serve /healthz, /readyz and /metrics here (default: the config's healthBindAddress, 0.0.0.0:10251)",
     )
     run.add_argument(
-        "--resync-seconds", type=float, default=300.0, metavar="S",
+        "--resync-seconds",
+        type=float,
+        default=300.0,
+        metavar="S",
         help="every S seconds, list pods, nodes, PodGroups and Workloads (metadata only) and drop cached objects "
         "the API no longer has, in case a watch gap hid their deletion; 0 disables (default: 300)",
     )
@@ -102,11 +109,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     simulate.add_argument("file", metavar="FILE", help="YAML of Nodes, Pods, PodGroups, ... (- for standard input)")
     simulate.add_argument(
-        "--config", metavar="FILE",
+        "--config",
+        metavar="FILE",
         help="SchedulerConfiguration YAML, as for `troupe run` (default: the default profile)",
     )
     simulate.add_argument(
-        "--output", "-o", choices=["table", "json"], default="table",
+        "--output",
+        "-o",
+        choices=["table", "json"],
+        default="table",
         help="table (default): PodGroups and pods, aligned; json: {pods: [...], podGroups: [...]}",
     )
     return parser

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import difflib
 import types
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Mapping, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -107,14 +108,17 @@ class Plugins(_Strict):
     placement_score: PluginSet = Field(default_factory=PluginSet, alias="placementScore")
 
     def point(self, name: str) -> PluginSet:
-        return getattr(self, {
-            "preEnqueue": "pre_enqueue",
-            "preFilter": "pre_filter",
-            "postFilter": "post_filter",
-            "preBind": "pre_bind",
-            "placementGenerate": "placement_generate",
-            "placementScore": "placement_score",
-        }.get(name, name))
+        return getattr(
+            self,
+            {
+                "preEnqueue": "pre_enqueue",
+                "preFilter": "pre_filter",
+                "postFilter": "post_filter",
+                "preBind": "pre_bind",
+                "placementGenerate": "placement_generate",
+                "placementScore": "placement_score",
+            }.get(name, name),
+        )
 
 
 class PluginConfig(_Strict):
@@ -130,13 +134,14 @@ class Profile(_Strict):
     plugin_config: list[PluginConfig] = Field(default_factory=list, alias="pluginConfig")
 
     @model_validator(mode="after")
-    def _one_config_per_plugin(self) -> "Profile":
+    def _one_config_per_plugin(self) -> Profile:
         first: dict[str, int] = {}
         for i, pc in enumerate(self.plugin_config):
             if pc.name in first:  # upstream: "repeated config for plugin X"
                 raise _named_error(
                     f"{{at}}: repeated config for plugin {pc.name!r} (already configured by {{first}})",
-                    at=("pluginConfig", i, "name"), first=("pluginConfig", first[pc.name]),
+                    at=("pluginConfig", i, "name"),
+                    first=("pluginConfig", first[pc.name]),
                 )
             first[pc.name] = i
         return self
@@ -149,7 +154,7 @@ class QueueConfig(_Strict):
     max_unschedulable_seconds: float = Field(default=300.0, gt=0, alias="maxUnschedulableSeconds")
 
     @model_validator(mode="after")
-    def _ordered(self) -> "QueueConfig":
+    def _ordered(self) -> QueueConfig:
         if self.pod_max_backoff_seconds < self.pod_initial_backoff_seconds:
             raise _named_error(
                 f"{{at}} ({_number(self.pod_max_backoff_seconds)}) must be >= "
@@ -183,7 +188,7 @@ class WatchConfig(_Strict):
     read_timeout_seconds: float = Field(default=330.0, gt=0, alias="readTimeoutSeconds")
 
     @model_validator(mode="after")
-    def _read_after_server(self) -> "WatchConfig":
+    def _read_after_server(self) -> WatchConfig:
         if self.read_timeout_seconds <= self.timeout_seconds:
             raise _named_error(
                 f"{{at}} ({_number(self.read_timeout_seconds)}) must be > timeoutSeconds "
@@ -208,7 +213,7 @@ class SchedulerConfiguration(_Strict):
     watch: WatchConfig = Field(default_factory=WatchConfig)
 
     @model_validator(mode="after")
-    def _unique_names(self) -> "SchedulerConfiguration":
+    def _unique_names(self) -> SchedulerConfiguration:
         for p in self.profiles:
             if p.percentage_of_nodes_to_score is None:
                 p.percentage_of_nodes_to_score = self.percentage_of_nodes_to_score
@@ -217,7 +222,8 @@ class SchedulerConfiguration(_Strict):
             if p.scheduler_name in first:
                 raise _named_error(
                     f"{{at}}: duplicate value {p.scheduler_name!r} (already the schedulerName of {{first}})",
-                    at=("profiles", i, "schedulerName"), first=("profiles", first[p.scheduler_name]),
+                    at=("profiles", i, "schedulerName"),
+                    first=("profiles", first[p.scheduler_name]),
                 )
             first[p.scheduler_name] = i
         return self
@@ -264,7 +270,8 @@ def field_errors(*problems: tuple[Loc, str]) -> ValidationError:
     per (location, message), each location relative to the value the validator
     checks (its field's, or its model's), as pydantic locates its own errors."""
     return ValidationError.from_exception_data(
-        "args", [InitErrorDetails(type=PydanticCustomError("troupe_field", msg), loc=loc, input=None) for loc, msg in problems]
+        "args",
+        [InitErrorDetails(type=PydanticCustomError("troupe_field", msg), loc=loc, input=None) for loc, msg in problems],
     )
 
 
@@ -283,7 +290,9 @@ def validate_plugin_config(entry: PluginConfig, models: ArgsModels, at: Loc) -> 
     typo there would otherwise leave the plugin at its defaults, silently."""
     model = models.get(entry.name)
     if model is None:
-        return None, [f"{format_loc((*at, 'name'))}: unknown plugin {entry.name!r} (known: {', '.join(sorted(models))})"]
+        return None, [
+            f"{format_loc((*at, 'name'))}: unknown plugin {entry.name!r} (known: {', '.join(sorted(models))})"
+        ]
     return validate_args(model, entry.args, (*at, "args"))
 
 
@@ -391,8 +400,14 @@ def _describe(err: Any, root: type[BaseModel] = SchedulerConfiguration, at: Loc 
 
 
 def _yaml_type(value: Any) -> str:
-    for types_, name in ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
-                         (list, "a sequence"), (dict, "a mapping")):
+    for types_, name in (
+        (bool, "a boolean"),
+        (int, "an integer"),
+        (float, "a number"),
+        (str, "a string"),
+        (list, "a sequence"),
+        (dict, "a mapping"),
+    ):
         if isinstance(value, types_):
             return name
     return "null" if value is None else type(value).__name__
@@ -442,6 +457,7 @@ def _keys(model: type[BaseModel]) -> list[str]:
 
 def _close_match(word: str | int, allowed: list[str]) -> str | None:
     """The allowed key a typo most likely meant (case, `_` and `-` aside)."""
+
     def norm(key: str) -> str:
         return key.lower().replace("_", "").replace("-", "")
 

@@ -7,7 +7,8 @@ crashing.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .records import (
     HostPort,
@@ -25,6 +26,7 @@ from .records import (
     WeightedPodAffinityTerm,
 )
 from .resources import pod_requests, resource_map
+
 
 def _requirements(raw: list[Mapping[str, Any]] | None) -> tuple[Requirement, ...]:
     return tuple(
@@ -124,7 +126,12 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         for p in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
     )
     tolerations = tuple(
-        Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""), str(t.get("effect") or ""))
+        Toleration(
+            str(t.get("key") or ""),
+            str(t.get("operator") or "Equal"),
+            str(t.get("value") or ""),
+            str(t.get("effect") or ""),
+        )
         for t in spec.get("tolerations") or ()
     )
     node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}

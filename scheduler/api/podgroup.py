@@ -8,7 +8,8 @@ becomes a `SchedulerError` on the group, not a crash.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -30,7 +31,7 @@ class SchedulingPolicy(_Model):
     gang: GangSchedulingPolicy | None = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "SchedulingPolicy":
+    def _exactly_one(self) -> SchedulingPolicy:
         if (self.basic is None) == (self.gang is None):
             raise ValueError("exactly one of basic or gang must be set")
         return self
@@ -50,7 +51,7 @@ class ResourceClaim(_Model):
     resource_claim_template_name: str | None = Field(default=None, alias="resourceClaimTemplateName")
 
     @model_validator(mode="after")
-    def _one_source(self) -> "ResourceClaim":
+    def _one_source(self) -> ResourceClaim:
         if (self.resource_claim_name is None) == (self.resource_claim_template_name is None):
             raise ValueError("exactly one of resourceClaimName or resourceClaimTemplateName must be set")
         return self

@@ -7,8 +7,9 @@ The cache keeps one record per object instead of the whole body (DESIGN.md:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .constants import POD_GROUP_LABEL
 
@@ -213,7 +214,12 @@ class PodInfo:
     @property
     def has_pod_affinity_terms(self) -> bool:
         """Any required or preferred pod affinity or anti-affinity term."""
-        return bool(self.pod_affinity or self.pod_anti_affinity or self.pod_affinity_preferred or self.pod_anti_affinity_preferred)
+        return bool(
+            self.pod_affinity
+            or self.pod_anti_affinity
+            or self.pod_affinity_preferred
+            or self.pod_anti_affinity_preferred
+        )
 
     @property
     def terminal(self) -> bool:

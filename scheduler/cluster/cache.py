@@ -8,14 +8,14 @@ binding; a failed binding is *forgotten*. No I/O here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Iterator, Mapping
 
 import numpy as np
 
+from ..api.podgroup import PodGroup, Workload
 from ..api.records import NodeInfo, PodInfo
 from ..api.resources import PODS
-from ..api.podgroup import PodGroup, Workload
 from .nodetable import NodeTable
 from .snapshot import Snapshot
 
@@ -238,6 +238,10 @@ class ClusterCache:
 
     def snapshot(self) -> Snapshot:
         return Snapshot(
-            self.table, self.pods_on_node, self.pods_with_affinity, self.namespace_labels,
-            self.pods_by_label, self._indexed_node,
+            self.table,
+            self.pods_on_node,
+            self.pods_with_affinity,
+            self.namespace_labels,
+            self.pods_by_label,
+            self._indexed_node,
         )

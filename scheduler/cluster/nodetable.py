@@ -9,7 +9,7 @@ whose Node object exists.
 from __future__ import annotations
 
 import itertools
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -130,7 +130,12 @@ class NodeTable:
         self.valid[idx] = True
         self.row_version[idx] = next(self.versions)
         self._frozen = None
-        if old is None or old.labels != node.labels or old.taints != node.taints or old.unschedulable != node.unschedulable:
+        if (
+            old is None
+            or old.labels != node.labels
+            or old.taints != node.taints
+            or old.unschedulable != node.unschedulable
+        ):
             self.static_generation += 1
 
     def remove_node(self, name: str) -> None:

@@ -21,8 +21,8 @@ the snapshot a new `serial`, so state that plugins or caches keep by
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Hashable, Mapping
 
 import numpy as np
 
@@ -167,7 +167,7 @@ class Snapshot:
         """Undo every change since `mark` (assumed pods and removals), newest first."""
         if len(self._journal) == mark.journal:
             return
-        for change in reversed(self._journal[mark.journal:]):
+        for change in reversed(self._journal[mark.journal :]):
             row, sign = change.row, change.sign
             self.req[row] -= sign * change.requests
             self.nonzero[row, 0] -= sign * change.nonzero[0]
@@ -181,8 +181,8 @@ class Snapshot:
             for predicate, counts in self._counts.values():
                 if predicate(pod):
                     counts[row] -= sign
-        del self._journal[mark.journal:]
-        del self.assumed[mark.assumed:]
+        del self._journal[mark.journal :]
+        del self.assumed[mark.assumed :]
         self._new_serial()
 
     def _new_serial(self) -> None:

@@ -8,7 +8,8 @@ is O(1) in cluster size (Workload events, which are rare, scan the groups).
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -55,7 +56,10 @@ class EventHandlers:
         onto a node stays out of the queue until the watch confirms the binding
         (or the bind fails and it is requeued), whatever other updates arrive."""
         return (
-            self.is_ours(pod) and not pod.node_name and not pod.terminal and not pod.deleting
+            self.is_ours(pod)
+            and not pod.node_name
+            and not pod.terminal
+            and not pod.deleting
             and pod.uid not in self.cache.assumed
         )
 

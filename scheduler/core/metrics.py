@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from prometheus_client import Counter, Gauge, Histogram
 
 if TYPE_CHECKING:
-    from .schedule_podgroup import GroupDecision
     from ..queue.scheduling_queue import SchedulingQueue
+    from .schedule_podgroup import GroupDecision
 
 SCHEDULE_ATTEMPTS = Counter(
     "scheduler_schedule_attempts_total",
@@ -54,7 +54,7 @@ def _attempts(result: str, profile: str):  # type: ignore[no-untyped-def]
     return child
 
 
-def observe_attempt(decision: "GroupDecision", seconds: float, profile: str = "") -> None:
+def observe_attempt(decision: GroupDecision, seconds: float, profile: str = "") -> None:
     result = _RESULT.get(decision.outcome, "error")
     _DURATION[result].observe(seconds)
     if decision.assignments:
@@ -64,6 +64,6 @@ def observe_attempt(decision: "GroupDecision", seconds: float, profile: str = ""
     (_DECISIONS.get(decision.outcome) or GROUP_DECISIONS.labels(outcome=decision.outcome)).inc()
 
 
-def observe_queue(queue: "SchedulingQueue") -> None:
+def observe_queue(queue: SchedulingQueue) -> None:
     for state, count in queue.counts().items():
         PENDING_PODS.labels(queue=state).set(count)

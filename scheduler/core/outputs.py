@@ -7,7 +7,8 @@ Events) and reports back through `BindResults`. Nothing here does I/O.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
@@ -59,9 +60,7 @@ class NullWriter:
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
         return None
 
-    def pod_unschedulable(
-        self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None
-    ) -> None:
+    def pod_unschedulable(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None:
         return None
 
     def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from ..api import constants as C
 from ..api.podgroup import PodGroup

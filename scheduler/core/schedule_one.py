@@ -38,7 +38,11 @@ def sample_rows(fwk: Framework, rows: np.ndarray, snapshot: Snapshot) -> np.ndar
 
 
 def schedule_pod(
-    fwk: Framework, pod: PodInfo, snapshot: Snapshot, state: CycleState | None = None, allowed: np.ndarray | None = None,
+    fwk: Framework,
+    pod: PodInfo,
+    snapshot: Snapshot,
+    state: CycleState | None = None,
+    allowed: np.ndarray | None = None,
 ) -> ScheduleResult:
     """The best row for `pod` (within `allowed`, a placement's rows, if given)."""
     state = state if state is not None else CycleState()
@@ -46,8 +50,12 @@ def schedule_pod(
     if not status.ok:
         plugins = {status.plugin} if status.plugin else set()
         diagnosis = Diagnosis(
-            snapshot.num_nodes, pre_filter_message=status.message, pre_filter_plugin=status.plugin,
-            unresolvable=status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE, plugins=plugins, names=snapshot.names,
+            snapshot.num_nodes,
+            pre_filter_message=status.message,
+            pre_filter_plugin=status.plugin,
+            unresolvable=status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            plugins=plugins,
+            names=snapshot.names,
         )
         return ScheduleResult(None, diagnosis)
     feasible, trail = fwk.run_filters(state, pod, snapshot, allowed)

@@ -21,8 +21,8 @@ decision.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -121,7 +121,11 @@ def schedule_group(
 
 
 def _place(
-    fwk: Framework, snapshot: Snapshot, ctx: GroupContext, reserve: bool, allowed: np.ndarray | None = None,
+    fwk: Framework,
+    snapshot: Snapshot,
+    ctx: GroupContext,
+    reserve: bool,
+    allowed: np.ndarray | None = None,
 ) -> _Trial:
     """The default algorithm: each pod in order, assumed into the snapshot
     (and reserved, with `reserve`) as it is placed."""
@@ -147,7 +151,9 @@ def _place(
             status = fwk.run_reserve(state, pod, node)
             if not status.ok:
                 snapshot.restore(mark)
-                trial.failures.append((pod, f"{status.plugin}: {status.message}" if status.plugin else status.message, None))
+                trial.failures.append(
+                    (pod, f"{status.plugin}: {status.message}" if status.plugin else status.message, None)
+                )
                 continue
         else:
             snapshot.assume(result.row, vec, (pod.nonzero_cpu, pod.nonzero_memory), pod)
@@ -190,10 +196,16 @@ def _decide(
         if first_failure is not None:
             why = f"{why}: {first_failure}"
         decision = GroupDecision(
-            group_key, Outcome.UNSCHEDULABLE, why,
+            group_key,
+            Outcome.UNSCHEDULABLE,
+            why,
             unplaced=[(p, why) for p in pods],
-            placed_before=placed_before, min_count=min_count, unresolvable=unresolvable,
-            rejected_by=rejected_by, wake_on=wake_on, placement=placement,
+            placed_before=placed_before,
+            min_count=min_count,
+            unresolvable=unresolvable,
+            rejected_by=rejected_by,
+            wake_on=wake_on,
+            placement=placement,
         )
         _post_filter(fwk, snapshot, ctx, group_key, trial, decision)
         return decision
@@ -213,9 +225,17 @@ def _decide(
         outcome = Outcome.UNSCHEDULABLE
         message = f"{len(unplaced)} of {len(pods)} pod(s) could not be placed: {unplaced[0][1]}"
     decision = GroupDecision(
-        group_key, outcome, message, trial.assignments, unplaced,
-        placed_before=placed_before, min_count=min_count, unresolvable=unresolvable,
-        rejected_by=rejected_by, wake_on=wake_on, placement=placement,
+        group_key,
+        outcome,
+        message,
+        trial.assignments,
+        unplaced,
+        placed_before=placed_before,
+        min_count=min_count,
+        unresolvable=unresolvable,
+        rejected_by=rejected_by,
+        wake_on=wake_on,
+        placement=placement,
     )
     if unplaced:
         _post_filter(fwk, snapshot, ctx, group_key, trial, decision)
@@ -223,7 +243,11 @@ def _decide(
 
 
 def _post_filter(
-    fwk: Framework, snapshot: Snapshot, ctx: GroupContext, group_key: GroupKey | None, trial: _Trial,
+    fwk: Framework,
+    snapshot: Snapshot,
+    ctx: GroupContext,
+    group_key: GroupKey | None,
+    trial: _Trial,
     decision: GroupDecision,
 ) -> None:
     """PostFilter for what stays unplaced: a lone pod's own, or the group's
@@ -248,7 +272,9 @@ def _post_filter(
 # ------------------------------------------------------------------ placements
 
 
-def _schedule_in_placements(fwk: Framework, snapshot: Snapshot, group_key: GroupKey | None, ctx: GroupContext) -> GroupDecision:
+def _schedule_in_placements(
+    fwk: Framework, snapshot: Snapshot, group_key: GroupKey | None, ctx: GroupContext
+) -> GroupDecision:
     """Try the group in each generated placement, score the feasible ones, apply the best."""
     state = CycleState()  # the group cycle's: generators and scorers share it
     placements, status = fwk.run_placement_generate(state, ctx, snapshot)
@@ -264,7 +290,9 @@ def _schedule_in_placements(fwk: Framework, snapshot: Snapshot, group_key: Group
         permit = fwk.run_permit(ctx)
         snapshot.restore(mark)
         if permit.ok and trial.assignments:
-            proposals.append(PlacementAssignments(placement, [(a.pod, r) for a, r in zip(trial.assignments, trial.rows)]))
+            proposals.append(
+                PlacementAssignments(placement, [(a.pod, r) for a, r in zip(trial.assignments, trial.rows)])
+            )
             trials.append(trial)
         else:
             why = permit.message if not permit.ok else (trial.failures[0][1] if trial.failures else "no pod fits")
@@ -295,7 +323,10 @@ def _schedule_in_placements(fwk: Framework, snapshot: Snapshot, group_key: Group
 
 
 def _no_placement(
-    group_key: GroupKey | None, ctx: GroupContext, status: Status, rejected: Sequence[tuple[Placement, str]],
+    group_key: GroupKey | None,
+    ctx: GroupContext,
+    status: Status,
+    rejected: Sequence[tuple[Placement, str]],
 ) -> GroupDecision:
     if status.code is Code.ERROR:
         return error_decision(group_key, ctx.pods, f"{status.plugin}: {status.message}")
@@ -308,7 +339,11 @@ def _no_placement(
     else:
         why = "no placement fits"
     return GroupDecision(
-        group_key, Outcome.UNSCHEDULABLE, why, unplaced=[(p, why) for p in ctx.pods],
-        placed_before=ctx.placed_before, min_count=ctx.min_count,
+        group_key,
+        Outcome.UNSCHEDULABLE,
+        why,
+        unplaced=[(p, why) for p in ctx.pods],
+        placed_before=ctx.placed_before,
+        min_count=ctx.min_count,
         rejected_by=frozenset({status.plugin}) if status.plugin else None,
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from ..api import constants as C
 from ..api.config import SchedulerConfiguration
@@ -69,7 +69,10 @@ class Scheduler(EventHandlers):
         self.writer: StatusWriter = writer if writer is not None else NullWriter()
         wr = config.waiting_report
         self.reporter = WaitingReporter(
-            self.cache, self.queue, self.writer, self.still_waiting,
+            self.cache,
+            self.queue,
+            self.writer,
+            self.still_waiting,
             delay=wr.delay_seconds if report_delay is None else report_delay,
             max_delay=wr.max_delay_seconds if report_max_delay is None else report_max_delay,
         )
@@ -154,7 +157,9 @@ class Scheduler(EventHandlers):
                 self.reporter.report_if_gated(popped.key)
                 return None, None
             if isinstance(found, InvalidObject):
-                return None, error_decision(group_key, pods, f"PodGroup {group_key[0]}/{group_key[1]} is invalid: {found.message}")
+                return None, error_decision(
+                    group_key, pods, f"PodGroup {group_key[0]}/{group_key[1]} is invalid: {found.message}"
+                )
             group = found
             problem = self._template_ref_problem(group)
             if problem:
@@ -163,7 +168,8 @@ class Scheduler(EventHandlers):
             names = sorted(scheduler_names)
             if len(names) > 1:
                 return None, error_decision(
-                    group_key, pods,
+                    group_key,
+                    pods,
                     f"pods of PodGroup {group_key[0]}/{group_key[1]} name different schedulerName values "
                     f"({', '.join(names)}); a group is placed by one scheduler",
                 )
@@ -186,8 +192,10 @@ class Scheduler(EventHandlers):
             return f"{where}.workloadName: Workload {ns}/{wl_name} is invalid: {workload.message}"
         if workload.template(template) is None:
             known = ", ".join(t.name for t in workload.spec.pod_group_templates)
-            return (f"{where}.podGroupTemplateName: Workload {ns}/{wl_name} has no podGroupTemplate "
-                    f"named {template!r} (it has: {known})")
+            return (
+                f"{where}.podGroupTemplateName: Workload {ns}/{wl_name} has no podGroupTemplate "
+                f"named {template!r} (it has: {known})"
+            )
         return None
 
     # ----------------------------------------------------------------- apply

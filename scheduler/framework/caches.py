@@ -16,8 +16,9 @@ flush and eviction is counted in `troupe_plugin_cache_flushes_total`.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Generic, Hashable, TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 from prometheus_client import Counter
@@ -94,7 +95,7 @@ class RowResult:
         if self.versions is None or len(self.versions) != len(snapshot) or self.columns != len(snapshot.resources):
             return None
         if self.serial == snapshot.serial:
-            stale = np.array(sorted(set(snapshot.changed_rows[self.seen:])), dtype=np.int64)
+            stale = np.array(sorted(set(snapshot.changed_rows[self.seen :])), dtype=np.int64)
         else:
             stale = np.flatnonzero(snapshot.row_version != self.versions)
         self.serial, self.seen = snapshot.serial, len(snapshot.changed_rows)

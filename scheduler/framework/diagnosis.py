@@ -52,7 +52,8 @@ class Diagnosis:
         if self.pre_filter_message:
             status = Status(
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE if self.unresolvable else Code.UNSCHEDULABLE,
-                (self.pre_filter_message,), self.pre_filter_plugin,
+                (self.pre_filter_message,),
+                self.pre_filter_plugin,
             )
             return {name: status for name in self.names if name}
         for plugin, seen, result in self.trail:

@@ -15,7 +15,7 @@ one unit.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..api.records import NodeInfo, PodInfo
 
@@ -30,10 +30,19 @@ ASSIGNED_POD_DELETE = "AssignedPod/Delete"  # a bound pod was deleted or finishe
 ASSIGNED_POD_LABEL = "AssignedPod/UpdatePodLabel"
 ASSIGNED_POD_SCALE_DOWN = "AssignedPod/UpdatePodScaleDown"  # a bound pod's requests shrank
 
-ALL = frozenset({
-    NODE_ADD, NODE_DELETE, NODE_ALLOCATABLE, NODE_LABEL, NODE_TAINT,
-    ASSIGNED_POD_ADD, ASSIGNED_POD_DELETE, ASSIGNED_POD_LABEL, ASSIGNED_POD_SCALE_DOWN,
-})
+ALL = frozenset(
+    {
+        NODE_ADD,
+        NODE_DELETE,
+        NODE_ALLOCATABLE,
+        NODE_LABEL,
+        NODE_TAINT,
+        ASSIGNED_POD_ADD,
+        ASSIGNED_POD_DELETE,
+        ASSIGNED_POD_LABEL,
+        ASSIGNED_POD_SCALE_DOWN,
+    }
+)
 
 
 def node_update_events(old: NodeInfo, new: NodeInfo) -> list[str]:

@@ -9,8 +9,8 @@ PlacementGenerate/PlacementScore for a group. Reused plugin results live in
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 
@@ -152,7 +152,9 @@ class Framework:
         def instance(name: str, point: str) -> Plugin:
             cls = registry.get(name)
             if cls is None:
-                raise ProfileError(f"{where}: plugins.{point}: unknown plugin {name!r} (known: {', '.join(registry.names())})")
+                raise ProfileError(
+                    f"{where}: plugins.{point}: unknown plugin {name!r} (known: {', '.join(registry.names())})"
+                )
             want = _POINT_TYPES[point]
             if not issubclass(cls, want):
                 raise ProfileError(f"{where}: plugin {name} does not implement {point}")
@@ -161,9 +163,12 @@ class Framework:
                 if args is None:  # no pluginConfig entry: the model's defaults, if it has them all
                     args, missing = validate_args(cls.Args, {}, ("args",))
                     if args is None:
-                        raise ProfileError("\n".join(
-                            f"{where}: plugins.{point}: {name} has no pluginConfig entry: {line}" for line in missing
-                        ))
+                        raise ProfileError(
+                            "\n".join(
+                                f"{where}: plugins.{point}: {name} has no pluginConfig entry: {line}"
+                                for line in missing
+                            )
+                        )
                 try:
                     instances[name] = cls(args, handle)
                 except ValueError as exc:  # a rule the plugin checks beyond its model
@@ -173,7 +178,9 @@ class Framework:
         for point in EXTENSION_POINTS:
             if point not in _POINT_TYPES:  # a point the configuration accepts but nothing runs
                 raise ProfileError(f"{where}: plugins.{point}: this point is not run by troupe")
-        plugins = {point: [(instance(n, point), w) for n, w in resolve_plugins(profile, point)] for point in EXTENSION_POINTS}
+        plugins = {
+            point: [(instance(n, point), w) for n, w in resolve_plugins(profile, point)] for point in EXTENSION_POINTS
+        }
 
         def at(point: str) -> list[Plugin]:
             return [p for p, _ in plugins[point]]
@@ -188,7 +195,8 @@ class Framework:
         self.pre_bind: list[PreBindPlugin] = at("preBind")  # type: ignore[assignment]
         self.placement_generate: list[PlacementGeneratePlugin] = at("placementGenerate")  # type: ignore[assignment]
         self.placement_scores = [
-            WeightedPlacementScore(p, w or 1) for p, w in plugins["placementScore"]  # type: ignore[arg-type]
+            WeightedPlacementScore(p, w or 1)
+            for p, w in plugins["placementScore"]  # type: ignore[arg-type]
         ]
         self.plugins = instances
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score or 0
@@ -200,9 +208,7 @@ class Framework:
         (None: any event; also when the rejecting plugins are unknown)."""
         if not rejected_by:
             return None
-        return events.union(
-            self.plugins[name].events if name in self.plugins else None for name in rejected_by
-        )
+        return events.union(self.plugins[name].events if name in self.plugins else None for name in rejected_by)
 
     # ------------------------------------------------------------- PreEnqueue
 
@@ -222,7 +228,9 @@ class Framework:
                 return status if status.plugin else replace(status, plugin=plugin.name)
         return Status.success()
 
-    def _row_local_filter(self, i: int, plugin: FilterPlugin, sign: Hashable, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
+    def _row_local_filter(
+        self, i: int, plugin: FilterPlugin, sign: Hashable, state: CycleState, pod: PodInfo, snapshot: Snapshot
+    ) -> FilterResult:
         """The first pod of a signature pays the full filter; later ones (in
         this cycle or later ones) only re-check the rows that changed since."""
         ck = (i, sign)
@@ -242,7 +250,11 @@ class Framework:
         return FilterResult(entry.values, entry.result.reasons, entry.result.unresolvable)
 
     def run_filters(
-        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, allowed: np.ndarray | None = None,
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        allowed: np.ndarray | None = None,
     ) -> tuple[np.ndarray, list[tuple[str, np.ndarray, FilterResult]]]:
         """Returns the feasible mask (within `allowed`, a placement's rows, if
         given) and, when no node is feasible, per plugin (its name, the
@@ -291,7 +303,9 @@ class Framework:
             self.caches.static_masks.put(signs, mask)
         return mask
 
-    def _static_filter(self, i: int, plugin: FilterPlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
+    def _static_filter(
+        self, i: int, plugin: FilterPlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot
+    ) -> FilterResult:
         sign = plugin.sign_pod(pod)
         if sign is None:
             return plugin.filter(state, pod, snapshot)
@@ -302,7 +316,11 @@ class Framework:
         return result
 
     def _run_filters_exact(
-        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, allowed: np.ndarray | None = None,
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        allowed: np.ndarray | None = None,
     ) -> tuple[np.ndarray, list[tuple[str, np.ndarray, FilterResult]]]:
         candidates = snapshot.valid.copy() if allowed is None else snapshot.valid & allowed
         trail: list[tuple[str, np.ndarray, FilterResult]] = []
@@ -360,7 +378,14 @@ class Framework:
         return total
 
     def _row_local_score(
-        self, i: int, plugin: ScorePlugin, sign: Hashable, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray,
+        self,
+        i: int,
+        plugin: ScorePlugin,
+        sign: Hashable,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        rows: np.ndarray,
     ) -> np.ndarray:
         """Scores of `rows`; after ROW_LOCAL_SCORE_AFTER pods of one signature,
         all rows are scored once and then only the rows that changed since."""
@@ -388,7 +413,11 @@ class Framework:
     # ------------------------------------------------------------- PostFilter
 
     def run_post_filter(
-        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis,
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        diagnosis: Diagnosis,
     ) -> tuple[PostFilterResult | None, Status]:
         """Upstream's RunPostFilterPlugins: the first Success ends it; an Error
         stops it; otherwise the last Unschedulable (or Skip) is the answer."""
@@ -405,7 +434,11 @@ class Framework:
         return None, last
 
     def run_post_filter_group(
-        self, state: CycleState, group: GroupContext, snapshot: Snapshot, diagnoses: Mapping[str, Diagnosis],
+        self,
+        state: CycleState,
+        group: GroupContext,
+        snapshot: Snapshot,
+        diagnoses: Mapping[str, Diagnosis],
     ) -> tuple[GroupPostFilterResult | None, Status]:
         """As run_post_filter, for the unplaced pods of a PodGroup at once."""
         last = Status.skip()
@@ -456,7 +489,10 @@ class Framework:
     # -------------------------------------------------------------- Placement
 
     def run_placement_generate(
-        self, state: CycleState, group: GroupContext, snapshot: Snapshot,
+        self,
+        state: CycleState,
+        group: GroupContext,
+        snapshot: Snapshot,
     ) -> tuple[list[Placement], Status]:
         """Each generator refines the previous one's placements (the first
         refines the whole cluster). A generator that returns Skip passes its
@@ -475,7 +511,11 @@ class Framework:
         return placements, Status.success()
 
     def run_placement_scores(
-        self, state: CycleState, group: GroupContext, snapshot: Snapshot, proposals: Sequence[PlacementAssignments],
+        self,
+        state: CycleState,
+        group: GroupContext,
+        snapshot: Snapshot,
+        proposals: Sequence[PlacementAssignments],
     ) -> tuple[np.ndarray, Status]:
         """Weighted sum over plugins of each plugin's normalized scores, one per proposal."""
         total = np.zeros(len(proposals), dtype=np.int64)

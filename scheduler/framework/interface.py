@@ -22,15 +22,16 @@ turns the shared static pass off for that pod.
 from __future__ import annotations
 
 import enum
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel
 
 from ..api.config import PluginArgs
-from ..api.records import NodeInfo, PodInfo
 from ..api.podgroup import PodGroup
+from ..api.records import NodeInfo, PodInfo
 from ..cluster.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -66,20 +67,20 @@ class Status:
         return self.code is Code.SKIP
 
     @classmethod
-    def success(cls) -> "Status":
+    def success(cls) -> Status:
         return _SUCCESS
 
     @classmethod
-    def skip(cls, plugin: str = "") -> "Status":
+    def skip(cls, plugin: str = "") -> Status:
         return cls(Code.SKIP, (), plugin)
 
     @classmethod
-    def unschedulable(cls, *reasons: str, plugin: str = "", resolvable: bool = True) -> "Status":
+    def unschedulable(cls, *reasons: str, plugin: str = "", resolvable: bool = True) -> Status:
         code = Code.UNSCHEDULABLE if resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
         return cls(code, tuple(reasons), plugin)
 
     @classmethod
-    def error(cls, reason: str, plugin: str = "") -> "Status":
+    def error(cls, reason: str, plugin: str = "") -> Status:
         return cls(Code.ERROR, (reason,), plugin)
 
 
@@ -96,7 +97,7 @@ class FilterResult:
     unresolvable: frozenset[str] = frozenset()
 
     @classmethod
-    def all(cls, n: int) -> "FilterResult":
+    def all(cls, n: int) -> FilterResult:
         return cls(np.ones(n, dtype=bool))
 
 
@@ -107,7 +108,7 @@ class CycleState(dict[str, Any]):
 class Handle:
     """What plugins may reach outside their arguments: the cache, read-only."""
 
-    def __init__(self, cache: "ClusterCache") -> None:
+    def __init__(self, cache: ClusterCache) -> None:
         self.cache = cache
 
 
@@ -124,7 +125,9 @@ class Plugin:
 
     def __init__(self, args: BaseModel, handle: Handle) -> None:
         if not isinstance(args, self.Args):  # e.g. a raw mapping: validate it first
-            raise TypeError(f"{type(self).__name__}: args must be a {self.Args.__qualname__}, got {type(args).__name__}")
+            raise TypeError(
+                f"{type(self).__name__}: args must be a {self.Args.__qualname__}, got {type(args).__name__}"
+            )
         self.args = args
         self.handle = handle
 
@@ -308,7 +311,7 @@ class Placement:
 
     name: str
     nodes: np.ndarray
-    parent: "Placement | None" = None
+    parent: Placement | None = None
 
     @property
     def path(self) -> str:

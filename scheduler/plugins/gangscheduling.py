@@ -9,8 +9,8 @@ are discarded (the decision is atomic).
 
 from __future__ import annotations
 
-from ..api.records import PodInfo
 from ..api.podgroup import PodGroup
+from ..api.records import PodInfo
 from ..framework.interface import GroupContext, PermitPlugin, PreEnqueuePlugin, Status
 
 

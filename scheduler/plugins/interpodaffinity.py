@@ -58,8 +58,8 @@ What differs from upstream, and why:
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -67,8 +67,8 @@ from pydantic import Field, field_validator
 from ..api.config import PluginArgs
 from ..api.records import LabelSelector, PodAffinityTerm, PodInfo, Requirement
 from ..cluster.snapshot import Snapshot
-from ..framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
 from ..framework import events as E
+from ..framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
 
 NAME = "InterPodAffinity"
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
@@ -226,7 +226,7 @@ class _SnapshotState:
     def sync(self, snapshot: Snapshot) -> None:
         """Fold in pods assumed since the last call: O(1) per new pod."""
         assumed = snapshot.assumed
-        for row, pod in assumed[self.n_assumed:]:
+        for row, pod in assumed[self.n_assumed :]:
             if pod.has_pod_affinity_terms:
                 self._add(pod, row)
         self.n_assumed = len(assumed)
@@ -388,11 +388,15 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         aff_rows = affinity_fail & valid
         anti_rows = anti_fail & ~affinity_fail & valid
         existing_rows = existing_fail & ~affinity_fail & ~anti_fail & valid
-        reasons = [(r, m) for r, m in (
-            (REASON_AFFINITY, aff_rows),
-            (REASON_ANTI_AFFINITY, anti_rows),
-            (REASON_EXISTING_ANTI_AFFINITY, existing_rows),
-        ) if m.any()]
+        reasons = [
+            (r, m)
+            for r, m in (
+                (REASON_AFFINITY, aff_rows),
+                (REASON_ANTI_AFFINITY, anti_rows),
+                (REASON_EXISTING_ANTI_AFFINITY, existing_rows),
+            )
+            if m.any()
+        ]
         feasible = ~(affinity_fail | anti_fail | existing_fail)
         return FilterResult(feasible, reasons, _UNRESOLVABLE)
 

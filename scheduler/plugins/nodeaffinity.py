@@ -14,8 +14,8 @@ from pydantic import Field
 from ..api.config import ArgsModel, PluginArgs
 from ..api.records import NodeInfo, NodeSelectorTerm, PodInfo, PreferredTerm, Requirement
 from ..cluster.snapshot import Snapshot
-from ..framework.interface import CycleState, Handle, NodeFilterPlugin, ScorePlugin
 from ..framework import events as E
+from ..framework.interface import CycleState, Handle, NodeFilterPlugin, ScorePlugin
 
 REASON = "node(s) didn't match Pod's node affinity/selector"
 REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"

@@ -6,8 +6,8 @@ troupe queues only unbound pods, so this matters only for pods that set
 from __future__ import annotations
 
 from ..api.records import NodeInfo, PodInfo
-from ..framework.interface import NodeFilterPlugin
 from ..framework import events as E
+from ..framework.interface import NodeFilterPlugin
 
 REASON = "node(s) didn't match the requested node name"
 

@@ -16,14 +16,14 @@ the in-place-resize deferral is not modelled. Which container ports count
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from ..api.records import HostPort, PodInfo
 from ..cluster.snapshot import Snapshot
-from ..framework.interface import CycleState, FilterPlugin, FilterResult
 from ..framework import events as E
+from ..framework.interface import CycleState, FilterPlugin, FilterResult
 
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 BIND_ALL = "0.0.0.0"  # upstream DefaultBindAllHostIP

@@ -4,8 +4,8 @@ the `node.kubernetes.io/unschedulable:NoSchedule` taint (upstream)."""
 from __future__ import annotations
 
 from ..api.records import NodeInfo, PodInfo, Taint
-from ..framework.interface import NodeFilterPlugin
 from ..framework import events as E
+from ..framework.interface import NodeFilterPlugin
 
 _UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 REASON = "node(s) were unschedulable"

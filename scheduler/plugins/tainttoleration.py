@@ -7,8 +7,8 @@ import numpy as np
 
 from ..api.records import NodeInfo, PodInfo
 from ..cluster.snapshot import Snapshot
-from ..framework.interface import CycleState, NodeFilterPlugin, ScorePlugin
 from ..framework import events as E
+from ..framework.interface import CycleState, NodeFilterPlugin, ScorePlugin
 
 MAX_NODE_SCORE = 100
 
@@ -41,7 +41,8 @@ class TaintToleration(NodeFilterPlugin, ScorePlugin):
             if node is None or not node.taints:
                 continue
             counts[i] = sum(
-                1 for taint in node.taints
+                1
+                for taint in node.taints
                 if taint.effect == "PreferNoSchedule" and not any(t.tolerates(taint) for t in tols)
             )
         return counts

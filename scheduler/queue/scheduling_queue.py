@@ -23,10 +23,12 @@ import enum
 import heapq
 import itertools
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, NamedTuple
+from typing import NamedTuple
 
 from ..api.records import PodInfo
+
 
 class UnitKind(enum.StrEnum):
     GROUP = "group"  # the pending pods of one PodGroup
@@ -341,7 +343,7 @@ class SchedulingQueue:
         unit.unschedulable_since = self._clock()
         unit.heap_version = next(self._seq)
         self._unschedulable[unit.key] = unit
-        for event in (unit.wake_on if unit.wake_on is not None else (None,)):
+        for event in unit.wake_on if unit.wake_on is not None else (None,):
             self._waiting_for.setdefault(event, {})[unit.key] = unit
         heapq.heappush(
             self._flush_heap,
@@ -403,11 +405,15 @@ class SchedulingQueue:
             timeout = None if deadline is None else max(deadline - self._clock(), 0.001)
             try:
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def done(
-        self, key: UnitKey, placed: Iterable[str], unschedulable: bool, error: bool = False,
+        self,
+        key: UnitKey,
+        placed: Iterable[str],
+        unschedulable: bool,
+        error: bool = False,
         wake_on: frozenset[str] | None = None,
     ) -> None:
         """The attempt of `key` ended. `placed` pods leave the queue (they are

@@ -12,30 +12,31 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api.config import SchedulerConfiguration
+from ..core.scheduler import Scheduler
 from ..framework.registry import Registry
 from .binder import Binder
 from .handlers import INFORMED, Resource, build_registry, informer_for, operator_settings
-from .informer import Informer
 from .health import start_health_server
+from .informer import Informer
+from .initial_sync import prime
 from .kube import RestClient, connection_info, load_configuration
 from .ratelimit import TokenBucket
-from .initial_sync import prime
 from .resync import Resync
-from ..core.scheduler import Scheduler
 from .status import StatusWriter
 
 log = logging.getLogger(__name__)
 
 
-
-async def _prime_until_done(scheduler: Scheduler, api_client: client.ApiClient, informers: dict[Resource, Informer]) -> None:
+async def _prime_until_done(
+    scheduler: Scheduler, api_client: client.ApiClient, informers: dict[Resource, Informer]
+) -> None:
     """The initial listing, retried (1 s doubling to 10 s) while the API server cannot answer."""
     delay = 1.0
     while True:
         try:
             await prime(scheduler, api_client, informers)
             return
-        except (ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+        except (TimeoutError, ApiException, aiohttp.ClientError, OSError, ValueError) as exc:
             status = getattr(exc, "status", None)
             first_line = str(exc).strip().splitlines()[0]
             if status == 429:  # e.g. a CRD established a moment ago: "storage is (re)initializing"
@@ -48,7 +49,10 @@ async def _prime_until_done(scheduler: Scheduler, api_client: client.ApiClient, 
 
 
 async def run(
-    config: SchedulerConfiguration, registry: Registry, kubeconfig: str | None, resync_seconds: float = 300.0,
+    config: SchedulerConfiguration,
+    registry: Registry,
+    kubeconfig: str | None,
+    resync_seconds: float = 300.0,
 ) -> int:
     cfg = await load_configuration(kubeconfig)
     cc = config.client_connection
@@ -64,12 +68,18 @@ async def run(
 
     def healthy() -> bool:
         # Stalled = work is waiting but no cycle ran for a long time.
-        return len(scheduler.queue) == 0 or time.monotonic() - scheduler.last_cycle < config.stall_seconds or not scheduler.synced.is_set()
+        return (
+            len(scheduler.queue) == 0
+            or time.monotonic() - scheduler.last_cycle < config.stall_seconds
+            or not scheduler.synced.is_set()
+        )
 
     health = await start_health_server(config.health_bind_address, healthy, scheduler.synced.is_set)
     log.info(
         "troupe starting: profiles %s, API %s, health on %s",
-        ", ".join(scheduler.frameworks), cfg.host, config.health_bind_address,
+        ", ".join(scheduler.frameworks),
+        cfg.host,
+        config.health_bind_address,
     )
     informers = {resource: informer_for(scheduler, api_client, resource) for resource in INFORMED}
     await _prime_until_done(scheduler, api_client, informers)
@@ -80,7 +90,8 @@ async def run(
     if resync_seconds > 0:
         # Pods and Nodes need none: their Informers Replace on every relist.
         resync = asyncio.create_task(
-            Resync(scheduler, api_client, bucket, resync_seconds, kinds=("podgroup", "workload")).run(), name="resync",
+            Resync(scheduler, api_client, bucket, resync_seconds, kinds=("podgroup", "workload")).run(),
+            name="resync",
         )
     operator = asyncio.create_task(
         kopf.operator(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -47,13 +48,16 @@ class Binder:
             return
         self._spawn(self._pre_bind_then_bind(fwk, assignments, results), "pre-bind")
 
-    async def _pre_bind_then_bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults) -> None:
+    async def _pre_bind_then_bind(
+        self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults
+    ) -> None:
         """PreBind for every pod of the decision (concurrently), then the binds
         of those that passed: no pod is bound before every PreBind is done (DRA
         writes its claims there). A pod whose PreBind fails is reported as a
         failed bind (unreserved and requeued); the others still bind."""
         statuses = await asyncio.gather(
-            *(fwk.run_pre_bind(a.state, a.pod, a.node) for a in assignments), return_exceptions=True,
+            *(fwk.run_pre_bind(a.state, a.pod, a.node) for a in assignments),
+            return_exceptions=True,
         )
         for a, status in zip(assignments, statuses):
             if isinstance(status, BaseException):  # a plugin's bug fails its pod, not the scheduler
@@ -80,12 +84,14 @@ class Binder:
 
     async def _bind(self, pod: PodInfo, node: str, results: BindResults) -> None:
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
-        body = encode({
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        })
+        body = encode(
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+            }
+        )
         async with self._sem:
             for _ in range(MAX_RETRIES_429 + 1):
                 await self._bucket.acquire()
@@ -109,7 +115,7 @@ class Binder:
                         return
                     results.on_bind_failed(pod, node, f"Binding rejected: {exc.status} {exc.reason}: {_message(exc)}")
                     return
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                     results.on_bind_failed(pod, node, f"Binding failed: {type(exc).__name__}: {exc}")
                     return
                 failpoints.hit("bind-done")

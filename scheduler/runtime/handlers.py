@@ -17,16 +17,17 @@ listing then replays the same objects as idempotent upserts.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import kopf
 from kubernetes_asyncio import client
 
 from ..api import constants as C
 from ..api.config import WatchConfig
+from ..core.scheduler import Scheduler
 from .informer import Informer
 from .resync import KINDS, cached_objects
-from ..core.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,11 @@ def informer_for(scheduler: Scheduler, api: client.ApiClient, resource: Resource
         "node": (scheduler.on_node, scheduler.on_node_deleted),
     }[kind]
     return Informer(
-        api, path, kind, upsert, delete,
+        api,
+        path,
+        kind,
+        upsert,
+        delete,
         cached_keys=lambda: set(cached_objects(scheduler, kind)),
         key_of=key_of,
         tombstone=lambda key: {"metadata": {field: key}},

@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client
@@ -119,7 +120,7 @@ class Informer:
                 self.resource_version = ""
             except asyncio.CancelledError:
                 raise
-            except (ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+            except (TimeoutError, ApiException, aiohttp.ClientError, OSError, ValueError) as exc:
                 log.warning("watch of %s failed (%s); retrying in %.1fs", self.path, _short(exc), delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
@@ -132,8 +133,12 @@ class Informer:
             ("timeoutSeconds", self._timeout),
         ]
         resp = await self._api.call_api(
-            self.path, "GET", query_params=query, header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"], _preload_content=False,
+            self.path,
+            "GET",
+            query_params=query,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
             _request_timeout=aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT, sock_read=self._read_timeout),
         )
         if not 200 <= resp.status <= 299:

@@ -20,10 +20,10 @@ import time
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ..core.scheduler import Scheduler
 from .handlers import Resource, list_path, watched
 from .informer import Informer
 from .kube import list_paged
-from ..core.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,9 @@ async def prime(scheduler: Scheduler, api: client.ApiClient, informers: dict[Res
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            log.warning("%s is not served (is the CRD installed? kubectl apply -f crds/); nothing of it is cached", path)
+            log.warning(
+                "%s is not served (is the CRD installed? kubectl apply -f crds/); nothing of it is cached", path
+            )
         counts[resource[-1]] = n
     log.info(
         "initial listing in %.1fs: %s", time.monotonic() - start, ", ".join(f"{n} {kind}" for kind, n in counts.items())

@@ -7,8 +7,9 @@ import json
 import os
 import urllib.parse
 import urllib.request
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import aiohttp
 import kopf
@@ -59,7 +60,9 @@ class RestClient:
         self._api_client = api_client
         self._host = cfg.host.rstrip("/")
         self._session = aiohttp.ClientSession(
-            connector=rest.pool_manager.connector, connector_owner=False, trust_env=False,
+            connector=rest.pool_manager.connector,
+            connector_owner=False,
+            trust_env=False,
         )
         self._extra: dict[str, Any] = {}
         if rest.server_hostname:
@@ -73,14 +76,19 @@ class RestClient:
     async def close(self) -> None:
         await self._session.close()  # the connector stays open: the ApiClient owns it
 
-    async def request(self, method: str, path: str, body: bytes, content_type: str = "application/json",
-                      timeout: float | None = None) -> bytes:
+    async def request(
+        self, method: str, path: str, body: bytes, content_type: str = "application/json", timeout: float | None = None
+    ) -> bytes:
         """The answer's body; ApiException for a non-2xx answer."""
         headers = {"Content-Type": content_type, "Accept": "application/json"}
         await self._api_client.update_params_for_auth(headers, [], ["BearerToken"])
         async with self._session.request(
-            method, self._host + path, data=body, headers=headers,
-            timeout=aiohttp.ClientTimeout(total=timeout), **self._extra,
+            method,
+            self._host + path,
+            data=body,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+            **self._extra,
         ) as resp:
             return await read_checked(resp)
 
@@ -105,7 +113,10 @@ def encode(body: Any) -> bytes:
 
 
 async def list_paged(
-    api: client.ApiClient, path: str, accept: str = "application/json", limit: int = 500,
+    api: client.ApiClient,
+    path: str,
+    accept: str = "application/json",
+    limit: int = 500,
     list_meta: dict[str, Any] | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """The items of a LIST, page by page (a quorum read per page, every page
@@ -117,8 +128,13 @@ async def list_paged(
     while True:
         query: list[tuple[str, Any]] = [("limit", limit)] + ([("continue", cont)] if cont else [])
         resp = await api.call_api(
-            path, "GET", query_params=query, header_params={"Accept": accept},
-            auth_settings=["BearerToken"], _preload_content=False, _request_timeout=60,
+            path,
+            "GET",
+            query_params=query,
+            header_params={"Accept": accept},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=60,
         )
         page = json.loads(await read_checked(resp))
         if not str(page.get("kind", "")).endswith("List"):

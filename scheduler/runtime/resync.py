@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client
@@ -26,9 +27,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
 from ..core import metrics
+from ..core.scheduler import Scheduler
 from .kube import list_paged
 from .ratelimit import TokenBucket
-from ..core.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +41,14 @@ FIRST_PASS_SECONDS = 60.0
 KINDS: dict[str, tuple[str, Callable[[dict[str, Any]], Hashable]]] = {
     "pod": ("/api/v1/pods", lambda m: m.get("uid", "")),
     "node": ("/api/v1/nodes", lambda m: m.get("name", "")),
-    "podgroup": (f"/apis/{C.GROUP}/{C.VERSION}/{C.PODGROUP_PLURAL}", lambda m: (m.get("namespace", ""), m.get("name", ""))),
-    "workload": (f"/apis/{C.GROUP}/{C.VERSION}/{C.WORKLOAD_PLURAL}", lambda m: (m.get("namespace", ""), m.get("name", ""))),
+    "podgroup": (
+        f"/apis/{C.GROUP}/{C.VERSION}/{C.PODGROUP_PLURAL}",
+        lambda m: (m.get("namespace", ""), m.get("name", "")),
+    ),
+    "workload": (
+        f"/apis/{C.GROUP}/{C.VERSION}/{C.WORKLOAD_PLURAL}",
+        lambda m: (m.get("namespace", ""), m.get("name", "")),
+    ),
 }
 
 
@@ -65,7 +72,11 @@ def stale(before: dict[Hashable, object], listed: set[Hashable], now: dict[Hasha
 
 class Resync:
     def __init__(
-        self, scheduler: Scheduler, api_client: client.ApiClient, bucket: TokenBucket, interval: float,
+        self,
+        scheduler: Scheduler,
+        api_client: client.ApiClient,
+        bucket: TokenBucket,
+        interval: float,
         kinds: tuple[str, ...] = tuple(KINDS),
     ) -> None:
         """`kinds`: those `run()` passes over (all of KINDS by default)."""
@@ -84,7 +95,7 @@ class Resync:
             for kind in self.kinds:
                 try:
                     await self.resync(kind)
-                except (ApiException, aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as exc:
+                except (TimeoutError, ApiException, aiohttp.ClientError, OSError, ValueError) as exc:
                     log.warning("resync of %ss failed (retrying in %.0fs): %s", kind, self.interval, exc)
             await asyncio.sleep(self.interval)
 
@@ -97,7 +108,9 @@ class Resync:
         dropped = stale(before, listed, cached_objects(self._scheduler, kind))
         for key in dropped:
             obj = before[key]
-            log.warning("resync: %s %s is gone from the API but was still cached (a missed deletion); dropping it", kind, key)
+            log.warning(
+                "resync: %s %s is gone from the API but was still cached (a missed deletion); dropping it", kind, key
+            )
             self._forget(kind, key, obj)
         if dropped:
             metrics.RESYNC_DROPPED.labels(kind=kind).inc(len(dropped))

@@ -15,16 +15,18 @@ import logging
 import socket
 import time
 from collections import OrderedDict
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
-from ..api.records import PodInfo
 from ..api.podgroup import PodGroup
+from ..api.records import PodInfo
 from . import failpoints
-from .binder import REQUEST_TIMEOUT_SECONDS, retry_after as _retry_after
+from .binder import REQUEST_TIMEOUT_SECONDS
+from .binder import retry_after as _retry_after
 from .kube import RestClient, encode
 from .ratelimit import TokenBucket
 
@@ -37,16 +39,20 @@ MAX_NOTE = 1024
 
 
 def now_rfc3339() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def now_micro() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class StatusWriter:
     def __init__(
-        self, rest: RestClient, bucket: TokenBucket, event_bucket: TokenBucket | None = None, workers: int = 4,
+        self,
+        rest: RestClient,
+        bucket: TokenBucket,
+        event_bucket: TokenBucket | None = None,
+        workers: int = 4,
     ) -> None:
         """`bucket` limits status writes (shared with binding, one client as
         kube-scheduler's); `event_bucket` limits Events, which kube-scheduler
@@ -101,7 +107,7 @@ class StatusWriter:
                     self._pending.setdefault(key, write)
                 else:
                     log.warning("status write failed: %s %s", exc.status, exc.reason)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 log.warning("status write failed: %s", exc)
             except Exception:  # never let a bad write kill a worker
                 log.exception("status write failed")
@@ -149,7 +155,11 @@ class StatusWriter:
             "observedGeneration": generation,
             "lastTransitionTime": transition or now_rfc3339(),
         }
-        others = [c.model_dump(by_alias=True, exclude_none=True) for c in group.status.conditions if c.type != C.POD_GROUP_SCHEDULED]
+        others = [
+            c.model_dump(by_alias=True, exclude_none=True)
+            for c in group.status.conditions
+            if c.type != C.POD_GROUP_SCHEDULED
+        ]
         body = encode({"status": {"conditions": others + [condition]}})
         ns, name = group.key
         path = f"/apis/{C.GROUP}/{C.VERSION}/namespaces/{ns}/{C.PODGROUP_PLURAL}/{name}/status"
@@ -171,18 +181,22 @@ class StatusWriter:
         if self._pod_conditions.get(pod.uid) == (C.REASON_UNSCHEDULABLE, message):
             return
         self._pod_conditions[pod.uid] = (C.REASON_UNSCHEDULABLE, message)
-        body = encode({
-            "status": {
-                "conditions": [{
-                    "type": C.POD_SCHEDULED,
-                    "status": "False",
-                    "reason": C.REASON_UNSCHEDULABLE,
-                    "message": message[:32768],
-                    "lastProbeTime": None,
-                    "lastTransitionTime": now_rfc3339(),
-                }]
+        body = encode(
+            {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": C.POD_SCHEDULED,
+                            "status": "False",
+                            "reason": C.REASON_UNSCHEDULABLE,
+                            "message": message[:32768],
+                            "lastProbeTime": None,
+                            "lastTransitionTime": now_rfc3339(),
+                        }
+                    ]
+                }
             }
-        })
+        )
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
 
         async def write() -> None:
@@ -251,12 +265,23 @@ class StatusWriter:
     def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None:
         self.event(
             {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
-            type_, reason, note, action,
+            type_,
+            reason,
+            note,
+            action,
         )
 
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
         self.event(
-            {"apiVersion": C.API_VERSION, "kind": "PodGroup", "namespace": group.metadata.namespace,
-             "name": group.metadata.name, "uid": group.metadata.uid},
-            type_, reason, note, action,
+            {
+                "apiVersion": C.API_VERSION,
+                "kind": "PodGroup",
+                "namespace": group.metadata.namespace,
+                "name": group.metadata.name,
+                "uid": group.metadata.uid,
+            },
+            type_,
+            reason,
+            note,
+            action,
         )

@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import copy
 import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, NoReturn
+from typing import Any, NoReturn
 
 import yaml
 from pydantic import ValidationError
 
 from ..api.parse import parse_node, parse_pod
+from ..api.podgroup import describe_validation_error, parse_podgroup, parse_workload
 from ..api.records import ObjectError
 from ..api.resources import PODS
-from ..api.podgroup import describe_validation_error, parse_podgroup, parse_workload
 
 # Kinds the simulation feeds to the scheduler, and whether they are namespaced.
 KINDS: dict[str, bool] = {
@@ -185,9 +186,14 @@ def _objects(doc: Any, where: str, source: str, warnings: list[str]) -> Iterator
 
 
 def _type_name(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", int: "an integer", float: "a number", bool: "a boolean"}.get(
-        type(value), type(value).__name__
-    )
+    return {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "a boolean",
+    }.get(type(value), type(value).__name__)
 
 
 # ------------------------------------------------------------------ checks
@@ -216,13 +222,19 @@ def _check(inp: SimulationInput) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise fail(obj, f"value: must be an integer, got {value!r}")
         if not obj.name.startswith("system-") and value > HIGHEST_USER_DEFINABLE_PRIORITY:
-            raise fail(obj, f"value: Forbidden: maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}")
+            raise fail(
+                obj,
+                f"value: Forbidden: maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}",
+            )
         if not -(2**31) <= value < 2**31:
             raise fail(obj, f"value: Invalid value: {value}: must be a 32-bit integer")
         classes[obj.name] = value
         if obj.body.get("globalDefault") is True:
             if default is not None:
-                raise fail(obj, f"globalDefault: PriorityClass {default[0]} is already marked as default. Only one default can exist")
+                raise fail(
+                    obj,
+                    f"globalDefault: PriorityClass {default[0]} is already marked as default. Only one default can exist",
+                )
             default = (obj.name, value)
 
     nodes: set[str] = set()
@@ -255,9 +267,12 @@ def _check(inp: SimulationInput) -> None:
         except ValidationError as exc:
             consequence = (
                 "the scheduler reports it as SchedulerError, as it would in a cluster"
-                if obj.kind == "PodGroup" else "the scheduler ignores it, as it would in a cluster"
+                if obj.kind == "PodGroup"
+                else "the scheduler ignores it, as it would in a cluster"
             )
-            inp.warnings.append(f"{src}: {obj.label}: warning: invalid {obj.kind}: {describe_validation_error(exc)}; {consequence}")
+            inp.warnings.append(
+                f"{src}: {obj.label}: warning: invalid {obj.kind}: {describe_validation_error(exc)}; {consequence}"
+            )
 
     for obj in inp.of_kind("Pod"):
         body = copy.deepcopy(obj.body)

@@ -6,7 +6,7 @@ Both are deterministic: rows sorted by namespace/name, no times, no uids.
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from .runner import SimulationResult
 
@@ -29,14 +29,16 @@ def render_table(result: SimulationResult) -> str:
         rows = []
         for g in result.groups:
             cond = g.condition
-            rows.append([
-                f"{g.namespace}/{g.name}",
-                g.policy or "-",
-                str(g.pods),
-                f"{g.placed}/{g.min_count if g.min_count is not None else '-'}",
-                cond.reason if cond is not None else "-",
-                cond.message if cond is not None else "no pods of this PodGroup in the input" if not g.pods else "",
-            ])
+            rows.append(
+                [
+                    f"{g.namespace}/{g.name}",
+                    g.policy or "-",
+                    str(g.pods),
+                    f"{g.placed}/{g.min_count if g.min_count is not None else '-'}",
+                    cond.reason if cond is not None else "-",
+                    cond.message if cond is not None else "no pods of this PodGroup in the input" if not g.pods else "",
+                ]
+            )
         lines += _table(["PODGROUP", "POLICY", "PODS", "PLACED/MIN", "CONDITION", "MESSAGE"], rows)
         lines.append("")
     if result.pods:

@@ -20,16 +20,17 @@ there are at most (pending pods + 1) rounds.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..api import constants as C
 from ..api.config import SchedulerConfiguration
-from ..api.records import PodInfo
 from ..api.podgroup import PodGroup
+from ..api.records import PodInfo
 from ..cluster.cache import InvalidObject
-from ..framework.registry import Registry
 from ..core.scheduler import Scheduler
+from ..framework.registry import Registry
 from .loader import SimulationInput
 
 # Objects in the order kopf's initial listing hands them over (a kind at a time).
@@ -160,8 +161,12 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
         writes, recorder.status_writes = recorder.status_writes, []
         for key, cond in writes:
             body = copy.deepcopy(groups[key])
-            conditions = [c for c in (body.get("status") or {}).get("conditions") or [] if c.get("type") != C.POD_GROUP_SCHEDULED]
-            conditions.append({"type": C.POD_GROUP_SCHEDULED, "status": cond.status, "reason": cond.reason, "message": cond.message})
+            conditions = [
+                c for c in (body.get("status") or {}).get("conditions") or [] if c.get("type") != C.POD_GROUP_SCHEDULED
+            ]
+            conditions.append(
+                {"type": C.POD_GROUP_SCHEDULED, "status": cond.status, "reason": cond.reason, "message": cond.message}
+            )
             body["status"] = {**(body.get("status") or {}), "conditions": conditions}
             groups[key] = body
             sched.on_podgroup(body)
@@ -201,7 +206,9 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
         q = config.queue
         clock.now += max(q.pod_max_backoff_seconds, q.max_unschedulable_seconds) + 1.0
 
-    return SimulationResult(_pod_results(inp, sched, recorder, placed), _group_results(inp, sched, recorder), rounds, warnings)
+    return SimulationResult(
+        _pod_results(inp, sched, recorder, placed), _group_results(inp, sched, recorder), rounds, warnings
+    )
 
 
 def _pod_results(inp: SimulationInput, sched: Scheduler, recorder: Recorder, placed: set[str]) -> list[PodResult]:
@@ -222,7 +229,9 @@ def _pod_results(inp: SimulationInput, sched: Scheduler, recorder: Recorder, pla
         else:
             message = ""
         out.append(
-            PodResult(pod.namespace, pod.name, pod.group_name, node, message, uid in placed, running_before, pod.terminal)
+            PodResult(
+                pod.namespace, pod.name, pod.group_name, node, message, uid in placed, running_before, pod.terminal
+            )
         )
     return sorted(out, key=lambda p: (p.namespace, p.name))
 

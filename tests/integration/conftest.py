@@ -97,6 +97,5 @@ def namespace(cluster: LocalCluster) -> str:
     name = f"t-{uuid.uuid4().hex[:10]}"
     cluster.kubectl("create", "namespace", name)
     yield name
-    cluster.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=0", "--force",
-                    "--wait=false", check=False)
+    cluster.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=0", "--force", "--wait=false", check=False)
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)

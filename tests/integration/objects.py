@@ -9,20 +9,28 @@ import json
 from typing import Any
 
 import pytest
-
 from wait import wait_for
 
 GROUP_LABEL = "scheduling.troupe.dev/pod-group"
 
 
-def node(name: str, cpu: str = "2", memory: str = "8Gi", pods: str = "110",
-         labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def node(
+    name: str,
+    cpu: str = "2",
+    memory: str = "8Gi",
+    pods: str = "110",
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
         "spec": {"taints": taints} if taints else {},
-        "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": pods},
-                   "allocatable": {"cpu": cpu, "memory": memory, "pods": pods}},
+        "status": {
+            "capacity": {"cpu": cpu, "memory": memory, "pods": pods},
+            "allocatable": {"cpu": cpu, "memory": memory, "pods": pods},
+        },
     }
 
 
@@ -46,19 +54,32 @@ def create(cluster, *objects: dict[str, Any]) -> None:
 def podgroup(ns: str, name: str, min_count: int | None = None) -> dict[str, Any]:
     policy = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
     return {
-        "apiVersion": "scheduling.troupe.dev/v1alpha2", "kind": "PodGroup",
+        "apiVersion": "scheduling.troupe.dev/v1alpha2",
+        "kind": "PodGroup",
         "metadata": {"name": name, "namespace": ns},
         "spec": {"schedulingPolicy": policy},
     }
 
 
-def pod(ns: str, name: str, group: str | None = None, cpu: str = "1", scheduler: str = "troupe-scheduler",
-        node_selector: dict[str, str] | None = None, tolerations: list[dict[str, str]] | None = None,
-        node_name: str | None = None) -> dict[str, Any]:
+def pod(
+    ns: str,
+    name: str,
+    group: str | None = None,
+    cpu: str = "1",
+    scheduler: str = "troupe-scheduler",
+    node_selector: dict[str, str] | None = None,
+    tolerations: list[dict[str, str]] | None = None,
+    node_name: str | None = None,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
-        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}],
+        "containers": [
+            {
+                "name": "c",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}},
+            }
+        ],
     }
     if node_selector:
         spec["nodeSelector"] = node_selector
@@ -67,7 +88,8 @@ def pod(ns: str, name: str, group: str | None = None, cpu: str = "1", scheduler:
     if node_name:
         spec["nodeName"] = node_name
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": ns, "labels": {GROUP_LABEL: group} if group else {}},
         "spec": spec,
     }
@@ -78,8 +100,11 @@ def pods_by_name(cluster, ns: str) -> dict[str, dict[str, Any]]:
 
 
 def bound(cluster, ns: str, prefix: str = "") -> dict[str, str]:
-    return {n: p["spec"]["nodeName"] for n, p in pods_by_name(cluster, ns).items()
-            if n.startswith(prefix) and p["spec"].get("nodeName")}
+    return {
+        n: p["spec"]["nodeName"]
+        for n, p in pods_by_name(cluster, ns).items()
+        if n.startswith(prefix) and p["spec"].get("nodeName")
+    }
 
 
 def condition(cluster, ns: str, group: str) -> dict[str, Any] | None:
@@ -90,7 +115,8 @@ def condition(cluster, ns: str, group: str) -> dict[str, Any] | None:
 def wait_condition(cluster, ns: str, group: str, status: str, reason: str, timeout: float = 30) -> dict[str, Any]:
     return wait_for(
         lambda: (c := condition(cluster, ns, group)) and c["status"] == status and c["reason"] == reason and c,
-        timeout=timeout, message=f"PodGroup {group} condition {status}/{reason}",
+        timeout=timeout,
+        message=f"PodGroup {group} condition {status}/{reason}",
     )
 
 
@@ -99,9 +125,12 @@ def pod_condition(cluster, ns: str, name: str) -> dict[str, Any] | None:
     return next((c for c in p.get("status", {}).get("conditions", []) if c["type"] == "PodScheduled"), None)
 
 
-def wait_pod_unschedulable(cluster, ns: str, name: str, message: str | None = None, timeout: float = 30) -> dict[str, Any]:
+def wait_pod_unschedulable(
+    cluster, ns: str, name: str, message: str | None = None, timeout: float = 30
+) -> dict[str, Any]:
     """Waits for PodScheduled=False/Unschedulable (with exactly `message` if given:
     messages can change while a group fills up)."""
+
     def check():
         cond = pod_condition(cluster, ns, name)
         ok = cond and cond["status"] == "False" and cond.get("reason") == "Unschedulable"

@@ -32,15 +32,18 @@ THROTTLED = re.compile(r"bind \S+: throttled by the server, retrying in \d+(\.\d
 # ------------------------------------------------------------------- helpers
 
 
-def api_request(cluster, method: str, path: str, body: dict | None = None,
-                as_scheduler: bool = False) -> tuple[int, Message, str]:
+def api_request(
+    cluster, method: str, path: str, body: dict | None = None, as_scheduler: bool = False
+) -> tuple[int, Message, str]:
     """One request to the apiserver as the admin or with troupe's token: (status, headers, body);
     the headers are looked up case-insensitively."""
     token = cluster.scheduler_token if as_scheduler else cluster.admin_token
     ctx = ssl.create_default_context(cafile=str(cluster.ca_path))
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx))
     req = urllib.request.Request(
-        cluster.server + path, method=method, data=None if body is None else json.dumps(body).encode(),
+        cluster.server + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
     )
     try:
@@ -51,16 +54,21 @@ def api_request(cluster, method: str, path: str, body: dict | None = None,
 
 
 def binding(ns: str, name: str, node: str = "nowhere") -> dict:
-    return {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "namespace": ns},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
 
 
 def probe_bind(cluster, ns: str, as_scheduler: bool) -> tuple[int, Message, str]:
     """A binding of a pod that does not exist: classified, admitted and refused like any
     binding, but it can never bind anything."""
     name = "probe-no-such-pod"
-    return api_request(cluster, "POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding",
-                       binding(ns, name), as_scheduler=as_scheduler)
+    return api_request(
+        cluster, "POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding", binding(ns, name), as_scheduler=as_scheduler
+    )
 
 
 class HeldRequest:
@@ -71,8 +79,9 @@ class HeldRequest:
     def __init__(self, cluster, ns: str, name: str) -> None:
         url = urlparse(cluster.server)
         ctx = ssl.create_default_context(cafile=str(cluster.ca_path))
-        self.sock = ctx.wrap_socket(socket.create_connection((url.hostname, url.port), timeout=10),
-                                    server_hostname=url.hostname)
+        self.sock = ctx.wrap_socket(
+            socket.create_connection((url.hostname, url.port), timeout=10), server_hostname=url.hostname
+        )
         head = (
             f"POST /api/v1/namespaces/{ns}/pods/{name}/binding HTTP/1.1\r\n"
             f"Host: {url.netloc}\r\n"
@@ -106,26 +115,37 @@ def delete_quietly(cluster, *objects: str) -> None:
 def apf_objects(name: str) -> list[dict]:
     return [
         {
-            "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "PriorityLevelConfiguration",
             "metadata": {"name": name},
-            "spec": {"type": "Limited", "limited": {
-                "nominalConcurrencyShares": 1, "lendablePercent": 0, "borrowingLimitPercent": 0,
-                "limitResponse": {"type": "Reject"},
-            }},
+            "spec": {
+                "type": "Limited",
+                "limited": {
+                    "nominalConcurrencyShares": 1,
+                    "lendablePercent": 0,
+                    "borrowingLimitPercent": 0,
+                    "limitResponse": {"type": "Reject"},
+                },
+            },
         },
         {
-            "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "FlowSchema",
             "metadata": {"name": name},
             "spec": {
                 "priorityLevelConfiguration": {"name": name},
                 "matchingPrecedence": 200,  # before the built-in service-accounts schema (9000)
                 "distinguisherMethod": {"type": "ByUser"},
-                "rules": [{
-                    "subjects": [{"kind": "ServiceAccount",
-                                  "serviceAccount": {"name": SA_NAME, "namespace": SA_NAMESPACE}}],
-                    "resourceRules": [{"verbs": ["create"], "apiGroups": [""], "resources": ["pods/binding"],
-                                       "namespaces": ["*"]}],
-                }],
+                "rules": [
+                    {
+                        "subjects": [
+                            {"kind": "ServiceAccount", "serviceAccount": {"name": SA_NAME, "namespace": SA_NAMESPACE}}
+                        ],
+                        "resourceRules": [
+                            {"verbs": ["create"], "apiGroups": [""], "resources": ["pods/binding"], "namespaces": ["*"]}
+                        ],
+                    }
+                ],
             },
         },
     ]
@@ -139,8 +159,11 @@ def test_429_from_priority_and_fairness_is_retried_and_every_pod_binds(installed
     create(c, *apf_objects(name))
     try:
         fs_uid = c.get_json("flowschema", name)["metadata"]["uid"]
-        wait_for(lambda: probe_bind(c, ns, as_scheduler=True)[1].get("X-Kubernetes-PF-FlowSchema-UID") == fs_uid,
-                 timeout=20, message="troupe's binding requests classified into the test FlowSchema")
+        wait_for(
+            lambda: probe_bind(c, ns, as_scheduler=True)[1].get("X-Kubernetes-PF-FlowSchema-UID") == fs_uid,
+            timeout=20,
+            message="troupe's binding requests classified into the test FlowSchema",
+        )
 
         def refused() -> Message | None:
             status, headers, _ = probe_bind(c, ns, as_scheduler=True)
@@ -151,21 +174,30 @@ def test_429_from_priority_and_fairness_is_retried_and_every_pod_binds(installed
             return None
 
         try:
-            headers = wait_for(refused, timeout=20, interval=0.3,
-                               message="the apiserver answering 429 once the level's seats are held")
+            headers = wait_for(
+                refused, timeout=20, interval=0.3, message="the apiserver answering 429 once the level's seats are held"
+            )
             assert int(headers["Retry-After"]) >= 1, headers
             print(f"{len(held)} held request(s) fill the level; 429 with Retry-After: {headers['Retry-After']}")
 
             for i in range(3):
                 nodes(f"node-{i}", cpu="10")
             create(c, podgroup(ns, "big", 30), *[pod(ns, f"big-{i}", group="big") for i in range(30)])
-            proc = TroupeProcess(c.scheduler_kubeconfig, tmp_path, name="throttled", config=(
-                "clientConnection: {qps: 100, burst: 100, bindConcurrency: 2}\n")).start()
-            wait_for(lambda: THROTTLED.search(proc.log_text()) or bindings(proc) > 0, timeout=20,
-                     message="troupe throttled (or reporting binds)")
+            proc = TroupeProcess(
+                c.scheduler_kubeconfig,
+                tmp_path,
+                name="throttled",
+                config=("clientConnection: {qps: 100, burst: 100, bindConcurrency: 2}\n"),
+            ).start()
+            wait_for(
+                lambda: THROTTLED.search(proc.log_text()) or bindings(proc) > 0,
+                timeout=20,
+                message="troupe throttled (or reporting binds)",
+            )
             assert THROTTLED.search(proc.log_text()), (
                 f"troupe reported {bindings(proc)} bind(s) while every bind got 429, and never logged throttling:\n"
-                + proc.log_tail())
+                + proc.log_tail()
+            )
             assert bound(c, ns) == {}, "a bind got through while the level's seats were held"
         finally:
             for h in held:
@@ -189,18 +221,27 @@ def test_429_from_priority_and_fairness_is_retried_and_every_pod_binds(installed
 def deny_binding_objects(name: str, ns: str, message: str) -> list[dict]:
     return [
         {
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
             "metadata": {"name": name},
             "spec": {
                 "failurePolicy": "Fail",
-                "matchConstraints": {"resourceRules": [{
-                    "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods/binding"],
-                }]},
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods/binding"],
+                        }
+                    ]
+                },
                 "validations": [{"expression": "false", "message": message}],
             },
         },
         {
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
             "metadata": {"name": name},
             "spec": {
                 "policyName": name,
@@ -220,22 +261,35 @@ def test_a_refused_bind_returns_the_pod_to_the_queue_and_it_binds_later(installe
     create(c, *deny_binding_objects(name, ns, message))
     try:
         try:
-            wait_for(lambda: message in probe_bind(c, ns, as_scheduler=False)[2], timeout=20,
-                     message="the policy refusing bindings in the namespace")
+            wait_for(
+                lambda: message in probe_bind(c, ns, as_scheduler=False)[2],
+                timeout=20,
+                message="the policy refusing bindings in the namespace",
+            )
             nodes("node-0", cpu="4")
             create(c, podgroup(ns, "pair", 2), pod(ns, "pair-0", group="pair"), pod(ns, "pair-1", group="pair"))
-            proc = TroupeProcess(c.scheduler_kubeconfig, tmp_path, name="refused", config=(
-                "queue: {podInitialBackoffSeconds: 0.5, podMaxBackoffSeconds: 1}\n")).start()
-            wait_for(lambda: bindings(proc, "failed") >= 2 or bindings(proc) > 0, timeout=20,
-                     message="troupe's binds refused (or reported bound)")
+            proc = TroupeProcess(
+                c.scheduler_kubeconfig,
+                tmp_path,
+                name="refused",
+                config=("queue: {podInitialBackoffSeconds: 0.5, podMaxBackoffSeconds: 1}\n"),
+            ).start()
+            wait_for(
+                lambda: bindings(proc, "failed") >= 2 or bindings(proc) > 0,
+                timeout=20,
+                message="troupe's binds refused (or reported bound)",
+            )
             assert bindings(proc) == 0, f"troupe reported refused binds as bound:\n{proc.log_tail()}"
             log = proc.log_text()
             for p in ("pair-0", "pair-1"):
                 assert re.search(rf"bind {ns}/{p} -> node-0: Binding rejected: 422 .*{message}", log), proc.log_tail()
             assert bound(c, ns) == {}
-            refused = wait_for(lambda: [e for e in events_for(c, ns, "pair-0")
-                                        if e["reason"] == "FailedScheduling" and message in e["note"]],
-                               message="a FailedScheduling event saying why the bind failed")
+            refused = wait_for(
+                lambda: [
+                    e for e in events_for(c, ns, "pair-0") if e["reason"] == "FailedScheduling" and message in e["note"]
+                ],
+                message="a FailedScheduling event saying why the bind failed",
+            )
             assert refused[0]["action"] == "Binding", refused[0]
         finally:
             delete_quietly(c, *policy)

@@ -4,18 +4,16 @@ what the rest of the integration suite relies on."""
 from __future__ import annotations
 
 import json
-import os
 import uuid
 
 import pytest
-
 from localcluster import (
     K8S_VERSION,
+    SCHEDULER_GROUPS,
+    SCHEDULER_USER,
     ControlPlaneNotBuilt,
     KubectlError,
     LocalCluster,
-    SCHEDULER_GROUPS,
-    SCHEDULER_USER,
 )
 from wait import wait_for
 
@@ -26,26 +24,35 @@ def unique(prefix: str) -> str:
 
 def node_manifest(name: str, cpu: str = "8", memory: str = "32Gi") -> str:
     resources = {"cpu": cpu, "memory": memory, "pods": "110"}
-    return json.dumps({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "status": {"capacity": resources, "allocatable": resources},
-    })
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"capacity": resources, "allocatable": resources},
+        }
+    )
 
 
 def pod_manifest(name: str, namespace: str, **spec) -> str:
-    return json.dumps({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "schedulerName": "troupe-scheduler",
-            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}],
-            **spec,
-        },
-    })
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "schedulerName": "troupe-scheduler",
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
+                    }
+                ],
+                **spec,
+            },
+        }
+    )
 
 
 @pytest.fixture
@@ -77,8 +84,9 @@ def test_node_status_is_kept_on_create_and_set_via_status_subresource(cluster: L
     cluster.kubectl("patch", "node", node, "--type=merge", "-p", '{"status": {"allocatable": {"cpu": "1"}}}')
     assert cluster.get_json("node", node)["status"]["allocatable"]["cpu"] == "8"
     # ... the status subresource changes it
-    cluster.kubectl("patch", "node", node, "--subresource=status", "--type=merge",
-                    "-p", '{"status": {"allocatable": {"cpu": "6"}}}')
+    cluster.kubectl(
+        "patch", "node", node, "--subresource=status", "--type=merge", "-p", '{"status": {"allocatable": {"cpu": "6"}}}'
+    )
     assert cluster.get_json("node", node)["status"]["allocatable"]["cpu"] == "6"
 
 
@@ -91,12 +99,14 @@ def test_pod_is_created_bound_and_force_deleted(cluster: LocalCluster, namespace
     assert created["status"]["phase"] == "Pending"
 
     binding = {
-        "apiVersion": "v1", "kind": "Binding",
+        "apiVersion": "v1",
+        "kind": "Binding",
         "metadata": {"name": pod, "namespace": namespace, "uid": created["metadata"]["uid"]},
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     }
-    cluster.kubectl("create", "--raw", f"/api/v1/namespaces/{namespace}/pods/{pod}/binding",
-                    "-f", "-", input=json.dumps(binding))
+    cluster.kubectl(
+        "create", "--raw", f"/api/v1/namespaces/{namespace}/pods/{pod}/binding", "-f", "-", input=json.dumps(binding)
+    )
     bound = cluster.get_json("pod", pod, "-n", namespace)
     assert bound["spec"]["nodeName"] == node
     conditions = {c["type"]: c["status"] for c in bound["status"].get("conditions", [])}
@@ -106,7 +116,8 @@ def test_pod_is_created_bound_and_force_deleted(cluster: LocalCluster, namespace
     cluster.kubectl("delete", "pod", pod, "-n", namespace, "--grace-period=0", "--force", "--wait=false")
     wait_for(
         lambda: cluster.kubectl("get", "pod", pod, "-n", namespace, check=False).returncode != 0,
-        timeout=20, message=f"pod {namespace}/{pod} deleted",
+        timeout=20,
+        message=f"pod {namespace}/{pod} deleted",
     )
 
 
@@ -123,10 +134,17 @@ def test_scheduler_identity_is_the_service_account_and_cannot_read_secrets(clust
 
 def test_priority_class_name_is_resolved(cluster: LocalCluster, namespace: str) -> None:
     pc = unique("smoke-prio")
-    cluster.apply_yaml(json.dumps({
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-        "metadata": {"name": pc}, "value": 1000, "preemptionPolicy": "Never",
-    }))
+    cluster.apply_yaml(
+        json.dumps(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": pc},
+                "value": 1000,
+                "preemptionPolicy": "Never",
+            }
+        )
+    )
     try:
         pod = unique("smoke-prio-pod")
         cluster.kubectl("create", "-f", "-", input=pod_manifest(pod, namespace, priorityClassName=pc))
@@ -139,8 +157,9 @@ def test_priority_class_name_is_resolved(cluster: LocalCluster, namespace: str) 
         assert cluster.get_json("pod", plain, "-n", namespace)["spec"]["priority"] == 0
 
         with pytest.raises(KubectlError, match="no PriorityClass with name"):
-            cluster.kubectl("create", "-f", "-",
-                            input=pod_manifest(unique("smoke-bad"), namespace, priorityClassName="nope"))
+            cluster.kubectl(
+                "create", "-f", "-", input=pod_manifest(unique("smoke-bad"), namespace, priorityClassName="nope")
+            )
     finally:
         cluster.kubectl("delete", "priorityclass", pc, "--wait=false", check=False)
 
@@ -150,9 +169,15 @@ def test_fresh_cluster_denies_scheduler_everything_and_stops_cleanly(controlplan
     only do discovery and self-reviews; stop() kills everything and cleans up."""
     c = LocalCluster().start()
     try:
-        for verb, resource in [("list", "pods"), ("create", "pods/binding"), ("list", "nodes"),
-                               ("watch", "pods"), ("get", "secrets"), ("create", "events"),
-                               ("create", "leases.coordination.k8s.io")]:
+        for verb, resource in [
+            ("list", "pods"),
+            ("create", "pods/binding"),
+            ("list", "nodes"),
+            ("watch", "pods"),
+            ("get", "secrets"),
+            ("create", "events"),
+            ("create", "leases.coordination.k8s.io"),
+        ]:
             r = c.kubectl("auth", "can-i", verb, resource, "-A", as_scheduler=True, check=False)
             assert r.stdout.strip() == "no", (verb, resource, r)
         r = c.kubectl("get", "pods", "-A", as_scheduler=True, check=False)

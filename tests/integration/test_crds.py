@@ -232,92 +232,181 @@ ONE_OF_CLAIM = "resourceClaims: exactly one of resourceClaimName or resourceClai
 # (id, object factory, substrings that must all appear in kubectl's stderr)
 BAD_OBJECTS: list[tuple[str, Callable[[], Obj], list[str]]] = [
     # --- schedulingPolicy
-    ("pg-policy-both", _pg(schedulingPolicy={"basic": {}, "gang": {"minCount": 2}}),
-     ["spec.schedulingPolicy: Invalid value", ONE_OF_POLICY]),
-    ("pg-policy-neither", _pg(schedulingPolicy={}),
-     ["spec.schedulingPolicy: Invalid value", ONE_OF_POLICY]),
+    (
+        "pg-policy-both",
+        _pg(schedulingPolicy={"basic": {}, "gang": {"minCount": 2}}),
+        ["spec.schedulingPolicy: Invalid value", ONE_OF_POLICY],
+    ),
+    ("pg-policy-neither", _pg(schedulingPolicy={}), ["spec.schedulingPolicy: Invalid value", ONE_OF_POLICY]),
     ("pg-policy-missing", _pg_without_policy, ["spec.schedulingPolicy: Required value"]),
     ("pg-spec-missing", _pg_without_spec, ["spec: Required value"]),
-    ("pg-mincount-zero", _pg(schedulingPolicy={"gang": {"minCount": 0}}),
-     ["spec.schedulingPolicy.gang.minCount: Invalid value: 0", "greater than or equal to 1"]),
-    ("pg-mincount-negative", _pg(schedulingPolicy={"gang": {"minCount": -3}}),
-     ["spec.schedulingPolicy.gang.minCount: Invalid value: -3", "greater than or equal to 1"]),
-    ("pg-mincount-missing", _pg(schedulingPolicy={"gang": {}}),
-     ["spec.schedulingPolicy.gang.minCount: Required value"]),
-    ("wl-policy-both",
-     _wl([template(schedulingPolicy={"basic": {}, "gang": {"minCount": 2}})]),
-     ["spec.podGroupTemplates[0].schedulingPolicy: Invalid value", ONE_OF_POLICY]),
-    ("wl-policy-neither", _wl([template(schedulingPolicy={})]),
-     ["spec.podGroupTemplates[0].schedulingPolicy: Invalid value", ONE_OF_POLICY]),
-    ("wl-mincount-zero", _wl([template(schedulingPolicy={"gang": {"minCount": 0}})]),
-     ["spec.podGroupTemplates[0].schedulingPolicy.gang.minCount: Invalid value: 0"]),
+    (
+        "pg-mincount-zero",
+        _pg(schedulingPolicy={"gang": {"minCount": 0}}),
+        ["spec.schedulingPolicy.gang.minCount: Invalid value: 0", "greater than or equal to 1"],
+    ),
+    (
+        "pg-mincount-negative",
+        _pg(schedulingPolicy={"gang": {"minCount": -3}}),
+        ["spec.schedulingPolicy.gang.minCount: Invalid value: -3", "greater than or equal to 1"],
+    ),
+    (
+        "pg-mincount-missing",
+        _pg(schedulingPolicy={"gang": {}}),
+        ["spec.schedulingPolicy.gang.minCount: Required value"],
+    ),
+    (
+        "wl-policy-both",
+        _wl([template(schedulingPolicy={"basic": {}, "gang": {"minCount": 2}})]),
+        ["spec.podGroupTemplates[0].schedulingPolicy: Invalid value", ONE_OF_POLICY],
+    ),
+    (
+        "wl-policy-neither",
+        _wl([template(schedulingPolicy={})]),
+        ["spec.podGroupTemplates[0].schedulingPolicy: Invalid value", ONE_OF_POLICY],
+    ),
+    (
+        "wl-mincount-zero",
+        _wl([template(schedulingPolicy={"gang": {"minCount": 0}})]),
+        ["spec.podGroupTemplates[0].schedulingPolicy.gang.minCount: Invalid value: 0"],
+    ),
     # --- podGroupTemplates
-    ("wl-9-templates", _wl([template(f"t{i}") for i in range(9)]),
-     ["spec.podGroupTemplates: Too many: 9: must have at most 8 items"]),
-    ("wl-0-templates", _wl([]),
-     ["spec.podGroupTemplates: Invalid value: 0", "should have at least 1 items"]),
-    ("wl-templates-missing", lambda: {**workload("bad"), "spec": {}},
-     ["spec.podGroupTemplates: Required value"]),
-    ("wl-duplicate-template-names", _wl([template("a"), template("b"), template("a")]),
-     ["spec.podGroupTemplates[2]: Duplicate value", '"name":"a"']),
-    ("wl-template-name-not-dns-label", _wl([template("Not_A_Label")]),
-     ["spec.podGroupTemplates[0].name: Invalid value: \"Not_A_Label\"", "should match"]),
-    ("wl-template-name-too-long", _wl([template("a" * 64)]),
-     ["spec.podGroupTemplates[0].name: Too long: may not be more than 63"]),
-    ("wl-template-name-missing", _wl([{"schedulingPolicy": {"basic": {}}}]),
-     ["spec.podGroupTemplates[0].name: Required value"]),
+    (
+        "wl-9-templates",
+        _wl([template(f"t{i}") for i in range(9)]),
+        ["spec.podGroupTemplates: Too many: 9: must have at most 8 items"],
+    ),
+    ("wl-0-templates", _wl([]), ["spec.podGroupTemplates: Invalid value: 0", "should have at least 1 items"]),
+    ("wl-templates-missing", lambda: {**workload("bad"), "spec": {}}, ["spec.podGroupTemplates: Required value"]),
+    (
+        "wl-duplicate-template-names",
+        _wl([template("a"), template("b"), template("a")]),
+        ["spec.podGroupTemplates[2]: Duplicate value", '"name":"a"'],
+    ),
+    (
+        "wl-template-name-not-dns-label",
+        _wl([template("Not_A_Label")]),
+        ['spec.podGroupTemplates[0].name: Invalid value: "Not_A_Label"', "should match"],
+    ),
+    (
+        "wl-template-name-too-long",
+        _wl([template("a" * 64)]),
+        ["spec.podGroupTemplates[0].name: Too long: may not be more than 63"],
+    ),
+    (
+        "wl-template-name-missing",
+        _wl([{"schedulingPolicy": {"basic": {}}}]),
+        ["spec.podGroupTemplates[0].name: Required value"],
+    ),
     # --- topology
-    ("pg-2-topology", _pg(schedulingConstraints={"topology": [{"key": "rack"}, {"key": "zone"}]}),
-     ["spec.schedulingConstraints.topology: Too many: 2: must have at most 1 item"]),
-    ("wl-2-topology",
-     _wl([template(schedulingConstraints={"topology": [{"key": "rack"}, {"key": "zone"}]})]),
-     ["spec.podGroupTemplates[0].schedulingConstraints.topology: Too many: 2"]),
-    ("pg-topology-key-missing", _pg(schedulingConstraints={"topology": [{}]}),
-     ["spec.schedulingConstraints.topology[0].key: Required value"]),
-    ("pg-topology-key-not-label-key", _pg(schedulingConstraints={"topology": [{"key": "no spaces/ok"}]}),
-     ["spec.schedulingConstraints.topology[0].key: Invalid value", "should match"]),
+    (
+        "pg-2-topology",
+        _pg(schedulingConstraints={"topology": [{"key": "rack"}, {"key": "zone"}]}),
+        ["spec.schedulingConstraints.topology: Too many: 2: must have at most 1 item"],
+    ),
+    (
+        "wl-2-topology",
+        _wl([template(schedulingConstraints={"topology": [{"key": "rack"}, {"key": "zone"}]})]),
+        ["spec.podGroupTemplates[0].schedulingConstraints.topology: Too many: 2"],
+    ),
+    (
+        "pg-topology-key-missing",
+        _pg(schedulingConstraints={"topology": [{}]}),
+        ["spec.schedulingConstraints.topology[0].key: Required value"],
+    ),
+    (
+        "pg-topology-key-not-label-key",
+        _pg(schedulingConstraints={"topology": [{"key": "no spaces/ok"}]}),
+        ["spec.schedulingConstraints.topology[0].key: Invalid value", "should match"],
+    ),
     # --- resourceClaims
-    ("pg-5-claims", _pg(resourceClaims=[{"name": f"c{i}", "resourceClaimName": f"c{i}"} for i in range(5)]),
-     ["spec.resourceClaims: Too many: 5: must have at most 4 items"]),
-    ("wl-5-claims",
-     _wl([template(resourceClaims=[{"name": f"c{i}", "resourceClaimName": f"c{i}"} for i in range(5)])]),
-     ["spec.podGroupTemplates[0].resourceClaims: Too many: 5: must have at most 4 items"]),
-    ("pg-claim-both-sources",
-     _pg(resourceClaims=[{"name": "c", "resourceClaimName": "x", "resourceClaimTemplateName": "y"}]),
-     ["spec.resourceClaims[0]: Invalid value", ONE_OF_CLAIM]),
-    ("pg-claim-neither-source", _pg(resourceClaims=[{"name": "c"}]),
-     ["spec.resourceClaims[0]: Invalid value", ONE_OF_CLAIM]),
-    ("wl-claim-both-sources",
-     _wl([template(resourceClaims=[{"name": "c", "resourceClaimName": "x", "resourceClaimTemplateName": "y"}])]),
-     ["spec.podGroupTemplates[0].resourceClaims[0]: Invalid value", ONE_OF_CLAIM]),
-    ("wl-claim-neither-source", _wl([template(resourceClaims=[{"name": "c"}])]),
-     ["spec.podGroupTemplates[0].resourceClaims[0]: Invalid value", ONE_OF_CLAIM]),
-    ("pg-claim-duplicate-names",
-     _pg(resourceClaims=[{"name": "c", "resourceClaimName": "x"}, {"name": "c", "resourceClaimName": "y"}]),
-     ["spec.resourceClaims[1]: Duplicate value"]),
-    ("pg-claim-name-missing", _pg(resourceClaims=[{"resourceClaimName": "x"}]),
-     ["spec.resourceClaims[0].name: Required value"]),
-    ("pg-claim-bad-claim-name", _pg(resourceClaims=[{"name": "c", "resourceClaimName": "Bad_Name"}]),
-     ["spec.resourceClaims[0].resourceClaimName: Invalid value: \"Bad_Name\""]),
+    (
+        "pg-5-claims",
+        _pg(resourceClaims=[{"name": f"c{i}", "resourceClaimName": f"c{i}"} for i in range(5)]),
+        ["spec.resourceClaims: Too many: 5: must have at most 4 items"],
+    ),
+    (
+        "wl-5-claims",
+        _wl([template(resourceClaims=[{"name": f"c{i}", "resourceClaimName": f"c{i}"} for i in range(5)])]),
+        ["spec.podGroupTemplates[0].resourceClaims: Too many: 5: must have at most 4 items"],
+    ),
+    (
+        "pg-claim-both-sources",
+        _pg(resourceClaims=[{"name": "c", "resourceClaimName": "x", "resourceClaimTemplateName": "y"}]),
+        ["spec.resourceClaims[0]: Invalid value", ONE_OF_CLAIM],
+    ),
+    (
+        "pg-claim-neither-source",
+        _pg(resourceClaims=[{"name": "c"}]),
+        ["spec.resourceClaims[0]: Invalid value", ONE_OF_CLAIM],
+    ),
+    (
+        "wl-claim-both-sources",
+        _wl([template(resourceClaims=[{"name": "c", "resourceClaimName": "x", "resourceClaimTemplateName": "y"}])]),
+        ["spec.podGroupTemplates[0].resourceClaims[0]: Invalid value", ONE_OF_CLAIM],
+    ),
+    (
+        "wl-claim-neither-source",
+        _wl([template(resourceClaims=[{"name": "c"}])]),
+        ["spec.podGroupTemplates[0].resourceClaims[0]: Invalid value", ONE_OF_CLAIM],
+    ),
+    (
+        "pg-claim-duplicate-names",
+        _pg(resourceClaims=[{"name": "c", "resourceClaimName": "x"}, {"name": "c", "resourceClaimName": "y"}]),
+        ["spec.resourceClaims[1]: Duplicate value"],
+    ),
+    (
+        "pg-claim-name-missing",
+        _pg(resourceClaims=[{"resourceClaimName": "x"}]),
+        ["spec.resourceClaims[0].name: Required value"],
+    ),
+    (
+        "pg-claim-bad-claim-name",
+        _pg(resourceClaims=[{"name": "c", "resourceClaimName": "Bad_Name"}]),
+        ['spec.resourceClaims[0].resourceClaimName: Invalid value: "Bad_Name"'],
+    ),
     # --- disruptionMode, priority, names
-    ("pg-bad-disruption-mode", _pg(disruptionMode="Never"),
-     ["spec.disruptionMode: Unsupported value: \"Never\"", '"Pod"', '"PodGroup"']),
-    ("wl-bad-disruption-mode", _wl([template(disruptionMode="Whenever")]),
-     ["spec.podGroupTemplates[0].disruptionMode: Unsupported value: \"Whenever\""]),
-    ("pg-priority-too-high", _pg(priority=2_000_000_000),
-     ["spec.priority: Invalid value: 2000000000", "less than or equal to 1000000000"]),
-    ("pg-bad-priority-class-name", _pg(priorityClassName="High_Priority"),
-     ["spec.priorityClassName: Invalid value: \"High_Priority\""]),
-    ("pg-template-ref-empty", _pg(podGroupTemplateRef={}),
-     ["spec.podGroupTemplateRef: Invalid value", "podGroupTemplateRef: exactly one of workload must be set"]),
-    ("pg-template-ref-missing-template-name", _pg(podGroupTemplateRef={"workload": {"workloadName": "w"}}),
-     ["spec.podGroupTemplateRef.workload.podGroupTemplateName: Required value"]),
-    ("wl-controller-ref-missing-kind", _wl(controllerRef={"name": "x"}),
-     ["spec.controllerRef.kind: Required value"]),
-    ("wl-controller-ref-bad-name", _wl(controllerRef={"kind": "Job", "name": "a/b"}),
-     ["spec.controllerRef.name: Invalid value: \"a/b\""]),
-    ("wl-controller-ref-dotdot", _wl(controllerRef={"kind": "Job", "name": ".."}),
-     ["spec.controllerRef.name: Invalid value", "controllerRef.name: must be a path segment name"]),
+    (
+        "pg-bad-disruption-mode",
+        _pg(disruptionMode="Never"),
+        ['spec.disruptionMode: Unsupported value: "Never"', '"Pod"', '"PodGroup"'],
+    ),
+    (
+        "wl-bad-disruption-mode",
+        _wl([template(disruptionMode="Whenever")]),
+        ['spec.podGroupTemplates[0].disruptionMode: Unsupported value: "Whenever"'],
+    ),
+    (
+        "pg-priority-too-high",
+        _pg(priority=2_000_000_000),
+        ["spec.priority: Invalid value: 2000000000", "less than or equal to 1000000000"],
+    ),
+    (
+        "pg-bad-priority-class-name",
+        _pg(priorityClassName="High_Priority"),
+        ['spec.priorityClassName: Invalid value: "High_Priority"'],
+    ),
+    (
+        "pg-template-ref-empty",
+        _pg(podGroupTemplateRef={}),
+        ["spec.podGroupTemplateRef: Invalid value", "podGroupTemplateRef: exactly one of workload must be set"],
+    ),
+    (
+        "pg-template-ref-missing-template-name",
+        _pg(podGroupTemplateRef={"workload": {"workloadName": "w"}}),
+        ["spec.podGroupTemplateRef.workload.podGroupTemplateName: Required value"],
+    ),
+    ("wl-controller-ref-missing-kind", _wl(controllerRef={"name": "x"}), ["spec.controllerRef.kind: Required value"]),
+    (
+        "wl-controller-ref-bad-name",
+        _wl(controllerRef={"kind": "Job", "name": "a/b"}),
+        ['spec.controllerRef.name: Invalid value: "a/b"'],
+    ),
+    (
+        "wl-controller-ref-dotdot",
+        _wl(controllerRef={"kind": "Job", "name": ".."}),
+        ["spec.controllerRef.name: Invalid value", "controllerRef.name: must be a path segment name"],
+    ),
 ]
 
 
@@ -331,7 +420,11 @@ def test_bad_object_is_refused_naming_the_field(installed, namespace, factory, e
 def test_bad_objects_are_refused_by_apply_too(installed, namespace):
     """`kubectl apply` (what users run) reports the same field-level message."""
     res = installed.kubectl(
-        "apply", "-n", namespace, "-f", "-",
+        "apply",
+        "-n",
+        namespace,
+        "-f",
+        "-",
         input=json.dumps(podgroup("bad", schedulingPolicy={"basic": {}, "gang": {"minCount": 1}})),
         check=False,
     )
@@ -376,8 +469,12 @@ def test_podgroup_metadata_stays_mutable(installed, namespace):
 
 def test_workload_templates_and_controller_ref_are_immutable(installed, namespace):
     create(installed, namespace, workload("w"))
-    res = _patch(installed, namespace, "workload/w",
-                 {"spec": {"podGroupTemplates": [template("workers", schedulingPolicy={"gang": {"minCount": 3}})]}})
+    res = _patch(
+        installed,
+        namespace,
+        "workload/w",
+        {"spec": {"podGroupTemplates": [template("workers", schedulingPolicy={"gang": {"minCount": 3}})]}},
+    )
     assert res.returncode != 0
     assert "spec.podGroupTemplates: Invalid value" in res.stderr, res.stderr
     assert "podGroupTemplates is immutable" in res.stderr, res.stderr
@@ -416,17 +513,33 @@ def test_status_is_written_through_the_status_subresource(installed, namespace):
         "conditions": [_condition()],
         "resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": "st-gpus-x7k2p"}],
     }
-    installed.kubectl("patch", "-n", namespace, "pg/st", "--subresource=status", "--type=merge",
-                      "-p", json.dumps({"status": status}))
+    installed.kubectl(
+        "patch", "-n", namespace, "pg/st", "--subresource=status", "--type=merge", "-p", json.dumps({"status": status})
+    )
     stored = get(installed, namespace, "pg", "st")
     assert stored["status"] == status
     # Writing status does not bump the spec's generation.
     assert stored["metadata"]["generation"] == 1
 
     # A later condition of another type merges by key (list-type map keyed by type).
-    installed.kubectl("patch", "-n", namespace, "pg/st", "--subresource=status", "--type=json",
-                      "-p", json.dumps([{"op": "add", "path": "/status/conditions/-",
-                                         "value": _condition("DisruptionTarget", "True", "PreemptionByScheduler")}]))
+    installed.kubectl(
+        "patch",
+        "-n",
+        namespace,
+        "pg/st",
+        "--subresource=status",
+        "--type=json",
+        "-p",
+        json.dumps(
+            [
+                {
+                    "op": "add",
+                    "path": "/status/conditions/-",
+                    "value": _condition("DisruptionTarget", "True", "PreemptionByScheduler"),
+                }
+            ]
+        ),
+    )
     stored = get(installed, namespace, "pg", "st")
     assert [c["type"] for c in stored["status"]["conditions"]] == ["PodGroupScheduled", "DisruptionTarget"]
 
@@ -447,16 +560,34 @@ def test_status_is_written_through_the_status_subresource(installed, namespace):
 )
 def test_bad_status_is_refused(installed, namespace, condition, expected):
     create(installed, namespace, podgroup("st"))
-    res = installed.kubectl("patch", "-n", namespace, "pg/st", "--subresource=status", "--type=merge",
-                            "-p", json.dumps({"status": {"conditions": [condition]}}), check=False)
+    res = installed.kubectl(
+        "patch",
+        "-n",
+        namespace,
+        "pg/st",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"conditions": [condition]}}),
+        check=False,
+    )
     assert res.returncode != 0
     assert expected in res.stderr, res.stderr
 
 
 def test_resource_claim_status_must_name_a_spec_claim(installed, namespace):
     create(installed, namespace, podgroup("st", resourceClaims=[{"name": "gpus", "resourceClaimTemplateName": "gpu"}]))
-    res = installed.kubectl("patch", "-n", namespace, "pg/st", "--subresource=status", "--type=merge",
-                            "-p", json.dumps({"status": {"resourceClaimStatuses": [{"name": "nics"}]}}), check=False)
+    res = installed.kubectl(
+        "patch",
+        "-n",
+        namespace,
+        "pg/st",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"resourceClaimStatuses": [{"name": "nics"}]}}),
+        check=False,
+    )
     assert res.returncode != 0
     assert "status.resourceClaimStatuses: Invalid value" in res.stderr, res.stderr
     assert "each name must match an entry in spec.resourceClaims" in res.stderr, res.stderr
@@ -464,10 +595,17 @@ def test_resource_claim_status_must_name_a_spec_claim(installed, namespace):
 
 def test_duplicate_condition_types_are_refused(installed, namespace):
     create(installed, namespace, podgroup("st"))
-    res = installed.kubectl("patch", "-n", namespace, "pg/st", "--subresource=status", "--type=json",
-                            "-p", json.dumps([{"op": "add", "path": "/status",
-                                               "value": {"conditions": [_condition(), _condition()]}}]),
-                            check=False)
+    res = installed.kubectl(
+        "patch",
+        "-n",
+        namespace,
+        "pg/st",
+        "--subresource=status",
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "add", "path": "/status", "value": {"conditions": [_condition(), _condition()]}}]),
+        check=False,
+    )
     assert res.returncode != 0
     assert "status.conditions[1]: Duplicate value" in res.stderr, res.stderr
 
@@ -489,12 +627,27 @@ def _table(output: str) -> tuple[list[str], dict[str, list[str]]]:
 
 
 def test_podgroup_printer_columns(installed, namespace):
-    create(installed, namespace, podgroup("g", schedulingPolicy={"gang": {"minCount": 4}}, priority=5,
-                                          podGroupTemplateRef={"workload": {"workloadName": "w",
-                                                                            "podGroupTemplateName": "t"}}))
+    create(
+        installed,
+        namespace,
+        podgroup(
+            "g",
+            schedulingPolicy={"gang": {"minCount": 4}},
+            priority=5,
+            podGroupTemplateRef={"workload": {"workloadName": "w", "podGroupTemplateName": "t"}},
+        ),
+    )
     create(installed, namespace, podgroup("b", schedulingPolicy={"basic": {}}))
-    installed.kubectl("patch", "-n", namespace, "pg/g", "--subresource=status", "--type=merge",
-                      "-p", json.dumps({"status": {"conditions": [_condition(status="False", reason="Unschedulable")]}}))
+    installed.kubectl(
+        "patch",
+        "-n",
+        namespace,
+        "pg/g",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"conditions": [_condition(status="False", reason="Unschedulable")]}}),
+    )
 
     header, rows = _table(installed.kubectl("get", "pg", "-n", namespace).stdout)
     assert header == ["NAME", "POLICY", "MINCOUNT", "SCHEDULED", "AGE"]
@@ -507,8 +660,15 @@ def test_podgroup_printer_columns(installed, namespace):
 
 
 def test_workload_printer_columns(installed, namespace):
-    create(installed, namespace, workload("w", controllerRef={"apiGroup": "batch", "kind": "Job", "name": "train"},
-                                          templates=[template("leader"), template("workers")]))
+    create(
+        installed,
+        namespace,
+        workload(
+            "w",
+            controllerRef={"apiGroup": "batch", "kind": "Job", "name": "train"},
+            templates=[template("leader"), template("workers")],
+        ),
+    )
     header, rows = _table(installed.kubectl("get", "workloads", "-n", namespace).stdout)
     assert header == ["NAME", "CONTROLLER-KIND", "CONTROLLER", "FIRST-TEMPLATE", "AGE"]
     assert rows["w"][1:4] == ["Job", "train", "leader"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
@@ -21,7 +22,8 @@ from scheduler.runtime.kube import load_configuration
 
 def pod(ns: str, name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": ns, "annotations": annotations or {}},
         "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "busybox"}]},
     }
@@ -48,7 +50,11 @@ class Cache:
 
 def informer(api: client.ApiClient, ns: str, cache: Cache) -> Informer:
     return Informer(
-        api, f"/api/v1/namespaces/{ns}/pods", "pod", cache.upsert, cache.delete,
+        api,
+        f"/api/v1/namespaces/{ns}/pods",
+        "pod",
+        cache.upsert,
+        cache.delete,
         cached_keys=lambda: set(cache.pods),
         key_of=lambda meta: meta["uid"],
         tombstone=lambda uid: {"metadata": {"uid": uid}},
@@ -94,10 +100,12 @@ async def test_list_then_watch_adds_updates_deletes_and_large_pods(installed, na
         await eventually(lambda: "big" in cache.names() and "p1" not in cache.names())
         big_pod = next(b for b in cache.pods.values() if b["metadata"]["name"] == "big")
         assert big_pod["metadata"]["annotations"]["troupe.test/big"] == big
-        await eventually(lambda: any(
-            b["metadata"]["name"] == "p0" and (b["metadata"].get("labels") or {}).get("touched") == "yes"
-            for b in cache.pods.values()
-        ))
+        await eventually(
+            lambda: any(
+                b["metadata"]["name"] == "p0" and (b["metadata"].get("labels") or {}).get("touched") == "yes"
+                for b in cache.pods.values()
+            )
+        )
         assert not task.done()
     finally:
         task.cancel()
@@ -142,8 +150,13 @@ async def test_a_handler_that_raises_does_not_stop_the_watch(installed, namespac
         cache.upsert(body)
 
     inf = Informer(
-        api, f"/api/v1/namespaces/{namespace}/pods", "pod", upsert, cache.delete,
-        cached_keys=lambda: set(cache.pods), key_of=lambda meta: meta["uid"],
+        api,
+        f"/api/v1/namespaces/{namespace}/pods",
+        "pod",
+        upsert,
+        cache.delete,
+        cached_keys=lambda: set(cache.pods),
+        key_of=lambda meta: meta["uid"],
         tombstone=lambda uid: {"metadata": {"uid": uid}},
     )
     await inf.relist()

@@ -30,8 +30,12 @@ GRANTED: list[Check] = [
     ("patch", "pods", "status", OTHER_NS),
     *[(v, "nodes", None, None) for v in ("get", "list", "watch")],
     *[(v, "namespaces", None, None) for v in ("get", "list", "watch")],
-    *[(v, f"{r}.{GROUP}", None, ns) for r in ("podgroups", "workloads") for v in ("get", "list", "watch")
-      for ns in (None, OTHER_NS)],
+    *[
+        (v, f"{r}.{GROUP}", None, ns)
+        for r in ("podgroups", "workloads")
+        for v in ("get", "list", "watch")
+        for ns in (None, OTHER_NS)
+    ],
     *[(v, f"podgroups.{GROUP}", "status", OTHER_NS) for v in ("get", "patch", "update")],
     *[(v, "events.events.k8s.io", None, ns) for v in ("create", "patch") for ns in (None, OTHER_NS)],
     *[(v, "events", None, ns) for v in ("create", "patch") for ns in (None, OTHER_NS)],
@@ -73,6 +77,7 @@ DENIED: list[Check] = [
     ("update", "customresourcedefinitions.apiextensions.k8s.io", None, None),
     ("*", "*", None, None),
 ]
+
 
 def _args(check: Check) -> list[str]:
     verb, resource, sub, ns = check
@@ -125,12 +130,14 @@ def test_scheduler_kubeconfig_is_the_service_account(installed):
 
 
 def _podgroup(name: str) -> str:
-    return json.dumps({
-        "apiVersion": f"{GROUP}/v1alpha2",
-        "kind": "PodGroup",
-        "metadata": {"name": name},
-        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
-    })
+    return json.dumps(
+        {
+            "apiVersion": f"{GROUP}/v1alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+        }
+    )
 
 
 def test_scheduler_reads_groups_and_writes_only_their_status(installed, namespace):
@@ -139,18 +146,37 @@ def test_scheduler_reads_groups_and_writes_only_their_status(installed, namespac
     res = installed.kubectl("get", "pg", "-A", "-o", "name", as_scheduler=True)
     assert "podgroup.scheduling.troupe.dev/g" in res.stdout
 
-    status = {"status": {"conditions": [{
-        "type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
-        "message": "0/0 nodes are available", "observedGeneration": 1,
-        "lastTransitionTime": "2026-01-02T03:04:05Z",
-    }]}}
-    installed.kubectl("patch", "-n", namespace, "pg/g", "--subresource=status", "--type=merge",
-                      "-p", json.dumps(status), as_scheduler=True)
+    status = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodGroupScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/0 nodes are available",
+                    "observedGeneration": 1,
+                    "lastTransitionTime": "2026-01-02T03:04:05Z",
+                }
+            ]
+        }
+    }
+    installed.kubectl(
+        "patch",
+        "-n",
+        namespace,
+        "pg/g",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+        as_scheduler=True,
+    )
     got = json.loads(installed.kubectl("get", "-n", namespace, "pg/g", "-o", "json").stdout)
     assert got["status"]["conditions"][0]["reason"] == "Unschedulable"
 
-    res = installed.kubectl("create", "-n", namespace, "-f", "-", input=_podgroup("mine"),
-                            check=False, as_scheduler=True)
+    res = installed.kubectl(
+        "create", "-n", namespace, "-f", "-", input=_podgroup("mine"), check=False, as_scheduler=True
+    )
     assert res.returncode != 0 and "Forbidden" in res.stderr, res.stderr
     res = installed.kubectl("delete", "-n", namespace, "pg/g", check=False, as_scheduler=True)
     assert res.returncode != 0 and "Forbidden" in res.stderr, res.stderr
@@ -159,8 +185,12 @@ def test_scheduler_reads_groups_and_writes_only_their_status(installed, namespac
 def test_scheduler_token_cannot_read_secrets_or_configmaps(installed, namespace):
     installed.kubectl("create", "secret", "generic", "s", "-n", namespace, "--from-literal=k=v")
     installed.kubectl("create", "configmap", "c", "-n", namespace, "--from-literal=k=v")
-    for args in (("get", "secret", "s", "-n", namespace), ("get", "secrets", "-A"),
-                 ("get", "configmap", "c", "-n", namespace), ("get", "configmaps", "-A")):
+    for args in (
+        ("get", "secret", "s", "-n", namespace),
+        ("get", "secrets", "-A"),
+        ("get", "configmap", "c", "-n", namespace),
+        ("get", "configmaps", "-A"),
+    ):
         res = installed.kubectl(*args, check=False, as_scheduler=True)
         assert res.returncode != 0 and "Forbidden" in res.stderr, (args, res.stderr)
 
@@ -170,8 +200,9 @@ def test_scheduler_token_lists_pods_and_nodes_but_cannot_change_nodes(installed)
     installed.kubectl("get", "nodes", as_scheduler=True)
     installed.kubectl("get", "priorityclasses", as_scheduler=True)
     node = f"rbac-node-{uuid.uuid4().hex[:8]}"
-    installed.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Node",
-                                                             "metadata": {"name": node}}))
+    installed.kubectl(
+        "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+    )
     res = installed.kubectl("label", "node", node, "stolen=yes", check=False, as_scheduler=True)
     assert res.returncode != 0 and "Forbidden" in res.stderr, res.stderr
     res = installed.kubectl("delete", "node", node, check=False, as_scheduler=True)

@@ -10,19 +10,20 @@ import uuid
 from kubernetes_asyncio import client
 
 from scheduler.api.config import SchedulerConfiguration
+from scheduler.core.scheduler import Scheduler
 from scheduler.plugins import in_tree_registry
 from scheduler.runtime import resync as resync_mod
 from scheduler.runtime.kube import load_configuration
 from scheduler.runtime.ratelimit import TokenBucket
 from scheduler.runtime.resync import Resync
-from scheduler.core.scheduler import Scheduler
 
 LABEL = "scheduling.troupe.dev/pod-group"
 
 
 def pod_body(ns: str, name: str, uid: str = "", node: str = "") -> dict:
     body = {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": ns, "labels": {LABEL: "g"}},
         "spec": {"schedulerName": "troupe-scheduler", "containers": [{"name": "c", "image": "busybox"}]},
     }
@@ -40,13 +41,19 @@ async def test_resync_drops_what_the_api_lost_and_keeps_the_rest(installed, name
     listed = installed.get_json("pods", "-n", namespace)["items"]
 
     sched = Scheduler(SchedulerConfiguration(), in_tree_registry())
-    sched.on_node({"metadata": {"name": "ghost-node", "uid": "n1"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}})
+    sched.on_node(
+        {"metadata": {"name": "ghost-node", "uid": "n1"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}}
+    )
     for body in listed:
         sched.on_pod(body)
     ghost_uid = str(uuid.uuid4())
     sched.on_pod(pod_body(namespace, "ghost", uid=ghost_uid, node="ghost-node"))  # deleted during a watch gap
-    sched.on_podgroup({"metadata": {"name": "ghost-group", "namespace": namespace, "uid": "pg1"},
-                       "spec": {"schedulingPolicy": {"basic": {}}}})
+    sched.on_podgroup(
+        {
+            "metadata": {"name": "ghost-group", "namespace": namespace, "uid": "pg1"},
+            "spec": {"schedulingPolicy": {"basic": {}}},
+        }
+    )
     sched.synced.set()
 
     cfg = await load_configuration(str(installed.scheduler_kubeconfig))

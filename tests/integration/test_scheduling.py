@@ -6,14 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from troupe_process import TroupeProcess
 from objects import (
-    GROUP_LABEL, bound, condition, create, events_for, force_delete, pod, pod_condition, podgroup, pods_by_name,
-    wait_condition, wait_pod_unschedulable,
+    GROUP_LABEL,
+    bound,
+    condition,
+    create,
+    events_for,
+    force_delete,
+    pod,
+    pod_condition,
+    podgroup,
+    pods_by_name,
+    wait_condition,
+    wait_pod_unschedulable,
 )
+from troupe_process import TroupeProcess
 from wait import wait_for
-
 
 # ------------------------------------------------------------------ fixtures
 
@@ -33,14 +41,23 @@ def nodes(installed):
     """Creates Node objects for a test and removes them (and every node) afterwards."""
     created: list[str] = []
 
-    def make(name: str, cpu: str = "2", memory: str = "8Gi", pods: str = "110",
-             labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> str:
+    def make(
+        name: str,
+        cpu: str = "2",
+        memory: str = "8Gi",
+        pods: str = "110",
+        labels: dict[str, str] | None = None,
+        taints: list[dict[str, str]] | None = None,
+    ) -> str:
         body: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "Node",
+            "apiVersion": "v1",
+            "kind": "Node",
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
             "spec": {"taints": taints} if taints else {},
-            "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": pods},
-                       "allocatable": {"cpu": cpu, "memory": memory, "pods": pods}},
+            "status": {
+                "capacity": {"cpu": cpu, "memory": memory, "pods": pods},
+                "allocatable": {"cpu": cpu, "memory": memory, "pods": pods},
+            },
         }
         create(installed, body)
         created.append(name)
@@ -137,23 +154,37 @@ def test_taints_and_node_selector_are_respected(installed, troupe, nodes, namesp
     create(
         c,
         pod(ns, "wants-ssd", node_selector={"disk": "ssd"}),
-        pod(ns, "tolerates-gpu", node_selector={"kubernetes.io/hostname": "gpu-node"},
-            tolerations=[{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]),
+        pod(
+            ns,
+            "tolerates-gpu",
+            node_selector={"kubernetes.io/hostname": "gpu-node"},
+            tolerations=[{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}],
+        ),
         pod(ns, "wants-gpu-untolerated", node_selector={"kubernetes.io/hostname": "gpu-node"}),
         pod(ns, "wants-nothing-that-exists", node_selector={"disk": "nvme"}),
     )
     wait_for(lambda: len(bound(c, ns)) == 2, timeout=30, message="the two placeable pods bound")
     placed = bound(c, ns)
     assert placed == {"wants-ssd": "ssd-node", "tolerates-gpu": "gpu-node"}
-    wait_pod_unschedulable(c, ns, "wants-gpu-untolerated", (
-        "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: true}, "
-        "2 node(s) didn't match Pod's node affinity/selector."
-    ))
+    wait_pod_unschedulable(
+        c,
+        ns,
+        "wants-gpu-untolerated",
+        (
+            "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: true}, "
+            "2 node(s) didn't match Pod's node affinity/selector."
+        ),
+    )
     # Filters run in upstream's order: the tainted node is counted under the taint.
-    wait_pod_unschedulable(c, ns, "wants-nothing-that-exists", (
-        "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: true}, "
-        "2 node(s) didn't match Pod's node affinity/selector."
-    ))
+    wait_pod_unschedulable(
+        c,
+        ns,
+        "wants-nothing-that-exists",
+        (
+            "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: true}, "
+            "2 node(s) didn't match Pod's node affinity/selector."
+        ),
+    )
 
 
 def test_capacity_used_by_another_schedulers_pods_counts(installed, troupe, nodes, namespace):
@@ -189,9 +220,14 @@ def test_gang_waits_until_min_count_pods_exist(installed, troupe, nodes, namespa
     create(c, podgroup(ns, "slow", 3), pod(ns, "slow-0", group="slow"), pod(ns, "slow-1", group="slow"))
     for name in ("slow-0", "slow-1"):
         wait_pod_unschedulable(c, ns, name, f"waiting for pods of PodGroup {ns}/slow: minCount is 3")
-    wait_for(lambda: (cond := condition(c, ns, "slow")) and cond["message"] == (
-        f"waiting for pods of PodGroup {ns}/slow: minCount is 3, 2 exist") and cond["reason"] == "Unschedulable",
-        message="the PodGroup counts the pods it has")
+    wait_for(
+        lambda: (
+            (cond := condition(c, ns, "slow"))
+            and cond["message"] == (f"waiting for pods of PodGroup {ns}/slow: minCount is 3, 2 exist")
+            and cond["reason"] == "Unschedulable"
+        ),
+        message="the PodGroup counts the pods it has",
+    )
     assert bound(c, ns) == {}
     create(c, pod(ns, "slow-2", group="slow"))
     wait_for(lambda: len(bound(c, ns)) == 3, timeout=30, message="gang bound once 3 pods exist")
@@ -228,12 +264,20 @@ profiles:
     proc = TroupeProcess(c.scheduler_kubeconfig, tmp_path, config=config, name="profiles").start()
     try:
         nodes("tainted", cpu="4", taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}])
-        create(c, pod(ns, "default-profile"), pod(ns, "second-profile", scheduler="troupe-ignore-taints"),
-               pod(ns, "someone-elses", scheduler="default-scheduler"))
-        wait_for(lambda: bound(c, ns) == {"second-profile": "tainted"}, timeout=30,
-                 message="only the profile without TaintToleration binds")
-        wait_pod_unschedulable(c, ns, "default-profile",
-                               "0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: x}.")
+        create(
+            c,
+            pod(ns, "default-profile"),
+            pod(ns, "second-profile", scheduler="troupe-ignore-taints"),
+            pod(ns, "someone-elses", scheduler="default-scheduler"),
+        )
+        wait_for(
+            lambda: bound(c, ns) == {"second-profile": "tainted"},
+            timeout=30,
+            message="only the profile without TaintToleration binds",
+        )
+        wait_pod_unschedulable(
+            c, ns, "default-profile", "0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: x}."
+        )
         assert pod_condition(c, ns, "someone-elses") is None  # not ours: untouched
     finally:
         assert proc.stop() == 0, proc.log_tail()
@@ -245,10 +289,21 @@ def test_gang_with_anti_affinity_and_spread_lands_in_one_cycle(installed, troupe
     c, ns = installed, namespace
     for i in range(4):
         nodes(f"n{i}", cpu="8", labels={"topology.kubernetes.io/zone": f"zone-{i % 2}"})
-    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {GROUP_LABEL: "ring"}}, "topologyKey": "kubernetes.io/hostname"}]}}
-    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
-               "labelSelector": {"matchLabels": {GROUP_LABEL: "ring"}}}]
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {GROUP_LABEL: "ring"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {GROUP_LABEL: "ring"}},
+        }
+    ]
     workers = []
     for i in range(4):
         p = pod(ns, f"ring-{i}", group="ring")
@@ -262,5 +317,9 @@ def test_gang_with_anti_affinity_and_spread_lands_in_one_cycle(installed, troupe
     extra = pod(ns, "ring-4", group="ring")
     extra["spec"]["affinity"] = anti
     create(c, extra)
-    wait_pod_unschedulable(c, ns, "ring-4", "PodGroup " + ns + "/ring: 0/4 nodes are available: "
-                           "4 node(s) didn't match pod anti-affinity rules.")
+    wait_pod_unschedulable(
+        c,
+        ns,
+        "ring-4",
+        "PodGroup " + ns + "/ring: 0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules.",
+    )

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -30,8 +31,7 @@ class WaitTimeout(AssertionError):
         self.last = last
 
 
-def _timeout_error(predicate: Callable, message: str | None, timeout: float, attempts: int,
-                   last: Any) -> WaitTimeout:
+def _timeout_error(predicate: Callable, message: str | None, timeout: float, attempts: int, last: Any) -> WaitTimeout:
     what = message or getattr(predicate, "__qualname__", None) or repr(predicate)
     seen = "nothing (the predicate never returned)" if last is _NOTHING else repr(last)
     return WaitTimeout(

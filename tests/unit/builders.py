@@ -3,13 +3,14 @@ watch handlers parse them (`parse_node` / `parse_pod` / `parse_podgroup`)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from scheduler.api.config import Profile
 from scheduler.api.constants import DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL
 from scheduler.api.parse import parse_node, parse_pod
-from scheduler.api.records import NodeInfo, PodInfo
 from scheduler.api.podgroup import PodGroup, parse_podgroup
+from scheduler.api.records import NodeInfo, PodInfo
 from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.framework import Framework
 from scheduler.framework.interface import Handle
@@ -53,7 +54,9 @@ def node_body(
     }
 
 
-def make_node(name: str, cpu: str | int | None = "4", memory: str | int | None = "8Gi", pods: int | None = 110, **kw: Any) -> NodeInfo:
+def make_node(
+    name: str, cpu: str | int | None = "4", memory: str | int | None = "8Gi", pods: int | None = 110, **kw: Any
+) -> NodeInfo:
     return parse_node(node_body(name, cpu, memory, pods, **kw))
 
 
@@ -83,7 +86,11 @@ def requirement(key: str, operator: str, *values: str) -> dict[str, Any]:
 
 def required_affinity(*terms: Mapping[str, Any]) -> dict[str, Any]:
     """`affinity` with required node affinity; each term is a NodeSelectorTerm dict."""
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [dict(t) for t in terms]}}}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [dict(t) for t in terms]}
+        }
+    }
 
 
 def preferred_affinity(*weighted: tuple[int, Mapping[str, Any]]) -> dict[str, Any]:
@@ -96,7 +103,9 @@ def preferred_affinity(*weighted: tuple[int, Mapping[str, Any]]) -> dict[str, An
     }
 
 
-def container(name: str = "c", requests: Mapping[str, Any] | None = None, *, restart_policy: str | None = None) -> dict[str, Any]:
+def container(
+    name: str = "c", requests: Mapping[str, Any] | None = None, *, restart_policy: str | None = None
+) -> dict[str, Any]:
     c: dict[str, Any] = {"name": name, "image": "registry.k8s.io/pause:3.10"}
     if requests is not None:
         c["resources"] = {"requests": dict(requests)}
@@ -146,7 +155,12 @@ def pod_body(
     lab = dict(labels or {})
     if group is not None:
         lab[POD_GROUP_LABEL] = group
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid or f"uid-{namespace}-{name}", "labels": lab}
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": uid or f"uid-{namespace}-{name}",
+        "labels": lab,
+    }
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     if creation_timestamp is not None:
@@ -184,7 +198,9 @@ def make_pod(name: str, cpu: str | int | None = None, memory: str | int | None =
     return parse_pod(pod_body(name, cpu, memory, **kw))
 
 
-def podgroup_body(name: str, min_count: int | None = None, *, namespace: str = "default", basic: bool | None = None) -> dict[str, Any]:
+def podgroup_body(
+    name: str, min_count: int | None = None, *, namespace: str = "default", basic: bool | None = None
+) -> dict[str, Any]:
     policy: dict[str, Any] = {"basic": {}} if (basic or min_count is None) else {"gang": {"minCount": min_count}}
     return {
         "apiVersion": "scheduling.troupe.dev/v1alpha2",
@@ -199,7 +215,9 @@ def make_group(name: str, min_count: int | None = None, **kw: Any) -> PodGroup:
     return parse_podgroup(podgroup_body(name, min_count, **kw))
 
 
-def make_cache(nodes: Iterable[NodeInfo] = (), pods: Iterable[PodInfo] = (), groups: Iterable[PodGroup] = ()) -> ClusterCache:
+def make_cache(
+    nodes: Iterable[NodeInfo] = (), pods: Iterable[PodInfo] = (), groups: Iterable[PodGroup] = ()
+) -> ClusterCache:
     cache = ClusterCache()
     for n in nodes:
         cache.upsert_node(n)

@@ -5,7 +5,8 @@ makeNode(name, milliCPU, memory bytes, extended)."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,7 +49,9 @@ def scores(pod: PodInfo, nodes: Sequence[NodeInfo], existing: Sequence[PodInfo] 
 
 
 def mk_node(name: str, milli_cpu: int, memory: int, extended: Mapping[str, int] | None = None) -> NodeInfo:
-    return make_node(name, f"{milli_cpu}m", memory, None, extra={k: str(v) for k, v in (extended or {}).items()} or None)
+    return make_node(
+        name, f"{milli_cpu}m", memory, None, extra={k: str(v) for k, v in (extended or {}).items()} or None
+    )
 
 
 def req_pod(*reqs: Mapping[str, str], name: str = "p", node: str = "") -> PodInfo:
@@ -147,7 +150,10 @@ def test_go_float_semantics_for_three_resources():
 def test_steers_placement_through_the_framework():
     # a is cpu-heavy (75% cpu, 12.5% memory), b memory-heavy (12.5% cpu, 75% memory).
     nodes = [make_node("a", "4", "8Gi"), make_node("b", "4", "8Gi")]
-    existing = [make_pod("x", "3", "1Gi", node_name="a", phase="Running"), make_pod("y", "500m", "6Gi", node_name="b", phase="Running")]
+    existing = [
+        make_pod("x", "3", "1Gi", node_name="a", phase="Running"),
+        make_pod("y", "500m", "6Gi", node_name="b", phase="Running"),
+    ]
     cache = make_cache(nodes, existing)
     fwk = framework(cache)
     snap = cache.snapshot()
@@ -178,11 +184,15 @@ def args_error(resources: Any) -> str:
 
 def test_valid_args():
     cache = make_cache()
-    plugin = framework(cache, {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}).plugins[NAME]
+    plugin = framework(cache, {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}).plugins[
+        NAME
+    ]
     assert [(r.name, r.weight) for r in plugin.resources] == [("cpu", 1), ("memory", 1)]
     plugin = framework(cache, {}).plugins[NAME]  # defaults
     assert [(r.name, r.weight) for r in plugin.resources] == [("cpu", 1), ("memory", 1)]
-    plugin = framework(cache, {"resources": [{"name": "cpu"}, {"name": GPU, "weight": 0}]}).plugins[NAME]  # v1 defaulting
+    plugin = framework(cache, {"resources": [{"name": "cpu"}, {"name": GPU, "weight": 0}]}).plugins[
+        NAME
+    ]  # v1 defaulting
     assert [(r.name, r.weight) for r in plugin.resources] == [("cpu", 1), (GPU, 1)]
 
 

@@ -14,7 +14,15 @@ if str(ROOT) not in sys.path:  # bench/ is not an installed package
 
 from bench.e2e_report import latency_table, percentile, summarize, throughput_table  # noqa: E402
 from bench.e2e_workload import (  # noqa: E402
-    FULL_SHAPES, QUICK_SHAPES, Shape, fits, flavor, group_name, parse_pod_name, parse_shapes, pod_name,
+    FULL_SHAPES,
+    QUICK_SHAPES,
+    Shape,
+    fits,
+    flavor,
+    group_name,
+    parse_pod_name,
+    parse_shapes,
+    pod_name,
 )
 
 nan = math.nan
@@ -83,18 +91,37 @@ def test_flavors_differ_only_in_what_each_scheduler_reads():
     assert t["spec"]["schedulerName"] == "troupe-scheduler"
     assert t["metadata"]["labels"] == {"scheduling.troupe.dev/pod-group": "g00001"}
     assert "schedulingGroup" not in t["spec"]
-    assert u["spec"]["schedulingGroup"] == {"podGroupName": "g00001"} and u["spec"]["schedulerName"] == "default-scheduler"
-    assert r["spec"]["schedulingGroup"] == u["spec"]["schedulingGroup"] and r["spec"]["schedulerName"] != "default-scheduler"
+    assert (
+        u["spec"]["schedulingGroup"] == {"podGroupName": "g00001"} and u["spec"]["schedulerName"] == "default-scheduler"
+    )
+    assert (
+        r["spec"]["schedulingGroup"] == u["spec"]["schedulingGroup"]
+        and r["spec"]["schedulerName"] != "default-scheduler"
+    )
     assert t["spec"]["containers"] == u["spec"]["containers"] == r["spec"]["containers"]
     pg = flavor("upstream").podgroup("ns", 1, 3)
-    assert pg["apiVersion"] == "scheduling.k8s.io/v1beta1" and pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
+    assert pg["apiVersion"] == "scheduling.k8s.io/v1beta1" and pg["spec"]["schedulingPolicy"] == {
+        "gang": {"minCount": 3}
+    }
     assert flavor("troupe").podgroup("ns", 1, 3)["apiVersion"] == "scheduling.troupe.dev/v1alpha2"
 
 
 def _run(sched: str, pods_per_s: float, bound: int = 6, p99: float = 1.0) -> dict:
-    return {"nodes": 500, "shape": "a", "shape_label": "a: 2 gangs x 3", "scheduler": sched, "pods": 6,
-            "pods_bound": bound, "groups": 2, "groups_bound": 2 if bound == 6 else 1, "pods_per_s": pods_per_s,
-            "latency_p50_s": 0.5, "latency_p99_s": p99, "creator_pods_per_s": 400.0, "failed": False}
+    return {
+        "nodes": 500,
+        "shape": "a",
+        "shape_label": "a: 2 gangs x 3",
+        "scheduler": sched,
+        "pods": 6,
+        "pods_bound": bound,
+        "groups": 2,
+        "groups_bound": 2 if bound == 6 else 1,
+        "pods_per_s": pods_per_s,
+        "latency_p50_s": 0.5,
+        "latency_p99_s": p99,
+        "creator_pods_per_s": 400.0,
+        "failed": False,
+    }
 
 
 def test_tables_side_by_side_with_ratios_and_timeouts():

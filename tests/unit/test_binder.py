@@ -20,16 +20,16 @@ from kubernetes_asyncio import client
 from prometheus_client import REGISTRY
 
 from scheduler.api.config import Profile, SchedulerConfiguration
+from scheduler.api.parse import parse_pod
 from scheduler.cluster.cache import ClusterCache
 from scheduler.core.schedule_podgroup import Assignment
+from scheduler.core.scheduler import Scheduler
 from scheduler.framework.framework import Framework
 from scheduler.framework.interface import CycleState, Handle, PreBindPlugin, Status
-from scheduler.api.parse import parse_pod
 from scheduler.plugins import in_tree_registry
 from scheduler.runtime.binder import MAX_RETRIES_429, Binder
 from scheduler.runtime.kube import RestClient
 from scheduler.runtime.ratelimit import TokenBucket
-from scheduler.core.scheduler import Scheduler
 
 LABEL = "scheduling.troupe.dev/pod-group"
 
@@ -83,13 +83,19 @@ class FakeAPI:
             if status == 201:
                 payload: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
             else:
-                payload = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
-                           "message": f"scripted {status}", "reason": "Scripted"}
+                payload = {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "status": "Failure",
+                    "code": status,
+                    "message": f"scripted {status}",
+                    "reason": "Scripted",
+                }
             return web.json_response(payload, status=status, headers=headers)
         finally:
             self.in_flight -= 1
 
-    async def start(self) -> "FakeAPI":
+    async def start(self) -> FakeAPI:
         app = web.Application()
         app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
@@ -137,9 +143,13 @@ class Calls:
 
 
 def pod_body(name: str, group: str | None = None, ns: str = "ns") -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "labels": {LABEL: group} if group else {}},
-            "spec": {"schedulerName": "troupe-scheduler",
-                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+    return {
+        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "labels": {LABEL: group} if group else {}},
+        "spec": {
+            "schedulerName": "troupe-scheduler",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }
 
 
 class Harness:
@@ -320,8 +330,10 @@ def sched_with_binder(core) -> Scheduler:
 
 
 def node_body(name: str, cpu: str = "2") -> dict[str, Any]:
-    return {"metadata": {"name": name, "uid": f"uid-{name}"},
-            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}"},
+        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
+    }
 
 
 def bindings(result: str) -> float:
@@ -365,8 +377,12 @@ async def test_a_gang_member_whose_bind_failed_is_placed_alone_counting_the_boun
     server.script["g-2"] = ["drop", 201]
     s = sched_with_binder(core)
     s.on_node(node_body("a", cpu="4"))
-    s.on_podgroup({"metadata": {"name": "g", "namespace": "ns", "uid": "uid-pg-g", "generation": 1},
-                   "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})
+    s.on_podgroup(
+        {
+            "metadata": {"name": "g", "namespace": "ns", "uid": "uid-pg-g", "generation": 1},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}},
+        }
+    )
     bodies = {f"g-{i}": pod_body(f"g-{i}", "g") for i in range(3)}
     for b in bodies.values():
         s.on_pod(b)

@@ -4,14 +4,13 @@ isolation; plus a random-operation property test against a plain recount."""
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.resources import CPU, MEMORY, PODS, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
+from scheduler.api.resources import CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MEMORY, PODS
 from scheduler.cluster.cache import ClusterCache, InvalidObject
 
-from .builders import GiB, MiB, make_cache, make_group, make_node, make_pod
+from .builders import GiB, make_cache, make_group, make_node, make_pod
 
 G = ("default", "g")
 
@@ -421,8 +420,13 @@ def ops(draw):
                 st.tuples(st.just("node"), st.sampled_from(NODES), st.integers(1, 8)),
                 st.tuples(st.just("rmnode"), st.sampled_from(NODES)),
                 st.tuples(
-                    st.just("pod"), st.integers(0, 5), st.integers(0, 3), st.sampled_from(["", *NODES]),
-                    st.sampled_from(["Pending", "Running", "Succeeded"]), st.sampled_from([None, "g", "h"]), st.booleans(),
+                    st.just("pod"),
+                    st.integers(0, 5),
+                    st.integers(0, 3),
+                    st.sampled_from(["", *NODES]),
+                    st.sampled_from(["Pending", "Running", "Succeeded"]),
+                    st.sampled_from([None, "g", "h"]),
+                    st.booleans(),
                 ),
                 st.tuples(st.just("rmpod"), st.integers(0, 5)),
                 st.tuples(st.just("assume"), st.integers(0, 5), st.sampled_from(NODES)),
@@ -478,7 +482,11 @@ def test_accounting_matches_a_recount(operations):
             assert snap.alloc[snap.row[name], snap.column[CPU]] == cpu * 1000
         for key in (("default", "g"), ("default", "h")):
             live = sum(1 for p in cache.pods.values() if p.group_name == key[1] and not p.terminal and not p.deleting)
-            placed = sum(1 for p in cache.pods.values() if p.group_name == key[1] and not p.terminal and (p.node_name or p.uid in cache.assumed))
+            placed = sum(
+                1
+                for p in cache.pods.values()
+                if p.group_name == key[1] and not p.terminal and (p.node_name or p.uid in cache.assumed)
+            )
             assert cache.live_member_count(key) == live
             assert cache.placed_member_count(key) == placed
             assert {p.uid for p in cache.members(key)} == {p.uid for p in cache.pods.values() if p.group_name == key[1]}

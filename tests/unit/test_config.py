@@ -29,11 +29,11 @@ from scheduler.api.config import ConfigError, PluginArgs, SchedulerConfiguration
 from scheduler.api.constants import DEFAULT_SCHEDULER_NAME
 from scheduler.cli import check_config
 from scheduler.core.schedule_one import schedule_pod
+from scheduler.core.scheduler import Scheduler
 from scheduler.framework.framework import DEFAULT_PLUGINS, Framework, ProfileError
 from scheduler.framework.interface import CycleState, Handle, ScorePlugin
 from scheduler.framework.registry import Registry
 from scheduler.plugins import in_tree_registry
-from scheduler.core.scheduler import Scheduler
 
 from .builders import make_cache, make_node, make_pod
 
@@ -100,11 +100,17 @@ def test_no_file_empty_file_and_header_only_are_the_defaults(tmp_path: Path) -> 
 
 
 def test_queue_and_client_settings_reach_the_scheduler(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, HEADER + """
+    config = load_config(
+        write(
+            tmp_path,
+            HEADER
+            + """
 queue: {podInitialBackoffSeconds: 2, podMaxBackoffSeconds: 20, maxUnschedulableSeconds: 60}
 clientConnection: {qps: 5, burst: 10, bindConcurrency: 2}
 healthBindAddress: 127.0.0.1:9999
-"""))
+""",
+        )
+    )
     sched = Scheduler(config, in_tree_registry())
     assert (sched.queue.initial_backoff, sched.queue.max_backoff, sched.queue.max_unschedulable) == (2.0, 20.0, 60.0)
     cc = config.client_connection
@@ -113,27 +119,37 @@ healthBindAddress: 127.0.0.1:9999
 
 
 def _node(name: str, cpu: str = "4") -> dict[str, Any]:
-    return {"metadata": {"name": name, "uid": f"uid-{name}"},
-            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}"},
+        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
+    }
 
 
 def _pod(name: str, scheduler: str, node_name: str = "", cpu: str = "1") -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": scheduler,
-                            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+    }
     if node_name:
         spec["nodeName"] = node_name
     return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"}, "spec": spec}
 
 
 def test_several_profiles_are_several_scheduler_names(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, HEADER + """
+    config = load_config(
+        write(
+            tmp_path,
+            HEADER
+            + """
 profiles:
 - schedulerName: troupe-scheduler
 - schedulerName: troupe-first-fit
   plugins:
     score:
       disabled: [{name: "*"}]
-"""))
+""",
+        )
+    )
     sched = Scheduler(config, registry())
     assert list(sched.frameworks) == ["troupe-scheduler", "troupe-first-fit"]
     assert sched.frameworks["troupe-first-fit"].scores == []
@@ -159,31 +175,44 @@ profiles:
         pytest.param("{}", "filter", defaults("filter"), id="defaults-filter"),
         pytest.param("{}", "score", score_defaults(), id="defaults-score"),
         pytest.param(
-            "{filter: {disabled: [{name: TaintToleration}]}}", "filter",
-            [p for p in defaults("filter") if p[0] != "TaintToleration"], id="disable-one",
+            "{filter: {disabled: [{name: TaintToleration}]}}",
+            "filter",
+            [p for p in defaults("filter") if p[0] != "TaintToleration"],
+            id="disable-one",
         ),
         pytest.param(
-            "{score: {disabled: [{name: '*'}], enabled: [{name: NodeResourcesFit, weight: 4}]}}", "score",
-            [("NodeResourcesFit", 4)], id="disable-all-then-enable",
+            "{score: {disabled: [{name: '*'}], enabled: [{name: NodeResourcesFit, weight: 4}]}}",
+            "score",
+            [("NodeResourcesFit", 4)],
+            id="disable-all-then-enable",
         ),
         pytest.param(
-            "{score: {enabled: [{name: TaintToleration, weight: 7}]}}", "score",
-            [(n, 7 if n == "TaintToleration" else w) for n, w in score_defaults()], id="reweight-in-place",
+            "{score: {enabled: [{name: TaintToleration, weight: 7}]}}",
+            "score",
+            [(n, 7 if n == "TaintToleration" else w) for n, w in score_defaults()],
+            id="reweight-in-place",
         ),
         pytest.param(
-            "{score: {disabled: [{name: TaintToleration}], enabled: [{name: TaintToleration, weight: 7}]}}", "score",
+            "{score: {disabled: [{name: TaintToleration}], enabled: [{name: TaintToleration, weight: 7}]}}",
+            "score",
             [p for p in score_defaults() if p[0] != "TaintToleration"] + [("TaintToleration", 7)],
             id="disable-and-enable-moves-to-the-end",
         ),
         pytest.param(
-            "{score: {enabled: [{name: EchoArgs}]}}", "score", score_defaults() + [("EchoArgs", 1)],
+            "{score: {enabled: [{name: EchoArgs}]}}",
+            "score",
+            score_defaults() + [("EchoArgs", 1)],
             id="enabled-without-weight-is-1",
         ),
         pytest.param(
-            "{score: {disabled: [{name: EchoArgs}]}}", "score", score_defaults(), id="disable-a-plugin-not-enabled",
+            "{score: {disabled: [{name: EchoArgs}]}}",
+            "score",
+            score_defaults(),
+            id="disable-a-plugin-not-enabled",
         ),
         pytest.param(
-            "{filter: {disabled: [{name: NodeUnschedulable}], enabled: [{name: NodeUnschedulable}]}}", "filter",
+            "{filter: {disabled: [{name: NodeUnschedulable}], enabled: [{name: NodeUnschedulable}]}}",
+            "filter",
             [p for p in defaults("filter") if p[0] != "NodeUnschedulable"] + [("NodeUnschedulable", None)],
             id="filter-order-follows-enabled",
         ),
@@ -208,12 +237,16 @@ def test_disabling_all_filters_lets_a_pod_onto_a_tainted_node(tmp_path: Path) ->
     pod = make_pod("p", cpu="1")
     (default,) = frameworks(tmp_path, HEADER, cache).values()
     assert schedule_pod(default, pod, cache.snapshot()).row is None
-    (none,) = frameworks(tmp_path, HEADER + "profiles:\n- plugins: {filter: {disabled: [{name: '*'}]}}\n", cache).values()
+    (none,) = frameworks(
+        tmp_path, HEADER + "profiles:\n- plugins: {filter: {disabled: [{name: '*'}]}}\n", cache
+    ).values()
     assert schedule_pod(none, pod, cache.snapshot()).row == 0
 
 
 def test_plugin_config_args_reach_the_plugin(tmp_path: Path) -> None:
-    fwk = only(tmp_path, """
+    fwk = only(
+        tmp_path,
+        """
 profiles:
 - plugins:
     score:
@@ -223,12 +256,15 @@ profiles:
     args:
       nested: {list: [1, two, 3.5], flag: true}
       empty: {}
-""")
+""",
+    )
     assert fwk.plugins["EchoArgs"].args.model_dump() == {"nested": {"list": [1, "two", 3.5], "flag": True}, "empty": {}}
 
 
 def test_plugin_config_of_a_plugin_at_two_points_is_one_instance(tmp_path: Path) -> None:
-    fwk = only(tmp_path, "profiles:\n- pluginConfig: [{name: NodeResourcesFit, args: {ignoredResources: [example.com/foo]}}]\n")
+    fwk = only(
+        tmp_path, "profiles:\n- pluginConfig: [{name: NodeResourcesFit, args: {ignoredResources: [example.com/foo]}}]\n"
+    )
     fit_filter = next(p for p in fwk.filters if p.name == "NodeResourcesFit")
     fit_score = next(s.plugin for s in fwk.scores if s.plugin.name == "NodeResourcesFit")
     assert fit_filter is fit_score
@@ -248,7 +284,10 @@ def test_plugin_config_changes_what_the_plugin_does(tmp_path: Path) -> None:
     assert result.row is None and result.diagnosis is not None
     assert result.diagnosis.message == "0/2 nodes are available: 2 Insufficient example.com/foo."
 
-    (configured,) = frameworks(tmp_path, HEADER + """
+    (configured,) = frameworks(
+        tmp_path,
+        HEADER
+        + """
 profiles:
 - pluginConfig:
   - name: NodeResourcesFit
@@ -258,7 +297,9 @@ profiles:
       addedAffinity:
         requiredDuringSchedulingIgnoredDuringExecution:
           nodeSelectorTerms: [{matchExpressions: [{key: zone, operator: In, values: [b]}]}]
-""", cache).values()
+""",
+        cache,
+    ).values()
     snap = cache.snapshot()
     assert snap.names[schedule_pod(configured, plain, snap).row] == "b"
     assert snap.names[schedule_pod(configured, foo_pod, snap).row] == "b"
@@ -283,7 +324,9 @@ profiles:
         (100, None, 5000, 5000),
     ],
 )
-def test_percentage_of_nodes_to_score(tmp_path: Path, global_pct: int | None, profile_pct: int | None, nodes: int, want: int) -> None:
+def test_percentage_of_nodes_to_score(
+    tmp_path: Path, global_pct: int | None, profile_pct: int | None, nodes: int, want: int
+) -> None:
     text = HEADER
     if global_pct is not None:
         text += f"percentageOfNodesToScore: {global_pct}\n"
@@ -297,13 +340,17 @@ def test_percentage_of_nodes_to_score(tmp_path: Path, global_pct: int | None, pr
 
 
 def test_percentage_global_and_per_profile_in_one_file(tmp_path: Path) -> None:
-    fwks = frameworks(tmp_path, HEADER + """
+    fwks = frameworks(
+        tmp_path,
+        HEADER
+        + """
 percentageOfNodesToScore: 30
 profiles:
 - schedulerName: inherits
 - schedulerName: own
   percentageOfNodesToScore: 70
-""")
+""",
+    )
     assert {n: f.percentage_of_nodes_to_score for n, f in fwks.items()} == {"inherits": 30, "own": 70}
     assert {n: f.num_nodes_to_score(1000) for n, f in fwks.items()} == {"inherits": 300, "own": 700}
 
@@ -319,64 +366,139 @@ TOP_KEYS = "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientC
 @pytest.mark.parametrize(
     "body, lines",
     [
-        pytest.param("profiles:\n- plugins: {score: {enabled: [{name: TaintToleration, weight: 0}]}}\n",
-                     ["profiles[0].plugins.score.enabled[0].weight: Input should be greater than or equal to 1"], id="weight-0"),
-        pytest.param("profiles:\n- plugins: {score: {enabled: [{name: NodeAffinity}, {name: TaintToleration, weight: 101}]}}\n",
-                     ["profiles[0].plugins.score.enabled[1].weight: Input should be less than or equal to 100"], id="weight-101"),
-        pytest.param("percentageOfNodesToScore: 150\n",
-                     ["percentageOfNodesToScore: Input should be less than or equal to 100"], id="pct-global"),
-        pytest.param("profiles:\n- percentageOfNodesToScore: -1\n",
-                     ["profiles[0].percentageOfNodesToScore: Input should be greater than or equal to 0"], id="pct-profile"),
-        pytest.param("profiles:\n- plugins: {scoer: {}}\n",
-                     [f"profiles[0].plugins.scoer: unknown field (did you mean score?); allowed: {POINTS}"],
-                     id="unknown-extension-point"),
-        pytest.param("profiles:\n- schedulerName: a\n- schedulerNmae: b\n",
-                     [f"profiles[1].schedulerNmae: unknown field (did you mean schedulerName?); allowed: {PROFILE_KEYS}"],
-                     id="unknown-profile-field"),
-        pytest.param("profiles:\n- plugins: {filter: {enabled: [{name: NodeName, wieght: 2}]}}\n",
-                     ["profiles[0].plugins.filter.enabled[0].wieght: unknown field (did you mean weight?); allowed: name, weight"],
-                     id="unknown-ref-field"),
-        pytest.param("profiles:\n- SchedulerName: a\n",
-                     [f"profiles[0].SchedulerName: unknown field (did you mean schedulerName?); allowed: {PROFILE_KEYS}"],
-                     id="wrong-case"),
-        pytest.param("bogus: 1\n", [f"bogus: unknown field; allowed: {TOP_KEYS}"], id="unknown-top-level-no-suggestion"),
-        pytest.param("queue: {podInitialBackoff: 2}\n",
-                     ["queue.podInitialBackoff: unknown field (did you mean podInitialBackoffSeconds?); allowed: "
-                      "podInitialBackoffSeconds, podMaxBackoffSeconds, maxUnschedulableSeconds"], id="unknown-queue-field"),
-        pytest.param("profiles: []\n", ["profiles: List should have at least 1 item after validation, not 0"], id="no-profiles"),
-        pytest.param("profiles: {schedulerName: x}\n", ["profiles: Input should be a valid list"], id="profiles-not-a-list"),
-        pytest.param("profiles:\n- plugins:\n  score: {}\n",  # mis-indented: plugins is null, score a profile key
-                     ["profiles[0].plugins: expected a mapping, got null",
-                      f"profiles[0].score: unknown field; allowed: {PROFILE_KEYS}"],
-                     id="mis-indented"),
-        pytest.param("profiles:\n- schedulerName: ''\n",
-                     ["profiles[0].schedulerName: String should have at least 1 character"], id="empty-name"),
-        pytest.param("queue: {podInitialBackoffSeconds: soon}\n",
-                     ["queue.podInitialBackoffSeconds: Input should be a valid number, unable to parse string as a number"],
-                     id="not-a-number"),
-        pytest.param("queue: {maxUnschedulableSeconds: 0}\n",
-                     ["queue.maxUnschedulableSeconds: Input should be greater than 0"], id="zero-flush"),
-        pytest.param("queue: {podInitialBackoffSeconds: 5, podMaxBackoffSeconds: 2}\n",
-                     ["queue.podMaxBackoffSeconds (2) must be >= podInitialBackoffSeconds (5)"], id="max-below-initial"),
-        pytest.param("queue: {podInitialBackoffSeconds: 0.5, podMaxBackoffSeconds: 0.25}\n",
-                     ["queue.podMaxBackoffSeconds (0.25) must be >= podInitialBackoffSeconds (0.5)"], id="max-below-initial-fractions"),
-        pytest.param("clientConnection: {burst: 0}\n",
-                     ["clientConnection.burst: Input should be greater than or equal to 1"], id="burst-0"),
-        pytest.param("profiles:\n- plugins: {score: {enabled: [{weight: 2}]}}\n",
-                     ["profiles[0].plugins.score.enabled[0].name: Field required"], id="no-name"),
-        pytest.param("profiles:\n- schedulerName: a\n- schedulerName: b\n- schedulerName: a\n",
-                     ["profiles[2].schedulerName: duplicate value 'a' (already the schedulerName of profiles[0])"],
-                     id="duplicate-name"),
-        pytest.param("profiles:\n- {}\n- schedulerName: troupe-scheduler\n",  # the default name counts
-                     [f"profiles[1].schedulerName: duplicate value '{DEFAULT_SCHEDULER_NAME}' "
-                      "(already the schedulerName of profiles[0])"], id="duplicate-default-name"),
-        pytest.param("profiles:\n- schedulerName: a\n- pluginConfig: [{name: NodeAffinity}, {name: EchoArgs}, {name: NodeAffinity}]\n",
-                     ["profiles[1].pluginConfig[2].name: repeated config for plugin 'NodeAffinity' "
-                      "(already configured by profiles[1].pluginConfig[0])"], id="repeated-plugin-config"),
-        pytest.param("apiVersion: v1\n", ["apiVersion: unsupported value 'v1'; allowed: 'scheduling.troupe.dev/v1alpha1'"],
-                     id="apiversion"),
-        pytest.param("kind: KubeSchedulerConfiguration\n",
-                     ["kind: unsupported value 'KubeSchedulerConfiguration'; allowed: 'SchedulerConfiguration'"], id="kind"),
+        pytest.param(
+            "profiles:\n- plugins: {score: {enabled: [{name: TaintToleration, weight: 0}]}}\n",
+            ["profiles[0].plugins.score.enabled[0].weight: Input should be greater than or equal to 1"],
+            id="weight-0",
+        ),
+        pytest.param(
+            "profiles:\n- plugins: {score: {enabled: [{name: NodeAffinity}, {name: TaintToleration, weight: 101}]}}\n",
+            ["profiles[0].plugins.score.enabled[1].weight: Input should be less than or equal to 100"],
+            id="weight-101",
+        ),
+        pytest.param(
+            "percentageOfNodesToScore: 150\n",
+            ["percentageOfNodesToScore: Input should be less than or equal to 100"],
+            id="pct-global",
+        ),
+        pytest.param(
+            "profiles:\n- percentageOfNodesToScore: -1\n",
+            ["profiles[0].percentageOfNodesToScore: Input should be greater than or equal to 0"],
+            id="pct-profile",
+        ),
+        pytest.param(
+            "profiles:\n- plugins: {scoer: {}}\n",
+            [f"profiles[0].plugins.scoer: unknown field (did you mean score?); allowed: {POINTS}"],
+            id="unknown-extension-point",
+        ),
+        pytest.param(
+            "profiles:\n- schedulerName: a\n- schedulerNmae: b\n",
+            [f"profiles[1].schedulerNmae: unknown field (did you mean schedulerName?); allowed: {PROFILE_KEYS}"],
+            id="unknown-profile-field",
+        ),
+        pytest.param(
+            "profiles:\n- plugins: {filter: {enabled: [{name: NodeName, wieght: 2}]}}\n",
+            [
+                "profiles[0].plugins.filter.enabled[0].wieght: unknown field (did you mean weight?); allowed: name, weight"
+            ],
+            id="unknown-ref-field",
+        ),
+        pytest.param(
+            "profiles:\n- SchedulerName: a\n",
+            [f"profiles[0].SchedulerName: unknown field (did you mean schedulerName?); allowed: {PROFILE_KEYS}"],
+            id="wrong-case",
+        ),
+        pytest.param(
+            "bogus: 1\n", [f"bogus: unknown field; allowed: {TOP_KEYS}"], id="unknown-top-level-no-suggestion"
+        ),
+        pytest.param(
+            "queue: {podInitialBackoff: 2}\n",
+            [
+                "queue.podInitialBackoff: unknown field (did you mean podInitialBackoffSeconds?); allowed: "
+                "podInitialBackoffSeconds, podMaxBackoffSeconds, maxUnschedulableSeconds"
+            ],
+            id="unknown-queue-field",
+        ),
+        pytest.param(
+            "profiles: []\n", ["profiles: List should have at least 1 item after validation, not 0"], id="no-profiles"
+        ),
+        pytest.param(
+            "profiles: {schedulerName: x}\n", ["profiles: Input should be a valid list"], id="profiles-not-a-list"
+        ),
+        pytest.param(
+            "profiles:\n- plugins:\n  score: {}\n",  # mis-indented: plugins is null, score a profile key
+            [
+                "profiles[0].plugins: expected a mapping, got null",
+                f"profiles[0].score: unknown field; allowed: {PROFILE_KEYS}",
+            ],
+            id="mis-indented",
+        ),
+        pytest.param(
+            "profiles:\n- schedulerName: ''\n",
+            ["profiles[0].schedulerName: String should have at least 1 character"],
+            id="empty-name",
+        ),
+        pytest.param(
+            "queue: {podInitialBackoffSeconds: soon}\n",
+            ["queue.podInitialBackoffSeconds: Input should be a valid number, unable to parse string as a number"],
+            id="not-a-number",
+        ),
+        pytest.param(
+            "queue: {maxUnschedulableSeconds: 0}\n",
+            ["queue.maxUnschedulableSeconds: Input should be greater than 0"],
+            id="zero-flush",
+        ),
+        pytest.param(
+            "queue: {podInitialBackoffSeconds: 5, podMaxBackoffSeconds: 2}\n",
+            ["queue.podMaxBackoffSeconds (2) must be >= podInitialBackoffSeconds (5)"],
+            id="max-below-initial",
+        ),
+        pytest.param(
+            "queue: {podInitialBackoffSeconds: 0.5, podMaxBackoffSeconds: 0.25}\n",
+            ["queue.podMaxBackoffSeconds (0.25) must be >= podInitialBackoffSeconds (0.5)"],
+            id="max-below-initial-fractions",
+        ),
+        pytest.param(
+            "clientConnection: {burst: 0}\n",
+            ["clientConnection.burst: Input should be greater than or equal to 1"],
+            id="burst-0",
+        ),
+        pytest.param(
+            "profiles:\n- plugins: {score: {enabled: [{weight: 2}]}}\n",
+            ["profiles[0].plugins.score.enabled[0].name: Field required"],
+            id="no-name",
+        ),
+        pytest.param(
+            "profiles:\n- schedulerName: a\n- schedulerName: b\n- schedulerName: a\n",
+            ["profiles[2].schedulerName: duplicate value 'a' (already the schedulerName of profiles[0])"],
+            id="duplicate-name",
+        ),
+        pytest.param(
+            "profiles:\n- {}\n- schedulerName: troupe-scheduler\n",  # the default name counts
+            [
+                f"profiles[1].schedulerName: duplicate value '{DEFAULT_SCHEDULER_NAME}' "
+                "(already the schedulerName of profiles[0])"
+            ],
+            id="duplicate-default-name",
+        ),
+        pytest.param(
+            "profiles:\n- schedulerName: a\n- pluginConfig: [{name: NodeAffinity}, {name: EchoArgs}, {name: NodeAffinity}]\n",
+            [
+                "profiles[1].pluginConfig[2].name: repeated config for plugin 'NodeAffinity' "
+                "(already configured by profiles[1].pluginConfig[0])"
+            ],
+            id="repeated-plugin-config",
+        ),
+        pytest.param(
+            "apiVersion: v1\n",
+            ["apiVersion: unsupported value 'v1'; allowed: 'scheduling.troupe.dev/v1alpha1'"],
+            id="apiversion",
+        ),
+        pytest.param(
+            "kind: KubeSchedulerConfiguration\n",
+            ["kind: unsupported value 'KubeSchedulerConfiguration'; allowed: 'SchedulerConfiguration'"],
+            id="kind",
+        ),
     ],
 )
 def test_bad_values_name_the_field(tmp_path: Path, body: str, lines: list[str]) -> None:
@@ -390,14 +512,18 @@ def test_bad_values_name_the_field(tmp_path: Path, body: str, lines: list[str]) 
 
 
 def test_all_problems_are_reported_at_once(tmp_path: Path) -> None:
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
 apiVersion: scheduling.troupe.dev/v1
 kind: SchedulerConfiguration
 profiles:
 - schedulerNmae: x
   plugins: {score: {enabled: [{name: NodeAffinity, weight: 0}]}}
 queue: {podMaxBackoffSeconds: 0}
-""", "bad.yaml")
+""",
+        "bad.yaml",
+    )
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert str(err.value).splitlines() == [
@@ -429,7 +555,9 @@ def test_a_top_level_list_is_not_a_configuration(tmp_path: Path) -> None:
 def test_bad_plugin_args_are_profile_errors(tmp_path: Path) -> None:
     # A Framework built from a profile checks the args too, located from the profile.
     with pytest.raises(ProfileError) as err:
-        only(tmp_path, "profiles:\n- pluginConfig: [{name: NodeResourcesFit, args: {scoringStrategy: {type: Bogus}}}]\n")
+        only(
+            tmp_path, "profiles:\n- pluginConfig: [{name: NodeResourcesFit, args: {scoringStrategy: {type: Bogus}}}]\n"
+        )
     assert str(err.value) == (
         "profile troupe-scheduler: pluginConfig[0].args.scoringStrategy.type: unsupported value 'Bogus'; "
         "allowed: 'LeastAllocated', 'MostAllocated', 'RequestedToCapacityRatio'"
@@ -437,7 +565,10 @@ def test_bad_plugin_args_are_profile_errors(tmp_path: Path) -> None:
 
 
 def test_repeated_plugin_config_is_an_error(tmp_path: Path) -> None:
-    path = write(tmp_path, HEADER + "profiles:\n- pluginConfig: [{name: EchoArgs, args: {a: 1}}, {name: EchoArgs, args: {a: 2}}]\n")
+    path = write(
+        tmp_path,
+        HEADER + "profiles:\n- pluginConfig: [{name: EchoArgs, args: {a: 1}}, {name: EchoArgs, args: {a: 2}}]\n",
+    )
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert str(err.value) == (
@@ -448,12 +579,16 @@ def test_repeated_plugin_config_is_an_error(tmp_path: Path) -> None:
 
 def test_plugin_config_of_an_unknown_plugin_is_an_error(tmp_path: Path) -> None:
     # A typo in pluginConfig[].name would otherwise leave the plugin at its defaults, silently.
-    path = write(tmp_path, HEADER + """
+    path = write(
+        tmp_path,
+        HEADER
+        + """
 profiles:
 - schedulerName: a
 - schedulerName: b
   pluginConfig: [{name: EchoArgs}, {name: NodeResourceFit, args: {}}]
-""")
+""",
+    )
     reg = registry()
     known = ", ".join(reg.names())
     with pytest.raises(ConfigError) as err:
@@ -487,14 +622,17 @@ def problems(tmp_path: Path, body: str) -> list[str]:
 
 
 def test_a_bad_arg_names_its_path_from_the_top(tmp_path: Path) -> None:
-    assert problems(tmp_path, """
+    assert problems(
+        tmp_path,
+        """
 profiles:
 - pluginConfig:
   - name: NodeAffinity
     args: {}
   - name: NodeResourcesFit
     args: {scoringStrategy: {type: Foo}}
-""") == [
+""",
+    ) == [
         "profiles[0].pluginConfig[1].args.scoringStrategy.type: unsupported value 'Foo'; "
         "allowed: 'LeastAllocated', 'MostAllocated', 'RequestedToCapacityRatio'",
     ]
@@ -502,7 +640,9 @@ profiles:
 
 def test_several_bad_args_are_several_lines(tmp_path: Path) -> None:
     # Every entry of every profile, with the file's other problems: all at once.
-    assert problems(tmp_path, """
+    assert problems(
+        tmp_path,
+        """
 profiles:
 - pluginConfig:
   - name: NodeResourcesFit
@@ -521,7 +661,8 @@ profiles:
   - name: NodeName
     args: {apiVersion: kubescheduler.config.k8s.io/v1, kind: NodeNameArgs, bogus: 1}
 queue: {podMaxBackoffSeconds: 0}
-""") == [
+""",
+    ) == [
         "queue.podMaxBackoffSeconds: Input should be greater than 0",
         "profiles[0].pluginConfig[0].args.ignoredResourceGroups[0]: invalid value 'example.com/aa': "
         "resource group name can't contain '/'",
@@ -537,13 +678,16 @@ queue: {podMaxBackoffSeconds: 0}
 
 
 def test_args_are_checked_beside_the_profiles_other_problems(tmp_path: Path) -> None:
-    assert problems(tmp_path, """
+    assert problems(
+        tmp_path,
+        """
 profiles:
 - schedulerNmae: a
   pluginConfig: [{name: InterPodAffinity, args: {hardPodAffinityWeight: 101}}]
 - schedulerName: b
   pluginConfig: [{name: InterPodAffinity, args: {hardPodAffinityWeight: 102}}, {name: Nope, args: 5}]
-""") == [
+""",
+    ) == [
         f"profiles[0].schedulerNmae: unknown field (did you mean schedulerName?); allowed: {PROFILE_KEYS}",
         "profiles[1].pluginConfig[1].args: Input should be a valid dictionary",
         "profiles[0].pluginConfig[0].args.hardPodAffinityWeight: invalid value 101: not in valid range [0, 100]",
@@ -583,17 +727,22 @@ def test_valid_args_round_trip_to_the_same_plugins(tmp_path: Path) -> None:
     config = load_with_args(tmp_path, ARGS)
     fwk = Framework(config.profiles[0], registry(), Handle(make_cache()))
     names = [pc.name for pc in config.profiles[0].plugin_config]
-    dumped = {"profiles": [{"pluginConfig": [
-        {"name": n, "args": fwk.plugins[n].args.model_dump(by_alias=True)} for n in names
-    ]}]}
+    dumped = {
+        "profiles": [
+            {"pluginConfig": [{"name": n, "args": fwk.plugins[n].args.model_dump(by_alias=True)} for n in names]}
+        ]
+    }
     again = load_with_args(tmp_path, yaml.safe_dump(dumped))
     fwk2 = Framework(again.profiles[0], registry(), Handle(make_cache()))
     assert all(fwk2.plugins[n].args == fwk.plugins[n].args for n in names)
     fit = fwk.plugins["NodeResourcesFit"]
     assert (fit.strategy, fit.score_resources) == ("RequestedToCapacityRatio", [("cpu", 3), ("memory", 1)])  # type: ignore[attr-defined]
 
-    nodes = [make_node("a", "8", "16Gi", labels={"zone": "a"}), make_node("b", "4", "8Gi", labels={"zone": "b"}),
-             make_node("c", "8", "16Gi", labels={"zone": "c"})]
+    nodes = [
+        make_node("a", "8", "16Gi", labels={"zone": "a"}),
+        make_node("b", "4", "8Gi", labels={"zone": "b"}),
+        make_node("c", "8", "16Gi", labels={"zone": "c"}),
+    ]
     existing = [make_pod("x", "3", "4Gi", node_name="c", phase="Running")]
 
     def place(profile: Any, pod: Any) -> str | None:
@@ -618,11 +767,16 @@ def test_a_plugin_enabled_without_its_required_args(tmp_path: Path) -> None:
 
     reg = registry()
     reg.register(Needy)
-    config = load_config(write(tmp_path, HEADER + "profiles:\n- plugins: {score: {enabled: [{name: Needy}]}}\n"),
-                         plugin_args=reg.args_models())
+    config = load_config(
+        write(tmp_path, HEADER + "profiles:\n- plugins: {score: {enabled: [{name: Needy}]}}\n"),
+        plugin_args=reg.args_models(),
+    )
     with pytest.raises(ProfileError) as err:
         check_config(config, reg)
-    assert str(err.value) == "profile troupe-scheduler: plugins.score: Needy has no pluginConfig entry: args.label: Field required"
+    assert (
+        str(err.value)
+        == "profile troupe-scheduler: plugins.score: Needy has no pluginConfig entry: args.label: Field required"
+    )
 
 
 def test_plugins_get_their_args_model_not_a_mapping() -> None:
@@ -633,12 +787,18 @@ def test_plugins_get_their_args_model_not_a_mapping() -> None:
 
 
 def test_check_config_builds_every_profile(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, HEADER + """
+    config = load_config(
+        write(
+            tmp_path,
+            HEADER
+            + """
 profiles:
 - schedulerName: a
 - schedulerName: b
   plugins: {score: {enabled: [{name: Nope}]}}
-"""))
+""",
+        )
+    )
     with pytest.raises(ProfileError, match=r"^profile b: plugins\.score: unknown plugin 'Nope'"):
         check_config(config, registry())
 
@@ -647,72 +807,117 @@ profiles:
 
 BAD_FILES: dict[str, tuple[str | None, list[str]]] = {
     # name: (file content, None = the file does not exist; regexes the stderr must match)
-    "apiversion": ("apiVersion: scheduling.troupe.dev/v1\nkind: SchedulerConfiguration\n", [
-        r"\Atroupe: apiversion\.yaml: invalid configuration:\n"
-        r"  apiVersion: unsupported value 'scheduling\.troupe\.dev/v1'; allowed: 'scheduling\.troupe\.dev/v1alpha1'\n\Z",
-    ]),
-    "kind": ("apiVersion: scheduling.troupe.dev/v1alpha1\nkind: KubeSchedulerConfiguration\n", [
-        r"\Atroupe: kind\.yaml: invalid configuration:\n"
-        r"  kind: unsupported value 'KubeSchedulerConfiguration'; allowed: 'SchedulerConfiguration'\n\Z",
-    ]),
-    "typo": (HEADER + "profiles:\n- schedulerNmae: troupe-scheduler\n", [
-        r"\Atroupe: typo\.yaml: invalid configuration:\n"
-        r"  profiles\[0\]\.schedulerNmae: unknown field \(did you mean schedulerName\?\); "
-        r"allowed: schedulerName, percentageOfNodesToScore, plugins, pluginConfig\n\Z",
-    ]),
-    "extension-point-typo": (HEADER + "profiles:\n- plugins: {scoer: {enabled: [{name: NodeAffinity}]}}\n", [
-        r"^  profiles\[0\]\.plugins\.scoer: unknown field \(did you mean score\?\); allowed: preEnqueue, preFilter, "
-        r"filter, postFilter, score, reserve, permit, preBind, placementGenerate, placementScore$",
-    ]),
-    "negative-backoff": (HEADER + "queue: {podInitialBackoffSeconds: -1}\n", [
-        r"^troupe: negative-backoff\.yaml: invalid configuration:$",
-        r"^  queue\.podInitialBackoffSeconds: Input should be greater than 0$",
-    ]),
-    "max-below-initial": (HEADER + "queue: {podInitialBackoffSeconds: 5, podMaxBackoffSeconds: 2}\n", [
-        r"^troupe: max-below-initial\.yaml: invalid configuration:$",
-        r"^  queue\.podMaxBackoffSeconds \(2\) must be >= podInitialBackoffSeconds \(5\)$",
-    ]),
-    "duplicate-name": (HEADER + "profiles:\n- schedulerName: alpha\n- schedulerName: beta\n- schedulerName: alpha\n", [
-        r"^troupe: duplicate-name\.yaml: invalid configuration:$",
-        r"^  profiles\[2\]\.schedulerName: duplicate value 'alpha' \(already the schedulerName of profiles\[0\]\)$",
-    ]),
-    "repeated-plugin-config": (HEADER + "profiles:\n- pluginConfig: [{name: NodeAffinity}, {name: NodeAffinity}]\n", [
-        r"^  profiles\[0\]\.pluginConfig\[1\]\.name: repeated config for plugin 'NodeAffinity' "
-        r"\(already configured by profiles\[0\]\.pluginConfig\[0\]\)$",
-    ]),
-    "unknown-plugin": (HEADER + "profiles:\n- plugins: {score: {enabled: [{name: NodeResourceFit}]}}\n", [
-        r"\Atroupe: unknown-plugin\.yaml: profile troupe-scheduler: plugins\.score: unknown plugin 'NodeResourceFit' "
-        r"\(known: (?P<known>.*)\)\n\Z",
-    ]),
-    "unknown-plugin-config": (HEADER + "profiles:\n- schedulerName: a\n- pluginConfig: [{name: NodeResourceFit, args: {}}]\n", [
-        r"\Atroupe: unknown-plugin-config\.yaml: invalid configuration:\n  profiles\[1\]\.pluginConfig\[0\]\.name: "
-        r"unknown plugin 'NodeResourceFit' \(known: (?P<known>.*)\)\n\Z",
-    ]),
-    "filter-only-at-score": (HEADER + "profiles:\n- plugins: {score: {enabled: [{name: NodeUnschedulable}]}}\n", [
-        r"\Atroupe: filter-only-at-score\.yaml: profile troupe-scheduler: plugin NodeUnschedulable does not implement score\n\Z",
-    ]),
-    "bad-plugin-args": (HEADER + "profiles:\n- pluginConfig: [{name: NodeResourcesFit, args: {scoringStrategy: {type: Bogus}}}]\n", [
-        r"\Atroupe: bad-plugin-args\.yaml: invalid configuration:\n"
-        r"  profiles\[0\]\.pluginConfig\[0\]\.args\.scoringStrategy\.type: unsupported value 'Bogus'; "
-        r"allowed: 'LeastAllocated', 'MostAllocated', 'RequestedToCapacityRatio'\n\Z",
-    ]),
-    "bad-plugin-args-and-more": (HEADER + "profiles:\n- pluginConfig: [{name: NodeAffinity}, {name: NodeResourcesFit, "
-                                 "args: {ignoredResources: [a/b/c], scoringStrategy: {resources: [{name: cpu, weight: 0.5}]}}}]\n"
-                                 "  plugins: {score: {enabled: [{name: NodeResourcesFit, weight: 0}]}}\n", [
-        r"\Atroupe: bad-plugin-args-and-more\.yaml: invalid configuration:\n"
-        r"  profiles\[0\]\.plugins\.score\.enabled\[0\]\.weight: Input should be greater than or equal to 1\n"
-        r"  profiles\[0\]\.pluginConfig\[1\]\.args\.ignoredResources\[0\]: invalid value 'a/b/c': a valid label key .*\n"
-        r"  profiles\[0\]\.pluginConfig\[1\]\.args\.scoringStrategy\.resources\[0\]\.weight: Input should be a valid integer\n\Z",
-    ]),
-    "invalid-yaml": (HEADER + "profiles: [\n", [
-        r"\Atroupe: invalid-yaml\.yaml: not valid YAML:\n",
-        r"^    in \"invalid-yaml\.yaml\", line 4, column 1\n\Z",
-    ]),
+    "apiversion": (
+        "apiVersion: scheduling.troupe.dev/v1\nkind: SchedulerConfiguration\n",
+        [
+            r"\Atroupe: apiversion\.yaml: invalid configuration:\n"
+            r"  apiVersion: unsupported value 'scheduling\.troupe\.dev/v1'; allowed: 'scheduling\.troupe\.dev/v1alpha1'\n\Z",
+        ],
+    ),
+    "kind": (
+        "apiVersion: scheduling.troupe.dev/v1alpha1\nkind: KubeSchedulerConfiguration\n",
+        [
+            r"\Atroupe: kind\.yaml: invalid configuration:\n"
+            r"  kind: unsupported value 'KubeSchedulerConfiguration'; allowed: 'SchedulerConfiguration'\n\Z",
+        ],
+    ),
+    "typo": (
+        HEADER + "profiles:\n- schedulerNmae: troupe-scheduler\n",
+        [
+            r"\Atroupe: typo\.yaml: invalid configuration:\n"
+            r"  profiles\[0\]\.schedulerNmae: unknown field \(did you mean schedulerName\?\); "
+            r"allowed: schedulerName, percentageOfNodesToScore, plugins, pluginConfig\n\Z",
+        ],
+    ),
+    "extension-point-typo": (
+        HEADER + "profiles:\n- plugins: {scoer: {enabled: [{name: NodeAffinity}]}}\n",
+        [
+            r"^  profiles\[0\]\.plugins\.scoer: unknown field \(did you mean score\?\); allowed: preEnqueue, preFilter, "
+            r"filter, postFilter, score, reserve, permit, preBind, placementGenerate, placementScore$",
+        ],
+    ),
+    "negative-backoff": (
+        HEADER + "queue: {podInitialBackoffSeconds: -1}\n",
+        [
+            r"^troupe: negative-backoff\.yaml: invalid configuration:$",
+            r"^  queue\.podInitialBackoffSeconds: Input should be greater than 0$",
+        ],
+    ),
+    "max-below-initial": (
+        HEADER + "queue: {podInitialBackoffSeconds: 5, podMaxBackoffSeconds: 2}\n",
+        [
+            r"^troupe: max-below-initial\.yaml: invalid configuration:$",
+            r"^  queue\.podMaxBackoffSeconds \(2\) must be >= podInitialBackoffSeconds \(5\)$",
+        ],
+    ),
+    "duplicate-name": (
+        HEADER + "profiles:\n- schedulerName: alpha\n- schedulerName: beta\n- schedulerName: alpha\n",
+        [
+            r"^troupe: duplicate-name\.yaml: invalid configuration:$",
+            r"^  profiles\[2\]\.schedulerName: duplicate value 'alpha' \(already the schedulerName of profiles\[0\]\)$",
+        ],
+    ),
+    "repeated-plugin-config": (
+        HEADER + "profiles:\n- pluginConfig: [{name: NodeAffinity}, {name: NodeAffinity}]\n",
+        [
+            r"^  profiles\[0\]\.pluginConfig\[1\]\.name: repeated config for plugin 'NodeAffinity' "
+            r"\(already configured by profiles\[0\]\.pluginConfig\[0\]\)$",
+        ],
+    ),
+    "unknown-plugin": (
+        HEADER + "profiles:\n- plugins: {score: {enabled: [{name: NodeResourceFit}]}}\n",
+        [
+            r"\Atroupe: unknown-plugin\.yaml: profile troupe-scheduler: plugins\.score: unknown plugin 'NodeResourceFit' "
+            r"\(known: (?P<known>.*)\)\n\Z",
+        ],
+    ),
+    "unknown-plugin-config": (
+        HEADER + "profiles:\n- schedulerName: a\n- pluginConfig: [{name: NodeResourceFit, args: {}}]\n",
+        [
+            r"\Atroupe: unknown-plugin-config\.yaml: invalid configuration:\n  profiles\[1\]\.pluginConfig\[0\]\.name: "
+            r"unknown plugin 'NodeResourceFit' \(known: (?P<known>.*)\)\n\Z",
+        ],
+    ),
+    "filter-only-at-score": (
+        HEADER + "profiles:\n- plugins: {score: {enabled: [{name: NodeUnschedulable}]}}\n",
+        [
+            r"\Atroupe: filter-only-at-score\.yaml: profile troupe-scheduler: plugin NodeUnschedulable does not implement score\n\Z",
+        ],
+    ),
+    "bad-plugin-args": (
+        HEADER + "profiles:\n- pluginConfig: [{name: NodeResourcesFit, args: {scoringStrategy: {type: Bogus}}}]\n",
+        [
+            r"\Atroupe: bad-plugin-args\.yaml: invalid configuration:\n"
+            r"  profiles\[0\]\.pluginConfig\[0\]\.args\.scoringStrategy\.type: unsupported value 'Bogus'; "
+            r"allowed: 'LeastAllocated', 'MostAllocated', 'RequestedToCapacityRatio'\n\Z",
+        ],
+    ),
+    "bad-plugin-args-and-more": (
+        HEADER + "profiles:\n- pluginConfig: [{name: NodeAffinity}, {name: NodeResourcesFit, "
+        "args: {ignoredResources: [a/b/c], scoringStrategy: {resources: [{name: cpu, weight: 0.5}]}}}]\n"
+        "  plugins: {score: {enabled: [{name: NodeResourcesFit, weight: 0}]}}\n",
+        [
+            r"\Atroupe: bad-plugin-args-and-more\.yaml: invalid configuration:\n"
+            r"  profiles\[0\]\.plugins\.score\.enabled\[0\]\.weight: Input should be greater than or equal to 1\n"
+            r"  profiles\[0\]\.pluginConfig\[1\]\.args\.ignoredResources\[0\]: invalid value 'a/b/c': a valid label key .*\n"
+            r"  profiles\[0\]\.pluginConfig\[1\]\.args\.scoringStrategy\.resources\[0\]\.weight: Input should be a valid integer\n\Z",
+        ],
+    ),
+    "invalid-yaml": (
+        HEADER + "profiles: [\n",
+        [
+            r"\Atroupe: invalid-yaml\.yaml: not valid YAML:\n",
+            r"^    in \"invalid-yaml\.yaml\", line 4, column 1\n\Z",
+        ],
+    ),
     "missing": (None, [r"\Atroupe: missing\.yaml: cannot read: No such file or directory\n\Z"]),
     # The control: a good file gets past the configuration and fails on the kubeconfig.
-    "good": (HEADER + "profiles:\n- schedulerName: alpha\n- schedulerName: beta\n", [
-        r"^troupe: --kubeconfig /nonexistent: no such file$",
-    ]),
+    "good": (
+        HEADER + "profiles:\n- schedulerName: alpha\n- schedulerName: beta\n",
+        [
+            r"^troupe: --kubeconfig /nonexistent: no such file$",
+        ],
+    ),
 }
 # The runtime's modules: a bad configuration is reported before they are imported.
 RUNTIME_MODULES = ("kopf", "kubernetes_asyncio", "scheduler.runtime.app", "scheduler.runtime.kube")
@@ -756,10 +961,19 @@ def cli_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subproces
         return subprocess.Popen(cmd, cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     # All started at once; the good file last, as it imports the runtime.
-    driver = start([sys.executable, "-c", DRIVER, json.dumps(sorted(BAD_FILES, key=lambda n: n == "good")),
-                    json.dumps(RUNTIME_MODULES)])
+    driver = start(
+        [
+            sys.executable,
+            "-c",
+            DRIVER,
+            json.dumps(sorted(BAD_FILES, key=lambda n: n == "good")),
+            json.dumps(RUNTIME_MODULES),
+        ]
+    )
     separate = {
-        name: start([sys.executable, "-m", "scheduler", "run", "--config", f"{name}.yaml", "--kubeconfig", "/nonexistent"])
+        name: start(
+            [sys.executable, "-m", "scheduler", "run", "--config", f"{name}.yaml", "--kubeconfig", "/nonexistent"]
+        )
         for name in SEPARATE
     }
     out, err = driver.communicate(timeout=120)
@@ -781,7 +995,9 @@ def test_own_process_and_in_driver_runs_agree(cli_results: dict[str, subprocess.
 
 
 @pytest.mark.parametrize("case", [c for c in BAD_FILES if c != "good"] + ["typo (own process)"])
-def test_bad_file_exits_2_before_connecting(cli_results: dict[str, subprocess.CompletedProcess[str]], case: str) -> None:
+def test_bad_file_exits_2_before_connecting(
+    cli_results: dict[str, subprocess.CompletedProcess[str]], case: str
+) -> None:
     proc = cli_results[case]
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
@@ -799,7 +1015,9 @@ def test_bad_file_exits_2_before_connecting(cli_results: dict[str, subprocess.Co
 
 
 @pytest.mark.parametrize("case", ["good", "good (own process)"])
-def test_a_good_file_gets_as_far_as_the_kubeconfig(cli_results: dict[str, subprocess.CompletedProcess[str]], case: str) -> None:
+def test_a_good_file_gets_as_far_as_the_kubeconfig(
+    cli_results: dict[str, subprocess.CompletedProcess[str]], case: str
+) -> None:
     proc = cli_results[case]
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", "troupe: --kubeconfig /nonexistent: no such file\n")
     if case == "good":  # the control for the check above

@@ -8,15 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from scheduler.api.constants import REASON_SCHEDULED, REASON_UNSCHEDULABLE
+from scheduler.api.parse import parse_node, parse_pod
 from scheduler.api.resources import CPU, PODS
 from scheduler.core.schedule_one import schedule_pod
-from scheduler.framework.interface import CycleState
 from scheduler.core.schedule_podgroup import error_decision, order_pods, schedule_group
+from scheduler.framework.interface import CycleState
 
 from .builders import (
     make_cache,
@@ -29,7 +29,6 @@ from .builders import (
     required_affinity,
     taint,
 )
-from scheduler.api.parse import parse_node, parse_pod
 
 G = ("default", "g")
 
@@ -248,9 +247,7 @@ def brute_force_best(specs: list[dict], cpu: int, mem: int, k: int) -> int:
             return False
         if cpu and used_cpu + count * cpu > spec["cpu"]:
             return False
-        if mem and used_mem + count * mem > spec["mem"]:
-            return False
-        return True
+        return not (mem and used_mem + count * mem > spec["mem"])
 
     def dfs(i: int, left: int, total: int) -> None:
         nonlocal best
@@ -359,21 +356,43 @@ def test_placements_respect_capacity(specs, pod_specs):
 KEYS = ["zone", "disk", "gpu"]
 VALUES = ["a", "b", "1", "3"]
 EFFECTS = ["NoSchedule", "NoExecute", "PreferNoSchedule"]
-taint_st = st.fixed_dictionaries({"key": st.sampled_from(KEYS), "value": st.sampled_from(["", *VALUES]), "effect": st.sampled_from(EFFECTS)})
+taint_st = st.fixed_dictionaries(
+    {"key": st.sampled_from(KEYS), "value": st.sampled_from(["", *VALUES]), "effect": st.sampled_from(EFFECTS)}
+)
 tol_st = st.builds(
-    lambda key, op, value, effect: {k: v for k, v in {"key": key, "operator": op, "value": value, "effect": effect}.items() if v},
+    lambda key, op, value, effect: {
+        k: v for k, v in {"key": key, "operator": op, "value": value, "effect": effect}.items() if v
+    },
     st.sampled_from(["", *KEYS]),
     st.sampled_from(["", "Equal", "Exists"]),
     st.sampled_from(["", *VALUES]),
     st.sampled_from(["", *EFFECTS]),
 )
 req_st = st.one_of(
-    st.builds(lambda k, op, vs: {"key": k, "operator": op, "values": vs}, st.sampled_from(KEYS), st.sampled_from(["In", "NotIn"]), st.lists(st.sampled_from(VALUES), min_size=1, max_size=2)),
-    st.builds(lambda k, op: {"key": k, "operator": op}, st.sampled_from(KEYS), st.sampled_from(["Exists", "DoesNotExist"])),
-    st.builds(lambda k, op, v: {"key": k, "operator": op, "values": [v]}, st.sampled_from(KEYS), st.sampled_from(["Gt", "Lt"]), st.sampled_from(["0", "1", "2", "5"])),
+    st.builds(
+        lambda k, op, vs: {"key": k, "operator": op, "values": vs},
+        st.sampled_from(KEYS),
+        st.sampled_from(["In", "NotIn"]),
+        st.lists(st.sampled_from(VALUES), min_size=1, max_size=2),
+    ),
+    st.builds(
+        lambda k, op: {"key": k, "operator": op}, st.sampled_from(KEYS), st.sampled_from(["Exists", "DoesNotExist"])
+    ),
+    st.builds(
+        lambda k, op, v: {"key": k, "operator": op, "values": [v]},
+        st.sampled_from(KEYS),
+        st.sampled_from(["Gt", "Lt"]),
+        st.sampled_from(["0", "1", "2", "5"]),
+    ),
 )
-name_req_st = st.builds(lambda op, v: {"key": "metadata.name", "operator": op, "values": [v]}, st.sampled_from(["In", "NotIn"]), st.sampled_from(["n0", "n1", "n2"]))
-term_st = st.fixed_dictionaries({}, optional={"matchExpressions": st.lists(req_st, max_size=2), "matchFields": st.lists(name_req_st, max_size=1)})
+name_req_st = st.builds(
+    lambda op, v: {"key": "metadata.name", "operator": op, "values": [v]},
+    st.sampled_from(["In", "NotIn"]),
+    st.sampled_from(["n0", "n1", "n2"]),
+)
+term_st = st.fixed_dictionaries(
+    {}, optional={"matchExpressions": st.lists(req_st, max_size=2), "matchFields": st.lists(name_req_st, max_size=1)}
+)
 
 rnode_st = st.fixed_dictionaries(
     {
@@ -392,7 +411,9 @@ rpod_st = st.fixed_dictionaries(
         "gpu": st.sampled_from([0, 0, 1]),
         "other": st.sampled_from([0, 0, 0, 1]),
         "tolerations": st.lists(tol_st, max_size=2),
-        "node_selector": st.one_of(st.just({}), st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=1)),
+        "node_selector": st.one_of(
+            st.just({}), st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=1)
+        ),
         "terms": st.one_of(st.none(), st.none(), st.lists(term_st, max_size=2)),
     }
 )
@@ -438,7 +459,8 @@ def ref_term(term: dict, labels: dict, name: str) -> bool:
 def ref_filter(node: dict, name: str, pod: dict) -> list[str]:
     """The reasons of the first filter (upstream default order) that rejects the node."""
     if node["unschedulable"] and not any(
-        ref_tolerates(t, {"key": "node.kubernetes.io/unschedulable", "value": "", "effect": "NoSchedule"}) for t in pod["tolerations"]
+        ref_tolerates(t, {"key": "node.kubernetes.io/unschedulable", "value": "", "effect": "NoSchedule"})
+        for t in pod["tolerations"]
     ):
         return ["node(s) were unschedulable"]
     for t in node["taints"]:
@@ -462,8 +484,18 @@ def ref_filter(node: dict, name: str, pod: dict) -> list[str]:
 
 
 def build_rnode(i: int, n: dict):
-    return parse_node(node_body(f"n{i}", str(n["cpu"]), "8Gi", n["pods"], labels=n["labels"], taints=n["taints"],
-                                unschedulable=n["unschedulable"], extra={"nvidia.com/gpu": n["gpu"]}))
+    return parse_node(
+        node_body(
+            f"n{i}",
+            str(n["cpu"]),
+            "8Gi",
+            n["pods"],
+            labels=n["labels"],
+            taints=n["taints"],
+            unschedulable=n["unschedulable"],
+            extra={"nvidia.com/gpu": n["gpu"]},
+        )
+    )
 
 
 def build_rpod(name: str, p: dict):
@@ -475,12 +507,24 @@ def build_rpod(name: str, p: dict):
     affinity = None
     if p["terms"] is not None:
         affinity = required_affinity(*p["terms"])
-    return parse_pod(pod_body(name, str(p["cpu"]), requests=requests, tolerations=p["tolerations"],
-                              node_selector=p["node_selector"], affinity=affinity))
+    return parse_pod(
+        pod_body(
+            name,
+            str(p["cpu"]),
+            requests=requests,
+            tolerations=p["tolerations"],
+            node_selector=p["node_selector"],
+            affinity=affinity,
+        )
+    )
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(nodes=st.lists(rnode_st, min_size=1, max_size=5), pods=st.lists(rpod_st, min_size=1, max_size=4), repeat=st.booleans())
+@given(
+    nodes=st.lists(rnode_st, min_size=1, max_size=5),
+    pods=st.lists(rpod_st, min_size=1, max_size=4),
+    repeat=st.booleans(),
+)
 def test_vectorized_filters_agree_with_reference(nodes, pods, repeat):
     infos = [build_rnode(i, n) for i, n in enumerate(nodes)]
     existing = [make_pod(f"used{i}", str(n["used"]), node_name=f"n{i}") for i, n in enumerate(nodes) if n["used"]]
@@ -510,7 +554,11 @@ def test_vectorized_filters_agree_with_reference(nodes, pods, repeat):
 
 
 @settings(max_examples=40, deadline=None)
-@given(nodes=st.lists(rnode_st, min_size=1, max_size=4), pod=rpod_st, new_labels=st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=3))
+@given(
+    nodes=st.lists(rnode_st, min_size=1, max_size=4),
+    pod=rpod_st,
+    new_labels=st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=3),
+)
 def test_static_results_are_refreshed_when_nodes_change(nodes, pod, new_labels):
     infos = [build_rnode(i, n) for i, n in enumerate(nodes)]
     cache = make_cache(infos)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -101,33 +102,48 @@ class PreBindingBinder:
 
 def node(name: str, cpu: int, labels: dict[str, str] | None = None, tainted: bool = False) -> dict[str, Any]:
     spec = {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]} if tainted else {}
-    return {"metadata": {"name": name, "uid": f"uid-{name}", "labels": labels or {}}, "spec": spec,
-            "status": {"allocatable": {"cpu": str(cpu), "memory": "64Gi", "pods": "110"}}}
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels or {}},
+        "spec": spec,
+        "status": {"allocatable": {"cpu": str(cpu), "memory": "64Gi", "pods": "110"}},
+    }
 
 
 def pod(name: str, group: str | None = None, cpu: int = 1, labels: dict[str, str] | None = None) -> dict[str, Any]:
     all_labels = dict(labels or {})
     if group:
         all_labels[LABEL] = group
-    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "labels": all_labels},
-            "spec": {"schedulerName": "troupe-scheduler",
-                     "containers": [{"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}]}}
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "labels": all_labels},
+        "spec": {
+            "schedulerName": "troupe-scheduler",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}],
+        },
+    }
 
 
 def podgroup(name: str, min_count: int | None) -> dict[str, Any]:
     policy = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
-    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-pg-{name}", "generation": 1},
-            "spec": {"schedulingPolicy": policy}}
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-pg-{name}", "generation": 1},
+        "spec": {"schedulingPolicy": policy},
+    }
 
 
 def scheduler(plugins: dict[str, list[str]], classes: Sequence[type], binder: Any = None) -> tuple[Scheduler, Recorder]:
     registry: Registry = in_tree_registry()
     for cls in classes:
         registry.register(cls)
-    config = SchedulerConfiguration.model_validate({"profiles": [{
-        "schedulerName": "troupe-scheduler",
-        "plugins": {point: {"enabled": [{"name": n} for n in names]} for point, names in plugins.items()},
-    }]})
+    config = SchedulerConfiguration.model_validate(
+        {
+            "profiles": [
+                {
+                    "schedulerName": "troupe-scheduler",
+                    "plugins": {point: {"enabled": [{"name": n} for n in names]} for point, names in plugins.items()},
+                }
+            ]
+        }
+    )
     rec = Recorder()
     s = Scheduler(config, registry, binder=binder, writer=rec, report_delay=0)
     s.start_scheduling()
@@ -252,8 +268,9 @@ def seats(example: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def _license_scheduler(example: Any, binder: Any) -> tuple[Scheduler, Recorder, Any]:
-    s, rec = scheduler({"reserve": ["LicenseSeats"], "preBind": ["LicenseSeats"]},
-                       [example.licenses.LicenseSeats], binder=binder)
+    s, rec = scheduler(
+        {"reserve": ["LicenseSeats"], "preBind": ["LicenseSeats"]}, [example.licenses.LicenseSeats], binder=binder
+    )
     s.on_node(node("a", 16))
     return s, rec, s.frameworks["troupe-scheduler"].plugins["LicenseSeats"]
 

@@ -21,11 +21,11 @@ import yaml
 
 from scheduler.api.config import ConfigError, load_config
 from scheduler.cluster.cache import ClusterCache
+from scheduler.core.scheduler import Scheduler
 from scheduler.framework.framework import DEFAULT_PLUGINS, Framework, ProfileError
 from scheduler.framework.interface import Handle
 from scheduler.framework.registry import ENTRY_POINT_GROUP
 from scheduler.plugins import in_tree_registry
-from scheduler.core.scheduler import Scheduler
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "plugin-example"
@@ -64,17 +64,19 @@ def _config_file(tmp_path: Path, args: dict[str, Any] | None = None, weight: int
     raw = {
         "apiVersion": "scheduling.troupe.dev/v1alpha1",
         "kind": "SchedulerConfiguration",
-        "profiles": [{
-            "schedulerName": "troupe-scheduler",
-            "plugins": {
-                "filter": {"enabled": [{"name": "RequireNodeLabel"}]},
-                "score": {"enabled": [{"name": "PreferNodeLabel", "weight": weight}]},
-            },
-            "pluginConfig": [
-                {"name": "RequireNodeLabel", "args": {"label": POOL}},
-                {"name": "PreferNodeLabel", "args": args if args is not None else {"label": POOL, "value": "gpu"}},
-            ],
-        }],
+        "profiles": [
+            {
+                "schedulerName": "troupe-scheduler",
+                "plugins": {
+                    "filter": {"enabled": [{"name": "RequireNodeLabel"}]},
+                    "score": {"enabled": [{"name": "PreferNodeLabel", "weight": weight}]},
+                },
+                "pluginConfig": [
+                    {"name": "RequireNodeLabel", "args": {"label": POOL}},
+                    {"name": "PreferNodeLabel", "args": args if args is not None else {"label": POOL, "value": "gpu"}},
+                ],
+            }
+        ],
     }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -90,7 +92,12 @@ def test_entry_points_of_the_package_are_found(site: Path) -> None:
     in_tree = set(registry.names())
     registry.load_entry_points()
     assert set(registry.names()) - in_tree == {
-        "PreferNodeLabel", "RequireNodeLabel", "NominateResourceFit", "RackPlacement", "FewestNodes", "LicenseSeats",
+        "PreferNodeLabel",
+        "RequireNodeLabel",
+        "NominateResourceFit",
+        "RackPlacement",
+        "FewestNodes",
+        "LicenseSeats",
     }
     cls = registry.get("PreferNodeLabel")
     assert cls is not None and cls.__module__ == MODULE
@@ -123,22 +130,26 @@ def test_a_config_file_enabling_it_builds_a_framework(site: Path, tmp_path: Path
     fwk = Framework(config.profiles[0], registry, Handle(ClusterCache()))
     # Appended after the defaults, as upstream merges enabled plugins.
     assert [p.name for p in fwk.filters] == [n for n, _ in DEFAULT_PLUGINS["filter"]] + ["RequireNodeLabel"]
-    assert [(s.plugin.name, s.weight) for s in fwk.scores] == [
-        (n, w or 1) for n, w in DEFAULT_PLUGINS["score"]
-    ] + [("PreferNodeLabel", 5)]
+    assert [(s.plugin.name, s.weight) for s in fwk.scores] == [(n, w or 1) for n, w in DEFAULT_PLUGINS["score"]] + [
+        ("PreferNodeLabel", 5)
+    ]
     prefer = fwk.plugins["PreferNodeLabel"]
     assert (prefer.label, prefer.value) == (POOL, "gpu")  # type: ignore[attr-defined]
     assert fwk.plugins["RequireNodeLabel"].value is None  # type: ignore[attr-defined]
 
 
 def _node(name: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {"metadata": {"name": name, "uid": f"uid-{name}", "labels": labels},
-            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+    }
 
 
 def _pod(name: str, group: str | None = None, node_name: str = "", cpu: str = "1") -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": "troupe-scheduler",
-                            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}
+    spec: dict[str, Any] = {
+        "schedulerName": "troupe-scheduler",
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+    }
     if node_name:
         spec["nodeName"] = node_name
     labels = {LABEL: group} if group else {}
@@ -155,8 +166,12 @@ def _placements(config_path: Path | None, load_plugins: bool) -> dict[str, str]:
     sched.on_node(_node("n-gpu", {POOL: "gpu"}))
     sched.on_node(_node("n-unlabelled", {}))
     sched.on_pod(_pod("busy", node_name="n-gpu", cpu="2"))  # n-gpu is fuller: LeastAllocated prefers n-free
-    sched.on_podgroup({"metadata": {"name": "g", "namespace": "ns", "uid": "uid-g", "generation": 1},
-                       "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}})
+    sched.on_podgroup(
+        {
+            "metadata": {"name": "g", "namespace": "ns", "uid": "uid-g", "generation": 1},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+        }
+    )
     sched.on_pod(_pod("p0", group="g"))
     sched.on_pod(_pod("p1", group="g"))
     popped = sched.queue.pop_nowait()
@@ -177,7 +192,8 @@ def test_the_plugin_changes_the_placement(site: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     other.mkdir()
     assert _placements(_config_file(other, {"label": POOL, "value": "tpu"}), load_plugins=True) == {
-        "p0": "n-free", "p1": "n-free",
+        "p0": "n-free",
+        "p1": "n-free",
     }
 
 
@@ -188,7 +204,11 @@ def _cli(configs: list[Path], pythonpath: list[Path]) -> list[subprocess.Complet
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "scheduler", "run", "--config", str(c), "--kubeconfig", "/nonexistent"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for c in configs
     ]
@@ -210,7 +230,9 @@ def test_the_cli_loads_the_plugin(site: Path, tmp_path: Path) -> None:
     proc, bad_proc = _cli([good, bad], with_plugin)
     lines = proc.stderr.strip().splitlines()
     assert (proc.returncode, lines[-1]) == (2, "troupe: --kubeconfig /nonexistent: no such file")
-    assert any(line.endswith("loaded plugin PreferNodeLabel from troupe_example_plugin:PreferNodeLabel") for line in lines)
+    assert any(
+        line.endswith("loaded plugin PreferNodeLabel from troupe_example_plugin:PreferNodeLabel") for line in lines
+    )
     assert bad_proc.returncode == 2
     assert bad_proc.stderr.strip().splitlines()[-2:] == [
         f"troupe: {bad}: invalid configuration:",
@@ -222,7 +244,11 @@ def test_the_example_package_tests_pass() -> None:
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_plugin.py"],
-        cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=120,
+        cwd=EXAMPLE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     passed = re.search(r"(\d+) passed", proc.stdout)

@@ -16,8 +16,18 @@ from scheduler.plugins import in_tree_registry
 def test_every_accepted_point_has_a_runner_and_a_default_list() -> None:
     assert set(EXTENSION_POINTS) == set(_POINT_TYPES) == set(DEFAULT_PLUGINS)
     fwk = Framework(Profile(), in_tree_registry(), Handle(ClusterCache()))
-    for attr in ("pre_enqueue", "pre_filter", "filters", "post_filter", "scores", "reserve", "permits", "pre_bind",
-                 "placement_generate", "placement_scores"):
+    for attr in (
+        "pre_enqueue",
+        "pre_filter",
+        "filters",
+        "post_filter",
+        "scores",
+        "reserve",
+        "permits",
+        "pre_bind",
+        "placement_generate",
+        "placement_scores",
+    ):
         assert isinstance(getattr(fwk, attr), list)
     # The configuration has a plugin set per point, under the point's name.
     plugins = SchedulerConfiguration().profiles[0].plugins
@@ -27,5 +37,7 @@ def test_every_accepted_point_has_a_runner_and_a_default_list() -> None:
 
 def test_a_point_without_a_runner_is_a_load_time_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(framework_module, "EXTENSION_POINTS", (*EXTENSION_POINTS, "bind"))
-    with pytest.raises(ProfileError, match=r"^profile troupe-scheduler: plugins\.bind: this point is not run by troupe$"):
+    with pytest.raises(
+        ProfileError, match=r"^profile troupe-scheduler: plugins\.bind: this point is not run by troupe$"
+    ):
         Framework(Profile(), in_tree_registry(), Handle(ClusterCache()))

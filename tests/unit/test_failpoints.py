@@ -115,8 +115,9 @@ def run_child(point: str, spec: str | None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != failpoints.ENV}
     if spec is not None:
         env[failpoints.ENV] = spec
-    return subprocess.run([sys.executable, "-c", CHILD, point], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, point], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_a_process_dies_by_sigkill_at_the_armed_pass():
@@ -147,7 +148,12 @@ def test_troupe_run_with_a_bad_spec_exits_2_with_the_message():
     import sys
 
     env = dict(os.environ, TROUPE_FAILPOINTS="bind-done=often")
-    r = subprocess.run([sys.executable, "-m", "scheduler", "run", "--kubeconfig", "/nonexistent"],
-                       capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "scheduler", "run", "--kubeconfig", "/nonexistent"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip() == "troupe: TROUPE_FAILPOINTS: 'bind-done=often': the count after '=' must be an integer"

@@ -22,7 +22,10 @@ SPECS = [("500m", "1Gi"), ("1", "2Gi"), ("2", "512Mi")]
 
 def node(name: str, cpu: int, zone: int, tainted: bool = False) -> dict:
     return {
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": f"z{zone}"}},
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": f"z{zone}"},
+        },
         "spec": {"taints": [{"key": "t", "value": "x", "effect": "NoSchedule"}]} if tainted else {},
         "status": {"allocatable": {"cpu": str(cpu), "memory": f"{cpu * 2}Gi", "pods": "20"}},
     }
@@ -31,8 +34,10 @@ def node(name: str, cpu: int, zone: int, tainted: bool = False) -> dict:
 def pod(i: int, spec: tuple[str, str], node_name: str = "") -> dict:
     body = {
         "metadata": {"name": f"p{i}", "namespace": "ns", "uid": f"u{i}"},
-        "spec": {"schedulerName": "troupe-scheduler",
-                 "containers": [{"name": "c", "resources": {"requests": {"cpu": spec[0], "memory": spec[1]}}}]},
+        "spec": {
+            "schedulerName": "troupe-scheduler",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": spec[0], "memory": spec[1]}}}],
+        },
     }
     if node_name:
         body["spec"]["nodeName"] = node_name

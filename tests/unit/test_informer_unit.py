@@ -13,9 +13,14 @@ from scheduler.runtime.informer import Informer, WatchExpired
 
 def informer(log: list) -> Informer:
     return Informer(
-        None, "/api/v1/pods", "pod", lambda b: log.append(("up", b["metadata"]["name"])),
+        None,
+        "/api/v1/pods",
+        "pod",
+        lambda b: log.append(("up", b["metadata"]["name"])),
         lambda b: log.append(("del", b["metadata"]["name"])),
-        cached_keys=set, key_of=lambda m: m["uid"], tombstone=lambda k: {"metadata": {"uid": k}},
+        cached_keys=set,
+        key_of=lambda m: m["uid"],
+        tombstone=lambda k: {"metadata": {"uid": k}},
     )
 
 
@@ -46,7 +51,15 @@ def test_a_handler_that_raises_is_logged_not_raised(caplog):
     def boom(body):
         raise RuntimeError("odd object")
 
-    inf = Informer(None, "/api/v1/pods", "pod", boom, boom, cached_keys=set, key_of=lambda m: m["uid"],
-                   tombstone=lambda k: {"metadata": {"uid": k}})
+    inf = Informer(
+        None,
+        "/api/v1/pods",
+        "pod",
+        boom,
+        boom,
+        cached_keys=set,
+        key_of=lambda m: m["uid"],
+        tombstone=lambda k: {"metadata": {"uid": k}},
+    )
     inf._on_line(line("ADDED", {"metadata": {"name": "odd", "namespace": "ns", "resourceVersion": "3"}}))
     assert inf.resource_version == "3" and "cannot handle pod ns/odd" in caplog.text

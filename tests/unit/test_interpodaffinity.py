@@ -12,7 +12,8 @@ label-syntax cases are not ported: selectors are validated by the apiserver."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from scheduler.api.constants import POD_GROUP_LABEL, REASON_SCHEDULED, REASON_UN
 from scheduler.api.records import LabelSelector, NodeInfo, PodAffinityTerm, PodInfo, Requirement
 from scheduler.cluster.snapshot import Snapshot
 from scheduler.core.schedule_one import schedule_pod
+from scheduler.core.schedule_podgroup import schedule_group
 from scheduler.framework.framework import Framework, ProfileError
 from scheduler.framework.interface import CycleState, Handle
 from scheduler.plugins import in_tree_registry
@@ -34,7 +36,6 @@ from scheduler.plugins.interpodaffinity import (
     InterPodAffinity,
     InterPodAffinityArgs,
 )
-from scheduler.core.schedule_podgroup import schedule_group
 
 from .builders import make_cache, make_group, make_node, make_pod
 
@@ -66,9 +67,15 @@ def exprs(*reqs: tuple[str, str, Sequence[str]]) -> dict[str, Any]:
     return {"matchExpressions": [{"key": k, "operator": op, **({"values": list(v)} if v else {})} for k, op, v in reqs]}
 
 
-def term(selector: Mapping[str, Any] | None, topology_key: str, *, namespaces: Sequence[str] | None = None,
-         ns_selector: Mapping[str, Any] | None = None, match_label_keys: Sequence[str] | None = None,
-         mismatch_label_keys: Sequence[str] | None = None) -> dict[str, Any]:
+def term(
+    selector: Mapping[str, Any] | None,
+    topology_key: str,
+    *,
+    namespaces: Sequence[str] | None = None,
+    ns_selector: Mapping[str, Any] | None = None,
+    match_label_keys: Sequence[str] | None = None,
+    mismatch_label_keys: Sequence[str] | None = None,
+) -> dict[str, Any]:
     t: dict[str, Any] = {"topologyKey": topology_key}
     if selector is not None:
         t["labelSelector"] = dict(selector)
@@ -83,8 +90,12 @@ def term(selector: Mapping[str, Any] | None, topology_key: str, *, namespaces: S
     return t
 
 
-def affinity(req: Sequence[dict] = (), pref: Sequence[tuple[int, dict]] = (),
-             anti: Sequence[dict] = (), anti_pref: Sequence[tuple[int, dict]] = ()) -> dict[str, Any]:
+def affinity(
+    req: Sequence[dict] = (),
+    pref: Sequence[tuple[int, dict]] = (),
+    anti: Sequence[dict] = (),
+    anti_pref: Sequence[tuple[int, dict]] = (),
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if req or pref:
         out["podAffinity"] = {}
@@ -92,22 +103,30 @@ def affinity(req: Sequence[dict] = (), pref: Sequence[tuple[int, dict]] = (),
             out["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = list(req)
         if pref:
             out["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] = [
-                {"weight": w, "podAffinityTerm": t} for w, t in pref]
+                {"weight": w, "podAffinityTerm": t} for w, t in pref
+            ]
     if anti or anti_pref:
         out["podAntiAffinity"] = {}
         if anti:
             out["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = list(anti)
         if anti_pref:
             out["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] = [
-                {"weight": w, "podAffinityTerm": t} for w, t in anti_pref]
+                {"weight": w, "podAffinityTerm": t} for w, t in anti_pref
+            ]
     return out
 
 
 _seq = iter(range(10**9))
 
 
-def pod(labels: Mapping[str, str] | None = None, ns: str = "default", aff: Mapping[str, Any] | None = None,
-        node: str = "", name: str | None = None, **kw: Any) -> PodInfo:
+def pod(
+    labels: Mapping[str, str] | None = None,
+    ns: str = "default",
+    aff: Mapping[str, Any] | None = None,
+    node: str = "",
+    name: str | None = None,
+    **kw: Any,
+) -> PodInfo:
     name = name or f"p{next(_seq)}"
     extra: dict[str, Any] = {"node_name": node, "phase": "Running"} if node else {}
     return make_pod(name, namespace=ns, labels=dict(labels or {}), affinity=dict(aff) if aff else None, **extra, **kw)
@@ -117,8 +136,12 @@ def node(name: str, **labels: str) -> NodeInfo:
     return make_node(name, labels=labels)
 
 
-def setup(nodes: Sequence[NodeInfo], existing: Sequence[PodInfo] = (), ns_labels: Mapping[str, Mapping[str, str]] | None = None,
-          args: Mapping[str, Any] | None = None) -> tuple[InterPodAffinity, Snapshot]:
+def setup(
+    nodes: Sequence[NodeInfo],
+    existing: Sequence[PodInfo] = (),
+    ns_labels: Mapping[str, Mapping[str, str]] | None = None,
+    args: Mapping[str, Any] | None = None,
+) -> tuple[InterPodAffinity, Snapshot]:
     cache = make_cache(nodes, existing)
     cache.namespace_labels.update(ns_labels or {})
     return InterPodAffinity(InterPodAffinityArgs.model_validate(dict(args or {})), Handle(cache)), cache.snapshot()
@@ -169,76 +192,246 @@ def existing_default() -> PodInfo:
 
 SINGLE_NODE_CASES: list[tuple[str, PodInfo, list[PodInfo], str | None]] = [
     ("no required pod affinity, no existing pods", pod(), [], None),
-    ("affinity In matches the existing pod",
-     pod(POD_LABEL2, aff=affinity([term(sel_in("service", "securityscan", "value2"), "region")])), [existing_default()], None),
-    ("affinity NotIn matches the existing pod",
-     pod(POD_LABEL2, aff=affinity([term(sel_not_in("service", "securityscan3", "value3"), "region")])), [existing_default()], None),
-    ("affinity does not match because of a different namespace",
-     pod(POD_LABEL2, aff=affinity([term(sel_in("service", "securityscan", "value2"), "", namespaces=["DiffNameSpace"])])),
-     [pod({"service": "securityscan"}, ns="ns", node="node1")], AFF),
-    ("affinity with a label selector the existing pod does not match",
-     pod(POD_LABEL, aff=affinity([term(sel_in("service", "antivirusscan", "value2"), "")])), [existing_default()], AFF),
-    ("different operators in multiple terms all satisfied",
-     pod(POD_LABEL2, aff=affinity([
-         term(exprs(("service", "Exists", ()), ("wrongkey", "DoesNotExist", ())), "region"),
-         term(exprs(("service", "In", ["securityscan"]), ("service", "NotIn", ["WrongValue"])), "region"),
-     ])), [existing_default()], None),
-    ("matchExpressions are ANDed: one item does not match",
-     pod(POD_LABEL2, aff=affinity([
-         term(exprs(("service", "Exists", ()), ("wrongkey", "DoesNotExist", ())), "region"),
-         term(exprs(("service", "In", ["securityscan2"]), ("service", "NotIn", ["WrongValue"])), "region"),
-     ])), [existing_default()], AFF),
-    ("satisfies affinity and anti-affinity",
-     pod(POD_LABEL2, aff=affinity([term(sel_in("service", "securityscan", "value2"), "region")],
-                                   anti=[term(sel_in("service", "antivirusscan", "value2"), "node")])), [existing_default()], None),
-    ("satisfies affinity, anti-affinity and anti-affinity symmetry",
-     pod(POD_LABEL2, aff=affinity([term(sel_in("service", "securityscan", "value2"), "region")],
-                                   anti=[term(sel_in("service", "antivirusscan", "value2"), "node")])),
-     [pod(POD_LABEL, node="node1", aff=affinity(anti=[term(sel_in("service", "antivirusscan", "value2"), "node")]))], None),
-    ("satisfies affinity but not anti-affinity",
-     pod(POD_LABEL2, aff=affinity([term(sel_in("service", "securityscan", "value2"), "region")],
-                                   anti=[term(sel_in("service", "securityscan", "value2"), "zone")])), [existing_default()], ANTI),
-    ("satisfies affinity and anti-affinity but not anti-affinity symmetry",
-     pod(POD_LABEL, aff=affinity([term(sel_in("service", "securityscan", "value2"), "region")],
-                                  anti=[term(sel_in("service", "antivirusscan", "value2"), "node")])),
-     [pod(POD_LABEL, node="node1", aff=affinity(anti=[term(sel_in("service", "securityscan", "value2"), "zone")]))], EXIST),
-    ("pod matches its own NotIn term but the matching pod is on another node",
-     pod(POD_LABEL, aff=affinity([term(sel_not_in("service", "securityscan", "value2"), "region")])),
-     [pod({"service": "securityscan"}, node="node2")], AFF),
-    ("existing pod's anti-affinity respected when the incoming pod has none",
-     pod(POD_LABEL), [pod(POD_LABEL, node="node1", aff=affinity(anti=[term(sel_in("service", "securityscan", "value2"), "zone")]))], EXIST),
-    ("existing pod's anti-affinity NotIn does not match the incoming pod",
-     pod(POD_LABEL), [pod(POD_LABEL, node="node1", aff=affinity(anti=[term(sel_not_in("service", "securityscan", "value2"), "zone")]))], None),
-    ("anti-affinity of the incoming pod wins over the existing pod's symmetry",
-     pod(POD_LABEL, aff=affinity(anti=[term(sel_exists("service"), "region"), term(sel_exists("security"), "region")])),
-     [pod(POD_LABEL2, node="node1", aff=affinity(anti=[term(sel_exists("security"), "zone")]))], ANTI),
-    ("symmetry a1: partial match on terms",
-     pod(POD_LABEL, aff=affinity(anti=[term(sel_exists("service"), "zone"), term(sel_exists("security"), "zone")])),
-     [pod(POD_LABEL2, node="node1", aff=affinity(anti=[term(sel_exists("security"), "zone")]))], ANTI),
-    ("symmetry a2: partial match on terms",
-     pod(POD_LABEL2, aff=affinity(anti=[term(sel_exists("security"), "zone")])),
-     [pod(POD_LABEL, node="node1", aff=affinity(anti=[term(sel_exists("service"), "zone"), term(sel_exists("security"), "zone")]))], EXIST),
-    ("symmetry b1: partial match on terms",
-     pod({"abc": "", "xyz": ""}, aff=affinity(anti=[term(sel_exists("abc"), "zone"), term(sel_exists("def"), "zone")])),
-     [pod({"def": "", "xyz": ""}, node="node1", aff=affinity(anti=[term(sel_exists("abc"), "zone"), term(sel_exists("def"), "zone")]))], ANTI),
-    ("symmetry b2: partial match on terms",
-     pod({"def": "", "xyz": ""}, aff=affinity(anti=[term(sel_exists("abc"), "zone"), term(sel_exists("def"), "zone")])),
-     [pod({"abc": "", "xyz": ""}, node="node1", aff=affinity(anti=[term(sel_exists("abc"), "zone"), term(sel_exists("def"), "zone")]))], ANTI),
-    ("affinity with NamespaceSelector",
-     pod(POD_LABEL2, aff=affinity([term(sel_in("service", "securityscan", "value2"), "region", ns_selector=sel_in("team", "team1"))])),
-     [pod(POD_LABEL, ns="subteam1.team1", node="node1")], None),
-    ("affinity with non-matching NamespaceSelector",
-     pod(POD_LABEL2, aff=affinity([term(sel_in("service", "securityscan", "value2"), "region", ns_selector=sel_in("team", "team1"))])),
-     [pod(POD_LABEL, ns="subteam1.team2", node="node1")], AFF),
-    ("anti-affinity with matching NamespaceSelector",
-     pod(POD_LABEL2, ns="subteam1.team1", aff=affinity(anti=[term(sel_in("service", "securityscan", "value2"), "zone", ns_selector=sel_in("team", "team1"))])),
-     [pod(POD_LABEL, ns="subteam2.team1", node="node1")], ANTI),
-    ("anti-affinity with matching all NamespaceSelector",
-     pod(POD_LABEL2, ns="subteam1.team1", aff=affinity(anti=[term(sel_in("service", "securityscan", "value2"), "zone", ns_selector={})])),
-     [pod(POD_LABEL, ns="subteam2.team1", node="node1")], ANTI),
-    ("anti-affinity with non-matching NamespaceSelector",
-     pod(POD_LABEL2, ns="subteam1.team1", aff=affinity(anti=[term(sel_in("service", "securityscan", "value2"), "zone", ns_selector=sel_in("team", "team1"))])),
-     [pod(POD_LABEL, ns="subteam1.team2", node="node1")], None),
+    (
+        "affinity In matches the existing pod",
+        pod(POD_LABEL2, aff=affinity([term(sel_in("service", "securityscan", "value2"), "region")])),
+        [existing_default()],
+        None,
+    ),
+    (
+        "affinity NotIn matches the existing pod",
+        pod(POD_LABEL2, aff=affinity([term(sel_not_in("service", "securityscan3", "value3"), "region")])),
+        [existing_default()],
+        None,
+    ),
+    (
+        "affinity does not match because of a different namespace",
+        pod(
+            POD_LABEL2,
+            aff=affinity([term(sel_in("service", "securityscan", "value2"), "", namespaces=["DiffNameSpace"])]),
+        ),
+        [pod({"service": "securityscan"}, ns="ns", node="node1")],
+        AFF,
+    ),
+    (
+        "affinity with a label selector the existing pod does not match",
+        pod(POD_LABEL, aff=affinity([term(sel_in("service", "antivirusscan", "value2"), "")])),
+        [existing_default()],
+        AFF,
+    ),
+    (
+        "different operators in multiple terms all satisfied",
+        pod(
+            POD_LABEL2,
+            aff=affinity(
+                [
+                    term(exprs(("service", "Exists", ()), ("wrongkey", "DoesNotExist", ())), "region"),
+                    term(exprs(("service", "In", ["securityscan"]), ("service", "NotIn", ["WrongValue"])), "region"),
+                ]
+            ),
+        ),
+        [existing_default()],
+        None,
+    ),
+    (
+        "matchExpressions are ANDed: one item does not match",
+        pod(
+            POD_LABEL2,
+            aff=affinity(
+                [
+                    term(exprs(("service", "Exists", ()), ("wrongkey", "DoesNotExist", ())), "region"),
+                    term(exprs(("service", "In", ["securityscan2"]), ("service", "NotIn", ["WrongValue"])), "region"),
+                ]
+            ),
+        ),
+        [existing_default()],
+        AFF,
+    ),
+    (
+        "satisfies affinity and anti-affinity",
+        pod(
+            POD_LABEL2,
+            aff=affinity(
+                [term(sel_in("service", "securityscan", "value2"), "region")],
+                anti=[term(sel_in("service", "antivirusscan", "value2"), "node")],
+            ),
+        ),
+        [existing_default()],
+        None,
+    ),
+    (
+        "satisfies affinity, anti-affinity and anti-affinity symmetry",
+        pod(
+            POD_LABEL2,
+            aff=affinity(
+                [term(sel_in("service", "securityscan", "value2"), "region")],
+                anti=[term(sel_in("service", "antivirusscan", "value2"), "node")],
+            ),
+        ),
+        [pod(POD_LABEL, node="node1", aff=affinity(anti=[term(sel_in("service", "antivirusscan", "value2"), "node")]))],
+        None,
+    ),
+    (
+        "satisfies affinity but not anti-affinity",
+        pod(
+            POD_LABEL2,
+            aff=affinity(
+                [term(sel_in("service", "securityscan", "value2"), "region")],
+                anti=[term(sel_in("service", "securityscan", "value2"), "zone")],
+            ),
+        ),
+        [existing_default()],
+        ANTI,
+    ),
+    (
+        "satisfies affinity and anti-affinity but not anti-affinity symmetry",
+        pod(
+            POD_LABEL,
+            aff=affinity(
+                [term(sel_in("service", "securityscan", "value2"), "region")],
+                anti=[term(sel_in("service", "antivirusscan", "value2"), "node")],
+            ),
+        ),
+        [pod(POD_LABEL, node="node1", aff=affinity(anti=[term(sel_in("service", "securityscan", "value2"), "zone")]))],
+        EXIST,
+    ),
+    (
+        "pod matches its own NotIn term but the matching pod is on another node",
+        pod(POD_LABEL, aff=affinity([term(sel_not_in("service", "securityscan", "value2"), "region")])),
+        [pod({"service": "securityscan"}, node="node2")],
+        AFF,
+    ),
+    (
+        "existing pod's anti-affinity respected when the incoming pod has none",
+        pod(POD_LABEL),
+        [pod(POD_LABEL, node="node1", aff=affinity(anti=[term(sel_in("service", "securityscan", "value2"), "zone")]))],
+        EXIST,
+    ),
+    (
+        "existing pod's anti-affinity NotIn does not match the incoming pod",
+        pod(POD_LABEL),
+        [
+            pod(
+                POD_LABEL,
+                node="node1",
+                aff=affinity(anti=[term(sel_not_in("service", "securityscan", "value2"), "zone")]),
+            )
+        ],
+        None,
+    ),
+    (
+        "anti-affinity of the incoming pod wins over the existing pod's symmetry",
+        pod(
+            POD_LABEL,
+            aff=affinity(anti=[term(sel_exists("service"), "region"), term(sel_exists("security"), "region")]),
+        ),
+        [pod(POD_LABEL2, node="node1", aff=affinity(anti=[term(sel_exists("security"), "zone")]))],
+        ANTI,
+    ),
+    (
+        "symmetry a1: partial match on terms",
+        pod(POD_LABEL, aff=affinity(anti=[term(sel_exists("service"), "zone"), term(sel_exists("security"), "zone")])),
+        [pod(POD_LABEL2, node="node1", aff=affinity(anti=[term(sel_exists("security"), "zone")]))],
+        ANTI,
+    ),
+    (
+        "symmetry a2: partial match on terms",
+        pod(POD_LABEL2, aff=affinity(anti=[term(sel_exists("security"), "zone")])),
+        [
+            pod(
+                POD_LABEL,
+                node="node1",
+                aff=affinity(anti=[term(sel_exists("service"), "zone"), term(sel_exists("security"), "zone")]),
+            )
+        ],
+        EXIST,
+    ),
+    (
+        "symmetry b1: partial match on terms",
+        pod(
+            {"abc": "", "xyz": ""},
+            aff=affinity(anti=[term(sel_exists("abc"), "zone"), term(sel_exists("def"), "zone")]),
+        ),
+        [
+            pod(
+                {"def": "", "xyz": ""},
+                node="node1",
+                aff=affinity(anti=[term(sel_exists("abc"), "zone"), term(sel_exists("def"), "zone")]),
+            )
+        ],
+        ANTI,
+    ),
+    (
+        "symmetry b2: partial match on terms",
+        pod(
+            {"def": "", "xyz": ""},
+            aff=affinity(anti=[term(sel_exists("abc"), "zone"), term(sel_exists("def"), "zone")]),
+        ),
+        [
+            pod(
+                {"abc": "", "xyz": ""},
+                node="node1",
+                aff=affinity(anti=[term(sel_exists("abc"), "zone"), term(sel_exists("def"), "zone")]),
+            )
+        ],
+        ANTI,
+    ),
+    (
+        "affinity with NamespaceSelector",
+        pod(
+            POD_LABEL2,
+            aff=affinity(
+                [term(sel_in("service", "securityscan", "value2"), "region", ns_selector=sel_in("team", "team1"))]
+            ),
+        ),
+        [pod(POD_LABEL, ns="subteam1.team1", node="node1")],
+        None,
+    ),
+    (
+        "affinity with non-matching NamespaceSelector",
+        pod(
+            POD_LABEL2,
+            aff=affinity(
+                [term(sel_in("service", "securityscan", "value2"), "region", ns_selector=sel_in("team", "team1"))]
+            ),
+        ),
+        [pod(POD_LABEL, ns="subteam1.team2", node="node1")],
+        AFF,
+    ),
+    (
+        "anti-affinity with matching NamespaceSelector",
+        pod(
+            POD_LABEL2,
+            ns="subteam1.team1",
+            aff=affinity(
+                anti=[term(sel_in("service", "securityscan", "value2"), "zone", ns_selector=sel_in("team", "team1"))]
+            ),
+        ),
+        [pod(POD_LABEL, ns="subteam2.team1", node="node1")],
+        ANTI,
+    ),
+    (
+        "anti-affinity with matching all NamespaceSelector",
+        pod(
+            POD_LABEL2,
+            ns="subteam1.team1",
+            aff=affinity(anti=[term(sel_in("service", "securityscan", "value2"), "zone", ns_selector={})]),
+        ),
+        [pod(POD_LABEL, ns="subteam2.team1", node="node1")],
+        ANTI,
+    ),
+    (
+        "anti-affinity with non-matching NamespaceSelector",
+        pod(
+            POD_LABEL2,
+            ns="subteam1.team1",
+            aff=affinity(
+                anti=[term(sel_in("service", "securityscan", "value2"), "zone", ns_selector=sel_in("team", "team1"))]
+            ),
+        ),
+        [pod(POD_LABEL, ns="subteam1.team2", node="node1")],
+        None,
+    ),
 ]
 
 
@@ -259,81 +452,203 @@ def nodes_abc(*label_sets: Mapping[str, str], names: str = "ABC") -> list[NodeIn
 
 
 MULTI_NODE_CASES: list[tuple[str, PodInfo, list[PodInfo], list[NodeInfo], list[str | None]]] = [
-    ("nodes sharing the domain of a matching pod all pass",
-     pod(aff=affinity([term(sel_in("foo", "bar"), "region")])), [pod({"foo": "bar"}, node="node1")],
-     [node("node1", **CHINA), node("node2", **CHINA_AZ1), node("node3", **INDIA)], [None, None, AFF]),
-    ("first pod of a collection with affinity to itself may go anywhere",
-     pod({"foo": "bar", "service": "securityscan"}, aff=affinity([term(sel_in("foo", "bar"), "zone"), term(sel_in("service", "securityscan"), "zone")])),
-     [pod({"foo": "bar"}, node="nodeA")],
-     [node("nodeA", zone="az1", hostname="h1"), node("nodeB", zone="az2", hostname="h2")], [None, None]),
-    ("first pod of a collection only on nodes with the topology keys",
-     pod({"foo": "bar", "service": "securityscan"}, aff=affinity([term(sel_in("foo", "bar"), "zone"), term(sel_in("service", "securityscan"), "zone")])),
-     [pod({"foo": "bar"}, node="nodeA")],
-     [node("nodeA", zoneLabel="az1", hostname="h1"), node("nodeB", zoneLabel="az2", hostname="h2")], [AFF, AFF]),
-    ("anti-affinity rejects every node of the domain",
-     pod(aff=affinity(anti=[term(sel_in("foo", "abc"), "region")])), [pod({"foo": "abc"}, node="nodeA")],
-     [node("nodeA", region="r1", hostname="nodeA"), node("nodeB", region="r1", hostname="nodeB")], [ANTI, ANTI]),
-    ("anti-affinity matches when any term matches",
-     pod(aff=affinity(anti=[term(sel_in("foo", "abc"), "region"), term(sel_in("service", "securityscan"), "zone")])),
-     [pod({"foo": "abc", "service": "securityscan"}, node="nodeA")],
-     [node("nodeA", region="r1", zone="z1", hostname="nodeA"), node("nodeB", region="r1", zone="z2", hostname="nodeB")], [ANTI, ANTI]),
-    ("anti-affinity: other domain is fine",
-     pod(aff=affinity(anti=[term(sel_in("foo", "abc"), "region")])), [pod({"foo": "abc"}, node="nodeA")],
-     nodes_abc(CHINA, CHINA_AZ1, INDIA), [ANTI, ANTI, None]),
-    ("anti-affinity: existing pod in another namespace does not match",
-     pod({"foo": "123"}, ns="NS1", aff=affinity(anti=[term(sel_in("foo", "bar"), "region")])),
-     [pod({"foo": "bar"}, ns="NS1", node="nodeA"), pod(ns="NS2", node="nodeC", aff=affinity(anti=[term(sel_in("foo", "123"), "region")]))],
-     nodes_abc(CHINA, CHINA_AZ1, INDIA), [ANTI, ANTI, None]),
-    ("existing pod's term with a topology key no node has",
-     pod({"foo": ""}), [pod(node="nodeA", aff=affinity(anti=[term(sel_exists("foo"), "invalid-node-label")]))],
-     [node("nodeA", region="r1", zone="z1", hostname="nodeA"), node("nodeB", region="r1", zone="z1", hostname="nodeB")], [None, None]),
-    ("incoming pod's anti-affinity with a topology key no node has",
-     pod(aff=affinity(anti=[term(sel_exists("foo"), "invalid-node-label")])), [pod({"foo": ""}, node="nodeA")],
-     [node("nodeA", region="r1", zone="z1", hostname="nodeA"), node("nodeB", region="r1", zone="z1", hostname="nodeB")], [None, None]),
-    ("existing pods' terms violated on all nodes",
-     pod({"foo": "", "bar": ""}),
-     [pod(node="nodeA", aff=affinity(anti=[term(sel_exists("foo"), "zone")])), pod(node="nodeA", aff=affinity(anti=[term(sel_exists("bar"), "region")]))],
-     [node("nodeA", region="r1", zone="z1", hostname="nodeA"), node("nodeB", region="r1", zone="z2", hostname="nodeB")], [EXIST, EXIST]),
-    ("incoming pod violates one anti-affinity term on each node",
-     pod(aff=affinity(anti=[term(sel_exists("foo"), "zone"), term(sel_exists("bar"), "region")])),
-     [pod({"foo": ""}, node="nodeA"), pod({"bar": ""}, node="nodeB")],
-     [node("nodeA", region="r1", zone="z1", hostname="nodeA"), node("nodeB", region="r1", zone="z2", hostname="nodeB")], [ANTI, ANTI]),
-    ("existing pod: term counts only if selector and topology key both match (one invalid key)",
-     pod({"foo": "", "bar": ""}),
-     [pod(node="nodeA", aff=affinity(anti=[term(sel_exists("foo"), "invalid-node-label"), term(sel_exists("bar"), "zone")]))],
-     [node("nodeA", region="r1", zone="z1", hostname="nodeA"), node("nodeB", region="r1", zone="z2", hostname="nodeB")], [EXIST, None]),
-    ("incoming pod: term counts only if selector and topology key both match (one invalid key)",
-     pod(aff=affinity(anti=[term(sel_exists("foo"), "invalid-node-label"), term(sel_exists("bar"), "zone")])),
-     [pod({"foo": "", "bar": ""}, node="nodeA")],
-     [node("nodeA", region="r1", zone="z1", hostname="nodeA"), node("nodeB", region="r1", zone="z2", hostname="nodeB")], [ANTI, None]),
-    ("existing pod: all terms with valid topology keys",
-     pod({"foo": "", "bar": ""}),
-     [pod(node="nodeA", aff=affinity(anti=[term(sel_exists("foo"), "region"), term(sel_exists("bar"), "zone")]))],
-     [node("nodeA", region="r1", zone="z1", hostname="nodeA"), node("nodeB", region="r1", zone="z2", hostname="nodeB")], [EXIST, EXIST]),
-    ("incoming pod: all terms with valid topology keys",
-     pod(aff=affinity(anti=[term(sel_exists("foo"), "region"), term(sel_exists("bar"), "zone")])),
-     [pod({"foo": "", "bar": ""}, node="nodeA")],
-     [node("nodeA", region="r1", zone="z1", hostname="nodeA"), node("nodeB", region="r1", zone="z2", hostname="nodeB")], [ANTI, ANTI]),
-    ("existing pods on nodeA and nodeB each have a matching term: only nodeC",
-     pod({"foo": "", "bar": ""}),
-     [pod(node="nodeA", aff=affinity(anti=[term(sel_exists("foo"), "zone"), term(sel_exists("labelA"), "zone")])),
-      pod(node="nodeB", aff=affinity(anti=[term(sel_exists("bar"), "zone"), term(sel_exists("labelB"), "zone")]))],
-     [node("nodeA", region="r1", zone="z1", hostname="nodeA"), node("nodeB", region="r1", zone="z2", hostname="nodeB"),
-      node("nodeC", region="r1", zone="z3", hostname="nodeC")], [EXIST, EXIST, None]),
-    ("affinity: all terms match one pod, then all topology keys",
-     pod(aff=affinity([term(sel_exists("foo"), "region"), term(sel_exists("bar"), "zone")])),
-     [pod({"foo": "", "bar": ""}, node="nodeA")],
-     [node("nodeA", region="r1", zone="z1", hostname="nodeA"), node("nodeB", region="r1", zone="z1", hostname="nodeB")], [None, None]),
-    ("affinity: the terms must be satisfied by the same pod",
-     pod(aff=affinity([term(sel_exists("foo"), "region"), term(sel_exists("bar"), "zone")])),
-     [pod({"foo": ""}, node="nodeA"), pod({"bar": ""}, node="nodeB")],
-     [node("nodeA", region="r1", zone="z1", hostname="nodeA"), node("nodeB", region="r1", zone="z2", hostname="nodeB")], [AFF, AFF]),
-    ("host-scoped affinity",
-     pod(aff=affinity([term(sel_exists("foo"), HOST)])), [pod({"foo": ""}, node="nodeA")],
-     [node("nodeA", **{HOST: "nodeA"}), node("nodeB", **{HOST: "nodeB"})], [None, AFF]),
-    ("host-scoped anti-affinity",
-     pod(aff=affinity(anti=[term(sel_exists("foo"), HOST)])), [pod({"foo": ""}, node="nodeA")],
-     [node("nodeA", **{HOST: "nodeA"}), node("nodeB", **{HOST: "nodeB"})], [ANTI, None]),
+    (
+        "nodes sharing the domain of a matching pod all pass",
+        pod(aff=affinity([term(sel_in("foo", "bar"), "region")])),
+        [pod({"foo": "bar"}, node="node1")],
+        [node("node1", **CHINA), node("node2", **CHINA_AZ1), node("node3", **INDIA)],
+        [None, None, AFF],
+    ),
+    (
+        "first pod of a collection with affinity to itself may go anywhere",
+        pod(
+            {"foo": "bar", "service": "securityscan"},
+            aff=affinity([term(sel_in("foo", "bar"), "zone"), term(sel_in("service", "securityscan"), "zone")]),
+        ),
+        [pod({"foo": "bar"}, node="nodeA")],
+        [node("nodeA", zone="az1", hostname="h1"), node("nodeB", zone="az2", hostname="h2")],
+        [None, None],
+    ),
+    (
+        "first pod of a collection only on nodes with the topology keys",
+        pod(
+            {"foo": "bar", "service": "securityscan"},
+            aff=affinity([term(sel_in("foo", "bar"), "zone"), term(sel_in("service", "securityscan"), "zone")]),
+        ),
+        [pod({"foo": "bar"}, node="nodeA")],
+        [node("nodeA", zoneLabel="az1", hostname="h1"), node("nodeB", zoneLabel="az2", hostname="h2")],
+        [AFF, AFF],
+    ),
+    (
+        "anti-affinity rejects every node of the domain",
+        pod(aff=affinity(anti=[term(sel_in("foo", "abc"), "region")])),
+        [pod({"foo": "abc"}, node="nodeA")],
+        [node("nodeA", region="r1", hostname="nodeA"), node("nodeB", region="r1", hostname="nodeB")],
+        [ANTI, ANTI],
+    ),
+    (
+        "anti-affinity matches when any term matches",
+        pod(aff=affinity(anti=[term(sel_in("foo", "abc"), "region"), term(sel_in("service", "securityscan"), "zone")])),
+        [pod({"foo": "abc", "service": "securityscan"}, node="nodeA")],
+        [
+            node("nodeA", region="r1", zone="z1", hostname="nodeA"),
+            node("nodeB", region="r1", zone="z2", hostname="nodeB"),
+        ],
+        [ANTI, ANTI],
+    ),
+    (
+        "anti-affinity: other domain is fine",
+        pod(aff=affinity(anti=[term(sel_in("foo", "abc"), "region")])),
+        [pod({"foo": "abc"}, node="nodeA")],
+        nodes_abc(CHINA, CHINA_AZ1, INDIA),
+        [ANTI, ANTI, None],
+    ),
+    (
+        "anti-affinity: existing pod in another namespace does not match",
+        pod({"foo": "123"}, ns="NS1", aff=affinity(anti=[term(sel_in("foo", "bar"), "region")])),
+        [
+            pod({"foo": "bar"}, ns="NS1", node="nodeA"),
+            pod(ns="NS2", node="nodeC", aff=affinity(anti=[term(sel_in("foo", "123"), "region")])),
+        ],
+        nodes_abc(CHINA, CHINA_AZ1, INDIA),
+        [ANTI, ANTI, None],
+    ),
+    (
+        "existing pod's term with a topology key no node has",
+        pod({"foo": ""}),
+        [pod(node="nodeA", aff=affinity(anti=[term(sel_exists("foo"), "invalid-node-label")]))],
+        [
+            node("nodeA", region="r1", zone="z1", hostname="nodeA"),
+            node("nodeB", region="r1", zone="z1", hostname="nodeB"),
+        ],
+        [None, None],
+    ),
+    (
+        "incoming pod's anti-affinity with a topology key no node has",
+        pod(aff=affinity(anti=[term(sel_exists("foo"), "invalid-node-label")])),
+        [pod({"foo": ""}, node="nodeA")],
+        [
+            node("nodeA", region="r1", zone="z1", hostname="nodeA"),
+            node("nodeB", region="r1", zone="z1", hostname="nodeB"),
+        ],
+        [None, None],
+    ),
+    (
+        "existing pods' terms violated on all nodes",
+        pod({"foo": "", "bar": ""}),
+        [
+            pod(node="nodeA", aff=affinity(anti=[term(sel_exists("foo"), "zone")])),
+            pod(node="nodeA", aff=affinity(anti=[term(sel_exists("bar"), "region")])),
+        ],
+        [
+            node("nodeA", region="r1", zone="z1", hostname="nodeA"),
+            node("nodeB", region="r1", zone="z2", hostname="nodeB"),
+        ],
+        [EXIST, EXIST],
+    ),
+    (
+        "incoming pod violates one anti-affinity term on each node",
+        pod(aff=affinity(anti=[term(sel_exists("foo"), "zone"), term(sel_exists("bar"), "region")])),
+        [pod({"foo": ""}, node="nodeA"), pod({"bar": ""}, node="nodeB")],
+        [
+            node("nodeA", region="r1", zone="z1", hostname="nodeA"),
+            node("nodeB", region="r1", zone="z2", hostname="nodeB"),
+        ],
+        [ANTI, ANTI],
+    ),
+    (
+        "existing pod: term counts only if selector and topology key both match (one invalid key)",
+        pod({"foo": "", "bar": ""}),
+        [
+            pod(
+                node="nodeA",
+                aff=affinity(anti=[term(sel_exists("foo"), "invalid-node-label"), term(sel_exists("bar"), "zone")]),
+            )
+        ],
+        [
+            node("nodeA", region="r1", zone="z1", hostname="nodeA"),
+            node("nodeB", region="r1", zone="z2", hostname="nodeB"),
+        ],
+        [EXIST, None],
+    ),
+    (
+        "incoming pod: term counts only if selector and topology key both match (one invalid key)",
+        pod(aff=affinity(anti=[term(sel_exists("foo"), "invalid-node-label"), term(sel_exists("bar"), "zone")])),
+        [pod({"foo": "", "bar": ""}, node="nodeA")],
+        [
+            node("nodeA", region="r1", zone="z1", hostname="nodeA"),
+            node("nodeB", region="r1", zone="z2", hostname="nodeB"),
+        ],
+        [ANTI, None],
+    ),
+    (
+        "existing pod: all terms with valid topology keys",
+        pod({"foo": "", "bar": ""}),
+        [pod(node="nodeA", aff=affinity(anti=[term(sel_exists("foo"), "region"), term(sel_exists("bar"), "zone")]))],
+        [
+            node("nodeA", region="r1", zone="z1", hostname="nodeA"),
+            node("nodeB", region="r1", zone="z2", hostname="nodeB"),
+        ],
+        [EXIST, EXIST],
+    ),
+    (
+        "incoming pod: all terms with valid topology keys",
+        pod(aff=affinity(anti=[term(sel_exists("foo"), "region"), term(sel_exists("bar"), "zone")])),
+        [pod({"foo": "", "bar": ""}, node="nodeA")],
+        [
+            node("nodeA", region="r1", zone="z1", hostname="nodeA"),
+            node("nodeB", region="r1", zone="z2", hostname="nodeB"),
+        ],
+        [ANTI, ANTI],
+    ),
+    (
+        "existing pods on nodeA and nodeB each have a matching term: only nodeC",
+        pod({"foo": "", "bar": ""}),
+        [
+            pod(node="nodeA", aff=affinity(anti=[term(sel_exists("foo"), "zone"), term(sel_exists("labelA"), "zone")])),
+            pod(node="nodeB", aff=affinity(anti=[term(sel_exists("bar"), "zone"), term(sel_exists("labelB"), "zone")])),
+        ],
+        [
+            node("nodeA", region="r1", zone="z1", hostname="nodeA"),
+            node("nodeB", region="r1", zone="z2", hostname="nodeB"),
+            node("nodeC", region="r1", zone="z3", hostname="nodeC"),
+        ],
+        [EXIST, EXIST, None],
+    ),
+    (
+        "affinity: all terms match one pod, then all topology keys",
+        pod(aff=affinity([term(sel_exists("foo"), "region"), term(sel_exists("bar"), "zone")])),
+        [pod({"foo": "", "bar": ""}, node="nodeA")],
+        [
+            node("nodeA", region="r1", zone="z1", hostname="nodeA"),
+            node("nodeB", region="r1", zone="z1", hostname="nodeB"),
+        ],
+        [None, None],
+    ),
+    (
+        "affinity: the terms must be satisfied by the same pod",
+        pod(aff=affinity([term(sel_exists("foo"), "region"), term(sel_exists("bar"), "zone")])),
+        [pod({"foo": ""}, node="nodeA"), pod({"bar": ""}, node="nodeB")],
+        [
+            node("nodeA", region="r1", zone="z1", hostname="nodeA"),
+            node("nodeB", region="r1", zone="z2", hostname="nodeB"),
+        ],
+        [AFF, AFF],
+    ),
+    (
+        "host-scoped affinity",
+        pod(aff=affinity([term(sel_exists("foo"), HOST)])),
+        [pod({"foo": ""}, node="nodeA")],
+        [node("nodeA", **{HOST: "nodeA"}), node("nodeB", **{HOST: "nodeB"})],
+        [None, AFF],
+    ),
+    (
+        "host-scoped anti-affinity",
+        pod(aff=affinity(anti=[term(sel_exists("foo"), HOST)])),
+        [pod({"foo": ""}, node="nodeA")],
+        [node("nodeA", **{HOST: "nodeA"}), node("nodeB", **{HOST: "nodeB"})],
+        [ANTI, None],
+    ),
 ]
 
 
@@ -367,8 +682,11 @@ def test_fast_track_inter_pod_affinity_cases():
     ns_labels = {"default": {}, "other": {}, "blue-ns": {"team": "blue"}}
     zone_anti = pod({"app": "foo"}, aff=affinity(anti=[term(sel_in("app", "foo"), zone)]))
     host_anti = pod({"app": "bar"}, aff=affinity(anti=[term(sel_in("app", "bar"), HOST)]))
-    ns_anti = pod({"app": "baz"}, ns="other", aff=affinity(anti=[
-        term(sel_in("app", "blocked"), zone, ns_selector=exprs(("team", "DoesNotExist", ())))]))
+    ns_anti = pod(
+        {"app": "baz"},
+        ns="other",
+        aff=affinity(anti=[term(sel_in("app", "blocked"), zone, ns_selector=exprs(("team", "DoesNotExist", ())))]),
+    )
     assert filter_nodes(nodes, existing, zone_anti, ns_labels) == [ANTI, None]
     assert filter_nodes(nodes, existing, host_anti, ns_labels) == [None, ANTI]
     assert filter_nodes(nodes, existing, ns_anti, ns_labels) == [None, None]
@@ -380,7 +698,10 @@ def test_fast_track_inter_pod_affinity_cases():
 def test_match_label_keys_merge_into_the_selector():
     nodes = [node("n1", zone="z1"), node("n2", zone="z2"), node("n3", zone="z3")]
     existing = [pod({"app": "web", "version": "v2"}, node="n1"), pod({"app": "web", "version": "v1"}, node="n2")]
-    incoming = pod({"app": "web", "version": "v1"}, aff=affinity([term(sel_in("app", "web"), "zone", match_label_keys=["version"])]))
+    incoming = pod(
+        {"app": "web", "version": "v1"},
+        aff=affinity([term(sel_in("app", "web"), "zone", match_label_keys=["version"])]),
+    )
     assert filter_nodes(nodes, existing, incoming) == [AFF, None, AFF]
     # A key the pod lacks adds nothing: any app=web pod satisfies the term.
     no_version = pod({"app": "web"}, aff=affinity([term(sel_in("app", "web"), "zone", match_label_keys=["version"])]))
@@ -390,11 +711,20 @@ def test_match_label_keys_merge_into_the_selector():
 def test_mismatch_label_keys_and_symmetry_use_each_owner_labels():
     nodes = [node("n1", zone="z1"), node("n2", zone="z2"), node("n3", zone="z3")]
     # Incoming: stay away from pods of *other* tenants.
-    incoming = pod({"app": "x", "tenant": "a"}, aff=affinity(anti=[term(sel_exists("tenant"), "zone", mismatch_label_keys=["tenant"])]))
+    incoming = pod(
+        {"app": "x", "tenant": "a"},
+        aff=affinity(anti=[term(sel_exists("tenant"), "zone", mismatch_label_keys=["tenant"])]),
+    )
     existing = [pod({"tenant": "b"}, node="n1"), pod({"tenant": "a"}, node="n2")]
     assert filter_nodes(nodes, existing, incoming) == [ANTI, None, None]
     # Symmetry: the existing pod's mismatchLabelKeys are merged with ITS labels (tenant b).
-    existing = [pod({"tenant": "b"}, node="n1", aff=affinity(anti=[term(sel_exists("tenant"), "zone", mismatch_label_keys=["tenant"])]))]
+    existing = [
+        pod(
+            {"tenant": "b"},
+            node="n1",
+            aff=affinity(anti=[term(sel_exists("tenant"), "zone", mismatch_label_keys=["tenant"])]),
+        )
+    ]
     assert filter_nodes(nodes, existing, pod({"tenant": "a"})) == [EXIST, None, None]
     assert filter_nodes(nodes, existing, pod({"tenant": "b"})) == [None, None, None]
 
@@ -402,7 +732,9 @@ def test_mismatch_label_keys_and_symmetry_use_each_owner_labels():
 def test_unknown_namespace_labels_match_no_non_empty_namespace_selector():
     nodes = [node("n1", zone="z1"), node("n2", zone="z2")]
     existing = [pod({"app": "db"}, ns="data", node="n1")]
-    by_selector = pod({"app": "web"}, aff=affinity([term(sel_in("app", "db"), "zone", ns_selector=sel_in("team", "data"))]))
+    by_selector = pod(
+        {"app": "web"}, aff=affinity([term(sel_in("app", "db"), "zone", ns_selector=sel_in("team", "data"))])
+    )
     everywhere = pod({"app": "web"}, aff=affinity([term(sel_in("app", "db"), "zone", ns_selector={})]))
     # Labels known: the selector finds namespace "data".
     assert filter_nodes(nodes, existing, by_selector, {"data": {"team": "data"}}) == [None, AFF]
@@ -411,7 +743,14 @@ def test_unknown_namespace_labels_match_no_non_empty_namespace_selector():
     # An empty namespaceSelector needs no labels.
     assert filter_nodes(nodes, existing, everywhere, {}) == [None, AFF]
     # Symmetry: an existing pod's namespaceSelector is matched against the incoming pod's namespace labels.
-    guard = [pod({"app": "db"}, ns="data", node="n1", aff=affinity(anti=[term(sel_exists("app"), "zone", ns_selector=sel_in("team", "web"))]))]
+    guard = [
+        pod(
+            {"app": "db"},
+            ns="data",
+            node="n1",
+            aff=affinity(anti=[term(sel_exists("app"), "zone", ns_selector=sel_in("team", "web"))]),
+        )
+    ]
     web = pod({"app": "web"}, ns="web")
     assert filter_nodes(nodes, guard, web, {"web": {"team": "web"}}) == [EXIST, None]
     assert filter_nodes(nodes, guard, web, {}) == [None, None]
@@ -460,23 +799,36 @@ S1, S2 = {"security": "S1"}, {"security": "S2"}
 
 STAY_S1_REGION = affinity(pref=[(5, term(sel_in("security", "S1"), "region"))])
 STAY_S2_REGION = affinity(pref=[(6, term(sel_in("security", "S2"), "region"))])
-AFFINITY3 = affinity(pref=[
-    (8, term(exprs(("security", "NotIn", ["S1"]), ("security", "In", ["S2"])), "region")),
-    (2, term(exprs(("security", "Exists", ()), ("wrongkey", "DoesNotExist", ())), "region")),
-])
-HARD_AFFINITY = affinity(req=[
-    term(sel_in("security", "S1", "value2"), "region"),
-    term(exprs(("security", "Exists", ()), ("wrongkey", "DoesNotExist", ())), "region"),
-])
+AFFINITY3 = affinity(
+    pref=[
+        (8, term(exprs(("security", "NotIn", ["S1"]), ("security", "In", ["S2"])), "region")),
+        (2, term(exprs(("security", "Exists", ()), ("wrongkey", "DoesNotExist", ())), "region")),
+    ]
+)
+HARD_AFFINITY = affinity(
+    req=[
+        term(sel_in("security", "S1", "value2"), "region"),
+        term(exprs(("security", "Exists", ()), ("wrongkey", "DoesNotExist", ())), "region"),
+    ]
+)
 AWAY_S1_AZ = affinity(anti_pref=[(5, term(sel_in("security", "S1"), "az"))])
 AWAY_S2_AZ = affinity(anti_pref=[(5, term(sel_in("security", "S2"), "az"))])
-STAY_S1_REGION_AWAY_S2_AZ = affinity(pref=[(8, term(sel_in("security", "S1"), "region"))],
-                                     anti_pref=[(5, term(sel_in("security", "S2"), "az"))])
+STAY_S1_REGION_AWAY_S2_AZ = affinity(
+    pref=[(8, term(sel_in("security", "S1"), "region"))], anti_pref=[(5, term(sel_in("security", "S2"), "az"))]
+)
 NS_SEL_T1 = sel_in("team", "team1")
-AFFINITY_NS_SELECTOR = affinity(pref=[(5, term(sel_in("security", "S1"), "region", namespaces=["subteam2.team2"], ns_selector=NS_SEL_T1))])
-ANTI_AFFINITY_NS_SELECTOR = affinity(anti_pref=[(5, term(sel_in("security", "S1"), "region", namespaces=["subteam2.team2"], ns_selector=NS_SEL_T1))])
-AFFINITY_NEG_NS_SELECTOR = affinity(pref=[(5, term(sel_in("security", "S1"), "region", ns_selector=sel_not_in("team", "team1")))])
-ANTI_AFFINITY_NEG_NS_SELECTOR = affinity(anti_pref=[(5, term(sel_in("security", "S1"), "region", ns_selector=sel_not_in("team", "team1")))])
+AFFINITY_NS_SELECTOR = affinity(
+    pref=[(5, term(sel_in("security", "S1"), "region", namespaces=["subteam2.team2"], ns_selector=NS_SEL_T1))]
+)
+ANTI_AFFINITY_NS_SELECTOR = affinity(
+    anti_pref=[(5, term(sel_in("security", "S1"), "region", namespaces=["subteam2.team2"], ns_selector=NS_SEL_T1))]
+)
+AFFINITY_NEG_NS_SELECTOR = affinity(
+    pref=[(5, term(sel_in("security", "S1"), "region", ns_selector=sel_not_in("team", "team1")))]
+)
+ANTI_AFFINITY_NEG_NS_SELECTOR = affinity(
+    anti_pref=[(5, term(sel_in("security", "S1"), "region", ns_selector=sel_not_in("team", "team1")))]
+)
 
 
 def nodes_n(*label_sets: Mapping[str, str]) -> list[NodeInfo]:
@@ -490,74 +842,225 @@ def on(n: int, labels=None, aff=None, ns: str = "default") -> PodInfo:
 M = 100
 PREFERRED_CASES: list[tuple[str, PodInfo, list[PodInfo], list[NodeInfo], list[int], bool]] = [
     ("affinity is nil", pod(S1), [], nodes_n(RG_CHINA, RG_INDIA, AZ1), [0, 0, 0], False),
-    ("affinity: matching topology key and pods get the high score",
-     pod(S1, aff=STAY_S1_REGION), [on(1, S1), on(2, S2), on(3, S1)], nodes_n(RG_CHINA, RG_INDIA, AZ1), [M, 0, 0], False),
-    ("nodes of the same domain get the same score",
-     pod(aff=STAY_S1_REGION), [on(1, S1)], nodes_n(RG_CHINA, RG_CHINA_AZ1, RG_INDIA), [M, M, 0], False),
-    ("the region with more matches scores higher",
-     pod(S1, aff=STAY_S2_REGION), [on(1, S2), on(1, S2), on(2, S2), on(3, S2), on(4, S2), on(5, S2)],
-     nodes_n(RG_CHINA, RG_INDIA, RG_CHINA, RG_CHINA, RG_INDIA), [M, 0, M, M, 0], False),
-    ("different operators, some failures",
-     pod(S1, aff=AFFINITY3), [on(1, S1), on(2, S2), on(3, S1)], nodes_n(RG_CHINA, RG_INDIA, AZ1), [20, M, 0], False),
-    ("affinity symmetry: preferred terms of existing pods",
-     pod(S2), [on(1, S1, STAY_S1_REGION), on(2, S2, STAY_S2_REGION)], nodes_n(RG_CHINA, RG_INDIA, AZ1), [0, M, 0], False),
-    ("affinity symmetry with namespace selector",
-     pod(S1, ns="subteam1.team1"), [on(1, S1, AFFINITY_NS_SELECTOR), on(2, S2, STAY_S2_REGION)], nodes_n(RG_CHINA, RG_INDIA, AZ1), [M, 0, 0], False),
-    ("anti-affinity symmetry with namespace selector",
-     pod(S1, ns="subteam1.team1"), [on(1, S1, ANTI_AFFINITY_NS_SELECTOR), on(2, S2, STAY_S2_REGION)], nodes_n(RG_CHINA, RG_INDIA, AZ1), [0, M, M], False),
-    ("affinity symmetry: required terms of existing pods",
-     pod(S1), [on(1, S1, HARD_AFFINITY), on(2, S2, HARD_AFFINITY)], nodes_n(RG_CHINA, RG_INDIA, AZ1), [M, M, 0], False),
-    ("anti-affinity: node with no matching pods scores high",
-     pod(S1, aff=AWAY_S1_AZ), [on(1, S1), on(2, S2)], nodes_n(AZ1, RG_CHINA), [0, M], False),
-    ("anti-affinity: node without the topology key scores high",
-     pod(S1, aff=AWAY_S1_AZ), [on(1, S1), on(2, S1)], nodes_n(AZ1, RG_CHINA), [0, M], False),
-    ("anti-affinity: more matching pods score lower",
-     pod(S1, aff=AWAY_S1_AZ), [on(1, S1), on(1, S1), on(2, S2)], nodes_n(AZ1, RG_INDIA), [0, M], False),
-    ("anti-affinity symmetry",
-     pod(S2), [on(1, S1, AWAY_S2_AZ), on(2, S2, AWAY_S1_AZ)], nodes_n(AZ1, AZ2), [0, M], False),
-    ("affinity and anti-affinity",
-     pod(S1, aff=STAY_S1_REGION_AWAY_S2_AZ), [on(1, S1), on(2, S1)], nodes_n(RG_CHINA, AZ1), [M, 0], False),
-    ("affinity and anti-affinity, same labels as the existing pods",
-     pod(S1, aff=STAY_S1_REGION_AWAY_S2_AZ), [on(1, S1), on(1, S1), on(2, S1), on(3, S1), on(3, S1), on(4, S1), on(5, S1)],
-     nodes_n(RG_CHINA_AZ1, RG_INDIA, RG_CHINA, RG_CHINA, RG_INDIA), [M, 0, M, M, 0], False),
-    ("affinity, anti-affinity and symmetry",
-     pod(S1, aff=STAY_S1_REGION_AWAY_S2_AZ), [on(1, S1), on(2, S2), on(3, None, STAY_S1_REGION_AWAY_S2_AZ), on(4, None, AWAY_S1_AZ)],
-     nodes_n(RG_CHINA, AZ1, RG_INDIA, AZ2), [M, 0, M, 0], False),
-    ("partial nodes of a topology have pods with affinity (issue 82796)",
-     pod(S1), [on(1, S1), on(2, None, STAY_S1_REGION_AWAY_S2_AZ)], nodes_n(RG_CHINA, RG_CHINA), [0, 0], False),
-    ("affinity with pods matching NamespaceSelector",
-     pod(S1, ns="subteam1.team1", aff=AFFINITY_NS_SELECTOR),
-     [on(1, S1, ns="subteam1.team1"), on(1, S1, ns="subteam1.team1"), on(1, S1, ns="subteam1.team2"), on(2, S1, ns="subteam2.team1")],
-     nodes_n(RG_CHINA, RG_INDIA), [M, 0], False),
-    ("affinity with pods matching both NamespaceSelector and Namespaces",
-     pod(S1, ns="subteam1.team1", aff=AFFINITY_NS_SELECTOR),
-     [on(1, S1, ns="subteam1.team1"), on(1, S1, ns="subteam1.team1"), on(1, S1, ns="subteam2.team2"), on(2, S1, ns="subteam2.team1")],
-     nodes_n(RG_CHINA, RG_INDIA), [M, 0], False),
-    ("anti-affinity with pods matching NamespaceSelector",
-     pod(S1, ns="subteam1.team1", aff=ANTI_AFFINITY_NS_SELECTOR),
-     [on(1, S1, ns="subteam1.team1"), on(1, S1, ns="subteam1.team1"), on(1, S1, ns="subteam1.team2"), on(2, S1, ns="subteam2.team1")],
-     nodes_n(RG_CHINA, RG_INDIA), [0, M], False),
-    ("anti-affinity with pods matching both NamespaceSelector and Namespaces",
-     pod(S1, ns="subteam1.team1", aff=ANTI_AFFINITY_NS_SELECTOR),
-     [on(1, S1, ns="subteam1.team1"), on(1, S1, ns="subteam1.team1"), on(1, S1, ns="subteam2.team2"), on(2, S1, ns="subteam2.team1")],
-     nodes_n(RG_CHINA, RG_INDIA), [0, M], False),
-    ("affinity with a negative NamespaceSelector",
-     pod(S1, ns="subteam1.team1", aff=AFFINITY_NEG_NS_SELECTOR),
-     [on(1, S1, ns="subteam1.team1"), on(1, S1, ns="subteam1.team1"), on(2, S1, ns="subteam1.team2")],
-     nodes_n(RG_CHINA, RG_INDIA), [0, M], False),
-    ("anti-affinity with a negative NamespaceSelector",
-     pod(S1, ns="subteam1.team1", aff=ANTI_AFFINITY_NEG_NS_SELECTOR),
-     [on(1, S1, ns="subteam1.team1"), on(1, S1, ns="subteam1.team1"), on(2, S1, ns="subteam1.team2")],
-     nodes_n(RG_CHINA, RG_INDIA), [M, 0], False),
-    ("ignore preferred terms of existing pods",
-     pod(S2), [on(1, S1, STAY_S1_REGION_AWAY_S2_AZ), on(2, S2, STAY_S2_REGION)], nodes_n(RG_CHINA, RG_INDIA), [0, 0], True),
-    ("do not ignore preferred terms of existing pods",
-     pod(S2), [on(1, S1, STAY_S1_REGION_AWAY_S2_AZ), on(2, S2, STAY_S2_REGION)], nodes_n(RG_CHINA, RG_INDIA), [0, M], False),
+    (
+        "affinity: matching topology key and pods get the high score",
+        pod(S1, aff=STAY_S1_REGION),
+        [on(1, S1), on(2, S2), on(3, S1)],
+        nodes_n(RG_CHINA, RG_INDIA, AZ1),
+        [M, 0, 0],
+        False,
+    ),
+    (
+        "nodes of the same domain get the same score",
+        pod(aff=STAY_S1_REGION),
+        [on(1, S1)],
+        nodes_n(RG_CHINA, RG_CHINA_AZ1, RG_INDIA),
+        [M, M, 0],
+        False,
+    ),
+    (
+        "the region with more matches scores higher",
+        pod(S1, aff=STAY_S2_REGION),
+        [on(1, S2), on(1, S2), on(2, S2), on(3, S2), on(4, S2), on(5, S2)],
+        nodes_n(RG_CHINA, RG_INDIA, RG_CHINA, RG_CHINA, RG_INDIA),
+        [M, 0, M, M, 0],
+        False,
+    ),
+    (
+        "different operators, some failures",
+        pod(S1, aff=AFFINITY3),
+        [on(1, S1), on(2, S2), on(3, S1)],
+        nodes_n(RG_CHINA, RG_INDIA, AZ1),
+        [20, M, 0],
+        False,
+    ),
+    (
+        "affinity symmetry: preferred terms of existing pods",
+        pod(S2),
+        [on(1, S1, STAY_S1_REGION), on(2, S2, STAY_S2_REGION)],
+        nodes_n(RG_CHINA, RG_INDIA, AZ1),
+        [0, M, 0],
+        False,
+    ),
+    (
+        "affinity symmetry with namespace selector",
+        pod(S1, ns="subteam1.team1"),
+        [on(1, S1, AFFINITY_NS_SELECTOR), on(2, S2, STAY_S2_REGION)],
+        nodes_n(RG_CHINA, RG_INDIA, AZ1),
+        [M, 0, 0],
+        False,
+    ),
+    (
+        "anti-affinity symmetry with namespace selector",
+        pod(S1, ns="subteam1.team1"),
+        [on(1, S1, ANTI_AFFINITY_NS_SELECTOR), on(2, S2, STAY_S2_REGION)],
+        nodes_n(RG_CHINA, RG_INDIA, AZ1),
+        [0, M, M],
+        False,
+    ),
+    (
+        "affinity symmetry: required terms of existing pods",
+        pod(S1),
+        [on(1, S1, HARD_AFFINITY), on(2, S2, HARD_AFFINITY)],
+        nodes_n(RG_CHINA, RG_INDIA, AZ1),
+        [M, M, 0],
+        False,
+    ),
+    (
+        "anti-affinity: node with no matching pods scores high",
+        pod(S1, aff=AWAY_S1_AZ),
+        [on(1, S1), on(2, S2)],
+        nodes_n(AZ1, RG_CHINA),
+        [0, M],
+        False,
+    ),
+    (
+        "anti-affinity: node without the topology key scores high",
+        pod(S1, aff=AWAY_S1_AZ),
+        [on(1, S1), on(2, S1)],
+        nodes_n(AZ1, RG_CHINA),
+        [0, M],
+        False,
+    ),
+    (
+        "anti-affinity: more matching pods score lower",
+        pod(S1, aff=AWAY_S1_AZ),
+        [on(1, S1), on(1, S1), on(2, S2)],
+        nodes_n(AZ1, RG_INDIA),
+        [0, M],
+        False,
+    ),
+    (
+        "anti-affinity symmetry",
+        pod(S2),
+        [on(1, S1, AWAY_S2_AZ), on(2, S2, AWAY_S1_AZ)],
+        nodes_n(AZ1, AZ2),
+        [0, M],
+        False,
+    ),
+    (
+        "affinity and anti-affinity",
+        pod(S1, aff=STAY_S1_REGION_AWAY_S2_AZ),
+        [on(1, S1), on(2, S1)],
+        nodes_n(RG_CHINA, AZ1),
+        [M, 0],
+        False,
+    ),
+    (
+        "affinity and anti-affinity, same labels as the existing pods",
+        pod(S1, aff=STAY_S1_REGION_AWAY_S2_AZ),
+        [on(1, S1), on(1, S1), on(2, S1), on(3, S1), on(3, S1), on(4, S1), on(5, S1)],
+        nodes_n(RG_CHINA_AZ1, RG_INDIA, RG_CHINA, RG_CHINA, RG_INDIA),
+        [M, 0, M, M, 0],
+        False,
+    ),
+    (
+        "affinity, anti-affinity and symmetry",
+        pod(S1, aff=STAY_S1_REGION_AWAY_S2_AZ),
+        [on(1, S1), on(2, S2), on(3, None, STAY_S1_REGION_AWAY_S2_AZ), on(4, None, AWAY_S1_AZ)],
+        nodes_n(RG_CHINA, AZ1, RG_INDIA, AZ2),
+        [M, 0, M, 0],
+        False,
+    ),
+    (
+        "partial nodes of a topology have pods with affinity (issue 82796)",
+        pod(S1),
+        [on(1, S1), on(2, None, STAY_S1_REGION_AWAY_S2_AZ)],
+        nodes_n(RG_CHINA, RG_CHINA),
+        [0, 0],
+        False,
+    ),
+    (
+        "affinity with pods matching NamespaceSelector",
+        pod(S1, ns="subteam1.team1", aff=AFFINITY_NS_SELECTOR),
+        [
+            on(1, S1, ns="subteam1.team1"),
+            on(1, S1, ns="subteam1.team1"),
+            on(1, S1, ns="subteam1.team2"),
+            on(2, S1, ns="subteam2.team1"),
+        ],
+        nodes_n(RG_CHINA, RG_INDIA),
+        [M, 0],
+        False,
+    ),
+    (
+        "affinity with pods matching both NamespaceSelector and Namespaces",
+        pod(S1, ns="subteam1.team1", aff=AFFINITY_NS_SELECTOR),
+        [
+            on(1, S1, ns="subteam1.team1"),
+            on(1, S1, ns="subteam1.team1"),
+            on(1, S1, ns="subteam2.team2"),
+            on(2, S1, ns="subteam2.team1"),
+        ],
+        nodes_n(RG_CHINA, RG_INDIA),
+        [M, 0],
+        False,
+    ),
+    (
+        "anti-affinity with pods matching NamespaceSelector",
+        pod(S1, ns="subteam1.team1", aff=ANTI_AFFINITY_NS_SELECTOR),
+        [
+            on(1, S1, ns="subteam1.team1"),
+            on(1, S1, ns="subteam1.team1"),
+            on(1, S1, ns="subteam1.team2"),
+            on(2, S1, ns="subteam2.team1"),
+        ],
+        nodes_n(RG_CHINA, RG_INDIA),
+        [0, M],
+        False,
+    ),
+    (
+        "anti-affinity with pods matching both NamespaceSelector and Namespaces",
+        pod(S1, ns="subteam1.team1", aff=ANTI_AFFINITY_NS_SELECTOR),
+        [
+            on(1, S1, ns="subteam1.team1"),
+            on(1, S1, ns="subteam1.team1"),
+            on(1, S1, ns="subteam2.team2"),
+            on(2, S1, ns="subteam2.team1"),
+        ],
+        nodes_n(RG_CHINA, RG_INDIA),
+        [0, M],
+        False,
+    ),
+    (
+        "affinity with a negative NamespaceSelector",
+        pod(S1, ns="subteam1.team1", aff=AFFINITY_NEG_NS_SELECTOR),
+        [on(1, S1, ns="subteam1.team1"), on(1, S1, ns="subteam1.team1"), on(2, S1, ns="subteam1.team2")],
+        nodes_n(RG_CHINA, RG_INDIA),
+        [0, M],
+        False,
+    ),
+    (
+        "anti-affinity with a negative NamespaceSelector",
+        pod(S1, ns="subteam1.team1", aff=ANTI_AFFINITY_NEG_NS_SELECTOR),
+        [on(1, S1, ns="subteam1.team1"), on(1, S1, ns="subteam1.team1"), on(2, S1, ns="subteam1.team2")],
+        nodes_n(RG_CHINA, RG_INDIA),
+        [M, 0],
+        False,
+    ),
+    (
+        "ignore preferred terms of existing pods",
+        pod(S2),
+        [on(1, S1, STAY_S1_REGION_AWAY_S2_AZ), on(2, S2, STAY_S2_REGION)],
+        nodes_n(RG_CHINA, RG_INDIA),
+        [0, 0],
+        True,
+    ),
+    (
+        "do not ignore preferred terms of existing pods",
+        pod(S2),
+        [on(1, S1, STAY_S1_REGION_AWAY_S2_AZ), on(2, S2, STAY_S2_REGION)],
+        nodes_n(RG_CHINA, RG_INDIA),
+        [0, M],
+        False,
+    ),
     ("no nodes to score", pod(S2), [], [], [], False),
 ]
 
 
-@pytest.mark.parametrize("name,incoming,existing,nodes,want,ignore", PREFERRED_CASES, ids=[c[0] for c in PREFERRED_CASES])
+@pytest.mark.parametrize(
+    "name,incoming,existing,nodes,want,ignore", PREFERRED_CASES, ids=[c[0] for c in PREFERRED_CASES]
+)
 def test_preferred_affinity(name, incoming, existing, nodes, want, ignore):
     args = {"hardPodAffinityWeight": 1, "ignorePreferredTermsOfExistingPods": ignore}
     assert scores(nodes, existing, incoming, NAMESPACES, args) == want
@@ -575,16 +1078,21 @@ def test_ignore_preferred_terms_still_counts_existing_terms_when_the_pod_has_its
 # ============================================ TestPreferredAffinityWithHardPodAffinitySymmetricWeight
 
 # Upstream lists namespaces ["", "subteam2.team2"]; "" is the test pods' namespace, "default" here.
-HARD_POD_AFFINITY = affinity(req=[term(sel_in("service", "S1"), "region", namespaces=["default", "subteam2.team2"], ns_selector=NS_SEL_T1)])
+HARD_POD_AFFINITY = affinity(
+    req=[term(sel_in("service", "S1"), "region", namespaces=["default", "subteam2.team2"], ns_selector=NS_SEL_T1)]
+)
 
 
-@pytest.mark.parametrize("name,ns,weight,want", [
-    ("with default weight", "default", None, [M, M, 0]),
-    ("with zero weight", "default", 0, [0, 0, 0]),
-    ("with no matching namespace", "subteam1.team2", 1, [0, 0, 0]),
-    ("with matching NamespaceSelector", "subteam1.team1", 1, [M, M, 0]),
-    ("with matching Namespaces", "subteam2.team2", 1, [M, M, 0]),
-])
+@pytest.mark.parametrize(
+    "name,ns,weight,want",
+    [
+        ("with default weight", "default", None, [M, M, 0]),
+        ("with zero weight", "default", 0, [0, 0, 0]),
+        ("with no matching namespace", "subteam1.team2", 1, [0, 0, 0]),
+        ("with matching NamespaceSelector", "subteam1.team1", 1, [M, M, 0]),
+        ("with matching Namespaces", "subteam2.team2", 1, [M, M, 0]),
+    ],
+)
 def test_preferred_affinity_with_hard_pod_affinity_symmetric_weight(name, ns, weight, want):
     nodes = nodes_n(RG_CHINA, RG_INDIA, AZ1)
     existing = [on(1, None, HARD_POD_AFFINITY), on(2, None, HARD_POD_AFFINITY)]
@@ -595,8 +1103,10 @@ def test_preferred_affinity_with_hard_pod_affinity_symmetric_weight(name, ns, we
 def test_hard_pod_affinity_weight_scales_against_preferred_terms():
     # Region China: one required term (x hardPodAffinityWeight); India: a preferred term of weight 5.
     nodes = nodes_n(RG_CHINA, RG_INDIA, AZ1)
-    existing = [on(1, None, affinity([term(sel_in("app", "x"), "region")])),
-                on(2, None, affinity(pref=[(5, term(sel_in("app", "x"), "region"))]))]
+    existing = [
+        on(1, None, affinity([term(sel_in("app", "x"), "region")])),
+        on(2, None, affinity(pref=[(5, term(sel_in("app", "x"), "region"))])),
+    ]
     incoming = pod({"app": "x"})
     assert scores(nodes, existing, incoming, args={"hardPodAffinityWeight": 10}) == [M, 50, 0]
     assert scores(nodes, existing, incoming, args={"hardPodAffinityWeight": 1}) == [20, M, 0]
@@ -609,14 +1119,23 @@ def test_normalize_truncates_like_upstream():
     assert plugin.normalize(np.array([], dtype=np.int64)).tolist() == []
 
 
-@pytest.mark.parametrize("args,message", [
-    ({"hardPodAffinityWeight": 101}, "hardPodAffinityWeight: invalid value 101: not in valid range [0, 100]"),
-    ({"hardPodAffinityWeight": -1}, "hardPodAffinityWeight: invalid value -1: not in valid range [0, 100]"),
-    ({"hardPodAffinityWeight": 1.5}, "hardPodAffinityWeight: Input should be a valid integer"),
-    ({"ignorePreferredTermsOfExistingPods": "yes"}, "ignorePreferredTermsOfExistingPods: Input should be a valid boolean"),
-    ({"hardPodAffinityWeigth": 2}, "hardPodAffinityWeigth: unknown field (did you mean hardPodAffinityWeight?); "
-                                   "allowed: hardPodAffinityWeight, ignorePreferredTermsOfExistingPods"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ({"hardPodAffinityWeight": 101}, "hardPodAffinityWeight: invalid value 101: not in valid range [0, 100]"),
+        ({"hardPodAffinityWeight": -1}, "hardPodAffinityWeight: invalid value -1: not in valid range [0, 100]"),
+        ({"hardPodAffinityWeight": 1.5}, "hardPodAffinityWeight: Input should be a valid integer"),
+        (
+            {"ignorePreferredTermsOfExistingPods": "yes"},
+            "ignorePreferredTermsOfExistingPods: Input should be a valid boolean",
+        ),
+        (
+            {"hardPodAffinityWeigth": 2},
+            "hardPodAffinityWeigth: unknown field (did you mean hardPodAffinityWeight?); "
+            "allowed: hardPodAffinityWeight, ignorePreferredTermsOfExistingPods",
+        ),
+    ],
+)
 def test_invalid_args(args, message):
     with pytest.raises(ProfileError) as exc:
         framework(make_cache(), args)
@@ -630,8 +1149,12 @@ def framework(cache, args: Mapping[str, Any] | None = None) -> Framework:
     registry = in_tree_registry()
     if registry.get(InterPodAffinity.name) is None:
         registry.register(InterPodAffinity)
-    profile: dict[str, Any] = {"plugins": {"filter": {"enabled": [{"name": "InterPodAffinity"}]},
-                                           "score": {"enabled": [{"name": "InterPodAffinity", "weight": 2}]}}}
+    profile: dict[str, Any] = {
+        "plugins": {
+            "filter": {"enabled": [{"name": "InterPodAffinity"}]},
+            "score": {"enabled": [{"name": "InterPodAffinity", "weight": 2}]},
+        }
+    }
     if args is not None:
         profile["pluginConfig"] = [{"name": "InterPodAffinity", "args": dict(args)}]
     return Framework(Profile.model_validate(profile), registry, Handle(cache))
@@ -642,11 +1165,14 @@ def test_diagnosis_message_and_unresolvable():
     existing = [pod({"app": "db"}, node="n1"), pod({"app": "web"}, node="n2")]
     cache = make_cache(nodes, existing)
     fwk = framework(cache)
-    incoming = pod({"app": "web"}, aff=affinity([term(sel_in("app", "db"), "zone")], anti=[term(sel_in("app", "db"), "zone")]))
+    incoming = pod(
+        {"app": "web"}, aff=affinity([term(sel_in("app", "db"), "zone")], anti=[term(sel_in("app", "db"), "zone")])
+    )
     result = schedule_pod(fwk, incoming, cache.snapshot())
     assert result.row is None
     assert result.diagnosis.message == (
-        "0/4 nodes are available: 1 node(s) didn't match pod anti-affinity rules, 3 node(s) didn't match pod affinity rules.")
+        "0/4 nodes are available: 1 node(s) didn't match pod anti-affinity rules, 3 node(s) didn't match pod affinity rules."
+    )
     assert not result.diagnosis.unresolvable  # anti-affinity can be resolved by preemption
     only_affinity = pod({"app": "web"}, aff=affinity([term(sel_in("app", "cache"), "zone")]))
     result = schedule_pod(fwk, only_affinity, cache.snapshot())
@@ -667,7 +1193,9 @@ def test_score_steers_the_choice_with_weight_two():
 
 
 def gang(n: int, group: str, aff: Mapping[str, Any], labels: Mapping[str, str] | None = None) -> list[PodInfo]:
-    return [make_pod(f"{group}-{i}", "100m", group=group, labels=dict(labels or {}), affinity=dict(aff)) for i in range(n)]
+    return [
+        make_pod(f"{group}-{i}", "100m", group=group, labels=dict(labels or {}), affinity=dict(aff)) for i in range(n)
+    ]
 
 
 ONE_PER_NODE = affinity(anti=[term({"matchLabels": {"app": "trainer"}}, HOST)])
@@ -708,7 +1236,9 @@ def test_gangs_repel_only_their_own_members_with_match_label_keys():
 
 def test_gang_with_affinity_to_itself_stays_in_one_zone():
     # z1 has room for 2 small pods per node; the group of 4 must share one zone.
-    nodes = [make_node(f"a{i}", "1", labels={"zone": "z1"}) for i in range(2)] + [make_node(f"b{i}", "4", labels={"zone": "z2"}) for i in range(2)]
+    nodes = [make_node(f"a{i}", "1", labels={"zone": "z1"}) for i in range(2)] + [
+        make_node(f"b{i}", "4", labels={"zone": "z2"}) for i in range(2)
+    ]
     cache = make_cache(nodes)
     fwk = framework(cache)
     together = affinity([term({"matchLabels": {"job": "j"}}, "zone")])
@@ -735,8 +1265,10 @@ def test_identical_gang_shares_one_count_per_term():
         return original(key, predicate, selector)
 
     snap.count_matching = spy  # type: ignore[method-assign]
-    aff = affinity(anti=[term({"matchLabels": {"app": "trainer"}}, HOST)],
-                   anti_pref=[(3, term({"matchLabels": {"app": "trainer"}}, "zone"))])
+    aff = affinity(
+        anti=[term({"matchLabels": {"app": "trainer"}}, HOST)],
+        anti_pref=[(3, term({"matchLabels": {"app": "trainer"}}, "zone"))],
+    )
     pods = gang(n, "g", aff, {"app": "trainer"})
     decision = schedule_group(fwk, snap, ("default", "g"), make_group("g", n), pods)
     assert decision.scheduled and len({p.node for p in decision.assignments}) == n
@@ -756,7 +1288,8 @@ def ref_merge(t: PodAffinityTerm, labels: Mapping[str, str]) -> LabelSelector | 
     if t.selector is None or not (t.match_label_keys or t.mismatch_label_keys):
         return t.selector
     extra = tuple(Requirement(k, "In", (labels[k],)) for k in t.match_label_keys if k in labels) + tuple(
-        Requirement(k, "NotIn", (labels[k],)) for k in t.mismatch_label_keys if k in labels)
+        Requirement(k, "NotIn", (labels[k],)) for k in t.mismatch_label_keys if k in labels
+    )
     return LabelSelector(t.selector.match_labels, t.selector.match_expressions + extra)
 
 
@@ -783,13 +1316,17 @@ def ref_matches_existing(t: PodAffinityTerm, owner: PodInfo, incoming: PodInfo, 
     names = set(t.namespaces) if (t.namespaces or t.namespace_selector is not None) else {owner.namespace}
     nss = t.namespace_selector
     labels = ns_labels.get(incoming.namespace)
-    ns_ok = incoming.namespace in names or (nss is not None and (
-        (not nss.match_labels and not nss.match_expressions) or (labels is not None and nss.matches(labels))))
+    ns_ok = incoming.namespace in names or (
+        nss is not None
+        and ((not nss.match_labels and not nss.match_expressions) or (labels is not None and nss.matches(labels)))
+    )
     sel = ref_merge(t, owner.labels)
     return ns_ok and sel is not None and sel.matches(incoming.labels)
 
 
-def ref_filter(incoming, nodes: Sequence[NodeInfo], placed: Sequence[tuple[str, PodInfo]], ns_labels) -> dict[str, str | None]:
+def ref_filter(
+    incoming, nodes: Sequence[NodeInfo], placed: Sequence[tuple[str, PodInfo]], ns_labels
+) -> dict[str, str | None]:
     by_name = {n.name: n for n in nodes}
     aff = [(ref_incoming(t, incoming, ns_labels), t.topology_key) for t in incoming.pod_affinity]
     anti = [(ref_incoming(t, incoming, ns_labels), t.topology_key) for t in incoming.pod_anti_affinity]
@@ -820,7 +1357,9 @@ def ref_filter(incoming, nodes: Sequence[NodeInfo], placed: Sequence[tuple[str, 
                     break
                 if aff_counts.get((key, labels[key]), 0) <= 0:
                     pods_exist = False
-            if missing or (not pods_exist and not (len(aff_counts) == 0 and all(ref_matches_incoming(r, incoming) for r, _ in aff))):
+            if missing or (
+                not pods_exist and not (len(aff_counts) == 0 and all(ref_matches_incoming(r, incoming) for r, _ in aff))
+            ):
                 reason = AFF
         if reason is None and any(key in labels and anti_counts[(key, labels[key])] > 0 for _, key in anti):
             reason = ANTI
@@ -835,8 +1374,14 @@ def ref_score(incoming, nodes, placed, ns_labels, hard: int, ignore: bool) -> di
     if ignore and not (incoming.pod_affinity_preferred or incoming.pod_anti_affinity_preferred):
         return {n.name: 0 for n in nodes}
     topo: dict[tuple[str, str], int] = defaultdict(int)
-    pref = [(w.weight, ref_incoming(w.term, incoming, ns_labels), w.term.topology_key) for w in incoming.pod_affinity_preferred]
-    anti = [(w.weight, ref_incoming(w.term, incoming, ns_labels), w.term.topology_key) for w in incoming.pod_anti_affinity_preferred]
+    pref = [
+        (w.weight, ref_incoming(w.term, incoming, ns_labels), w.term.topology_key)
+        for w in incoming.pod_affinity_preferred
+    ]
+    anti = [
+        (w.weight, ref_incoming(w.term, incoming, ns_labels), w.term.topology_key)
+        for w in incoming.pod_anti_affinity_preferred
+    ]
     for node_name, p in placed:
         labels = by_name[node_name].labels
         if not labels:
@@ -864,37 +1409,58 @@ def ref_normalize(raw: list[int]) -> list[int]:
 
 
 # Weighted towards terms that match something: most draws should reject or score some nodes.
-SELECTORS = [None, {}, {"matchLabels": {"app": "a"}}, {"matchLabels": {"app": "a"}}, sel_in("app", "a", "b"),
-             sel_not_in("app", "a"), sel_exists("tier"), exprs(("tier", "DoesNotExist", ()))]
+SELECTORS = [
+    None,
+    {},
+    {"matchLabels": {"app": "a"}},
+    {"matchLabels": {"app": "a"}},
+    sel_in("app", "a", "b"),
+    sel_not_in("app", "a"),
+    sel_exists("tier"),
+    exprs(("tier", "DoesNotExist", ())),
+]
 NS_SELECTORS = [None, None, None, {}, {"matchLabels": {"team": "t1"}}, exprs(("team", "DoesNotExist", ()))]
 TOPOLOGY = ["zone", "zone", HOST, HOST, "region", "missing"]
 term_st = st.builds(
     lambda s, k, ns, nss, m, mm: term(s, k, namespaces=ns, ns_selector=nss, match_label_keys=m, mismatch_label_keys=mm),
-    st.sampled_from(SELECTORS), st.sampled_from(TOPOLOGY), st.sampled_from([None, None, None, ["default"], ["ns1", "ns2"]]),
-    st.sampled_from(NS_SELECTORS), st.sampled_from([None, None, None, ["app"], ["tier"]]),
+    st.sampled_from(SELECTORS),
+    st.sampled_from(TOPOLOGY),
+    st.sampled_from([None, None, None, ["default"], ["ns1", "ns2"]]),
+    st.sampled_from(NS_SELECTORS),
+    st.sampled_from([None, None, None, ["app"], ["tier"]]),
     st.sampled_from([None, None, None, ["tier"], ["app"]]),
 )
 weighted_st = st.lists(st.tuples(st.integers(1, 10), term_st), max_size=2)
 # Required affinity rejects most nodes when present: draw it less often so the other checks show.
 rare_terms_st = st.one_of(st.just([]), st.just([]), st.lists(term_st, min_size=1, max_size=2))
-affinity_st = st.builds(affinity, rare_terms_st, weighted_st, st.one_of(st.just([]), st.lists(term_st, min_size=1, max_size=2)), weighted_st)
-labels_st = st.fixed_dictionaries({}, optional={"app": st.sampled_from(["a", "a", "b"]), "tier": st.sampled_from(["a", "x"])})
-pod_st = st.fixed_dictionaries({
-    "labels": labels_st,
-    "ns": st.sampled_from(["default", "default", "ns1", "ns2"]),
-    "aff": affinity_st,  # may be {} (no terms at all)
-})
-existing_st = st.fixed_dictionaries({
-    "pod": pod_st,
-    "node": st.integers(0, 5),  # modulo the node count
-    # ghost: bound to a node the cache does not have; terminal: Succeeded, not running
-    "mode": st.sampled_from(["bound", "bound", "bound", "cache-assumed", "cycle-assumed", "terminal", "ghost"]),
-})
-node_st = st.fixed_dictionaries({
-    "zone": st.sampled_from([None, "z1", "z1", "z2"]),
-    "region": st.sampled_from([None, "r1", "r2"]),
-    "host": st.sampled_from(["own", "own", "own", "shared", None]),
-})
+affinity_st = st.builds(
+    affinity, rare_terms_st, weighted_st, st.one_of(st.just([]), st.lists(term_st, min_size=1, max_size=2)), weighted_st
+)
+labels_st = st.fixed_dictionaries(
+    {}, optional={"app": st.sampled_from(["a", "a", "b"]), "tier": st.sampled_from(["a", "x"])}
+)
+pod_st = st.fixed_dictionaries(
+    {
+        "labels": labels_st,
+        "ns": st.sampled_from(["default", "default", "ns1", "ns2"]),
+        "aff": affinity_st,  # may be {} (no terms at all)
+    }
+)
+existing_st = st.fixed_dictionaries(
+    {
+        "pod": pod_st,
+        "node": st.integers(0, 5),  # modulo the node count
+        # ghost: bound to a node the cache does not have; terminal: Succeeded, not running
+        "mode": st.sampled_from(["bound", "bound", "bound", "cache-assumed", "cycle-assumed", "terminal", "ghost"]),
+    }
+)
+node_st = st.fixed_dictionaries(
+    {
+        "zone": st.sampled_from([None, "z1", "z1", "z2"]),
+        "region": st.sampled_from([None, "r1", "r2"]),
+        "host": st.sampled_from(["own", "own", "own", "shared", None]),
+    }
+)
 NS_LABEL_CHOICES = [{}, {"default": {}, "ns1": {"team": "t1"}, "ns2": {"team": "t2"}}, {"ns1": {"team": "t1"}}]
 
 
@@ -908,7 +1474,9 @@ NS_LABEL_CHOICES = [{}, {"default": {}, "ns1": {"team": "t1"}, "ns2": {"team": "
     ignore=st.booleans(),
     warm=st.booleans(),
 )
-def test_agrees_with_a_per_node_port_of_upstream(node_specs, existing_specs, incoming_spec, ns_choice, hard, ignore, warm):
+def test_agrees_with_a_per_node_port_of_upstream(
+    node_specs, existing_specs, incoming_spec, ns_choice, hard, ignore, warm
+):
     nodes = []
     for i, spec in enumerate(node_specs):
         labels = {k: v for k, v in (("zone", spec["zone"]), ("region", spec["region"])) if v is not None}
@@ -923,8 +1491,14 @@ def test_agrees_with_a_per_node_port_of_upstream(node_specs, existing_specs, inc
         known = mode != "ghost"
         target = f"n{spec['node'] % len(nodes)}" if known else "gone"
         if mode in ("bound", "terminal", "ghost"):
-            info = make_pod(f"e{j}", namespace=p["ns"], labels=p["labels"], affinity=p["aff"], node_name=target,
-                            phase="Succeeded" if mode == "terminal" else "Running")
+            info = make_pod(
+                f"e{j}",
+                namespace=p["ns"],
+                labels=p["labels"],
+                affinity=p["aff"],
+                node_name=target,
+                phase="Succeeded" if mode == "terminal" else "Running",
+            )
             cache_pods.append(info)
         else:
             info = make_pod(f"e{j}", namespace=p["ns"], labels=p["labels"], affinity=p["aff"])
@@ -942,7 +1516,9 @@ def test_agrees_with_a_per_node_port_of_upstream(node_specs, existing_specs, inc
     args = InterPodAffinityArgs(hard_pod_affinity_weight=hard, ignore_preferred_terms_of_existing_pods=ignore)
     plugin = InterPodAffinity(args, Handle(cache))
     snap = cache.snapshot()
-    incoming = make_pod("incoming", namespace=incoming_spec["ns"], labels=incoming_spec["labels"], affinity=incoming_spec["aff"])
+    incoming = make_pod(
+        "incoming", namespace=incoming_spec["ns"], labels=incoming_spec["labels"], affinity=incoming_spec["aff"]
+    )
     if warm:
         # Build the plugin's per-snapshot state and counts first: the cycle's
         # placements must then be folded in incrementally.
@@ -964,4 +1540,5 @@ def test_agrees_with_a_per_node_port_of_upstream(node_specs, existing_specs, inc
     # Scoring a subset normalizes over that subset only.
     sub = rows[::2]
     assert plugin.normalize(plugin.score(CycleState(), incoming, snap, sub)).tolist() == ref_normalize(
-        [want[snap.names[r]] for r in sub])
+        [want[snap.names[r]] for r in sub]
+    )

@@ -7,9 +7,9 @@ import asyncio
 from typing import Any
 
 from scheduler.api.config import SchedulerConfiguration
+from scheduler.core.scheduler import Scheduler
 from scheduler.plugins import in_tree_registry
 from scheduler.queue.scheduling_queue import State, group_unit
-from scheduler.core.scheduler import Scheduler
 
 from .test_runtime_scheduler import Recorder, drain, node, pod, podgroup, sched  # noqa: F401 (fixture)
 
@@ -20,8 +20,10 @@ def with_template_ref(body: dict[str, Any], workload: str, template: str) -> dic
 
 
 def workload(name: str, *templates: str, ns: str = "ns") -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": ns, "uid": f"uid-wl-{name}"},
-            "spec": {"podGroupTemplates": [{"name": t, "schedulingPolicy": {"gang": {"minCount": 2}}} for t in templates]}}
+    return {
+        "metadata": {"name": name, "namespace": ns, "uid": f"uid-wl-{name}"},
+        "spec": {"podGroupTemplates": [{"name": t, "schedulingPolicy": {"gang": {"minCount": 2}}} for t in templates]},
+    }
 
 
 def gang_of_two(s, name: str = "g", ref: tuple[str, str] | None = None) -> None:
@@ -58,10 +60,13 @@ def test_a_reference_to_a_missing_template_lists_the_templates_there_are(sched):
     gang_of_two(s, ref=("trainer", "worker"))
     drain(s)
     assert rec.binds == []
-    assert rec.groups[-1][2:] == ("SchedulerError", (
-        "spec.podGroupTemplateRef.workload.podGroupTemplateName: Workload ns/trainer has no "
-        "podGroupTemplate named 'worker' (it has: driver, workers)"
-    ))
+    assert rec.groups[-1][2:] == (
+        "SchedulerError",
+        (
+            "spec.podGroupTemplateRef.workload.podGroupTemplateName: Workload ns/trainer has no "
+            "podGroupTemplate named 'worker' (it has: driver, workers)"
+        ),
+    )
 
 
 def test_an_invalid_workload_is_reported_not_crashed_on(sched):
@@ -105,7 +110,9 @@ def test_scheduled_stays_true_on_a_later_scheduler_error_which_is_an_event(sched
     drain(s)
     assert all(status == "True" for _, status, _, _ in rec.groups[writes:])
     assert "schedulerName" in rec.pods["g-2"]
-    assert any(who == "g" and reason == "FailedScheduling" and "schedulerName" in note for who, reason, note in rec.events)
+    assert any(
+        who == "g" and reason == "FailedScheduling" and "schedulerName" in note for who, reason, note in rec.events
+    )
 
 
 def test_a_pod_deleted_while_its_group_is_in_flight_is_not_placed(sched):
@@ -164,7 +171,12 @@ async def test_a_gang_that_fills_within_the_report_delay_costs_no_writes():
     await asyncio.sleep(0.1)
     assert "fast-0" not in rec.pods and not any(g == "fast" for g, *_ in rec.groups)
     assert rec.pods["slow-0"] == "waiting for pods of PodGroup ns/slow: minCount is 2"
-    assert rec.groups[-1] == ("slow", "False", "Unschedulable", "waiting for pods of PodGroup ns/slow: minCount is 2, 1 exist")
+    assert rec.groups[-1] == (
+        "slow",
+        "False",
+        "Unschedulable",
+        "waiting for pods of PodGroup ns/slow: minCount is 2, 1 exist",
+    )
     # A pod arriving after the report is told too, once.
     s.on_podgroup(podgroup("slow", 3))
     s.on_pod(pod("slow-1", "slow"))
@@ -177,8 +189,14 @@ async def test_a_gang_that_fills_within_the_report_delay_costs_no_writes():
 
 def _delayed_sched(delay: float, max_wait: float) -> tuple[Scheduler, Recorder]:
     rec = Recorder()
-    s = Scheduler(SchedulerConfiguration(), in_tree_registry(), binder=rec, writer=rec,
-                  report_delay=delay, report_max_delay=max_wait)
+    s = Scheduler(
+        SchedulerConfiguration(),
+        in_tree_registry(),
+        binder=rec,
+        writer=rec,
+        report_delay=delay,
+        report_max_delay=max_wait,
+    )
     s.start_scheduling()
     s.on_node(node("a", cpu="100", pods="110"))
     return s, rec

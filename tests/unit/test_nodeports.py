@@ -4,7 +4,8 @@ Gang behaviour goes through scheduler.core.schedule_podgroup.schedule_group."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -13,11 +14,11 @@ from scheduler.api.constants import REASON_SCHEDULED, REASON_UNSCHEDULABLE
 from scheduler.api.parse import parse_pod
 from scheduler.api.records import NodeInfo, PodInfo
 from scheduler.core.schedule_one import schedule_pod
+from scheduler.core.schedule_podgroup import schedule_group
 from scheduler.framework.framework import Framework
 from scheduler.framework.interface import CycleState, Handle
 from scheduler.plugins import in_tree_registry
 from scheduler.plugins.nodeports import ERR_REASON, NodePorts
-from scheduler.core.schedule_podgroup import schedule_group
 
 from .builders import make_cache, make_group, make_node, pod_body
 
@@ -37,14 +38,26 @@ def ports(*specs: str) -> list[dict[str, Any]]:
     return out
 
 
-def port_pod(name: str, *specs: str, node: str = "", group: str | None = None, phase: str | None = None,
-             init: Sequence[dict[str, Any]] | None = None) -> PodInfo:
+def port_pod(
+    name: str,
+    *specs: str,
+    node: str = "",
+    group: str | None = None,
+    phase: str | None = None,
+    init: Sequence[dict[str, Any]] | None = None,
+) -> PodInfo:
     """upstream newPod(host, "PROTO/IP/PORT"...): one container with those ports."""
     c: dict[str, Any] = {"name": "c", "image": "registry.k8s.io/pause:3.10"}
     if specs:
         c["ports"] = ports(*specs)
-    body = pod_body(name, containers=[c], init_containers=init, node_name=node, group=group,
-                    phase=phase or ("Running" if node else None))
+    body = pod_body(
+        name,
+        containers=[c],
+        init_containers=init,
+        node_name=node,
+        group=group,
+        phase=phase or ("Running" if node else None),
+    )
     return parse_pod(body)
 
 
@@ -75,20 +88,27 @@ def on_m1(*specs: str) -> list[PodInfo]:
 # ============================================================ TestNodePorts
 
 
-@pytest.mark.parametrize("want, used, ok", [
-    (["UDP/127.0.0.1/8080"], ["UDP/127.0.0.1/9090"], True),  # other port
-    (["UDP/127.0.0.1/8080"], ["UDP/127.0.0.1/8080"], False),  # same udp port
-    (["TCP/127.0.0.1/8080"], ["TCP/127.0.0.1/8080"], False),  # same tcp port
-    (["TCP/127.0.0.1/8080"], ["TCP/127.0.0.2/8080"], True),  # different host ip
-    (["UDP/127.0.0.1/8080"], ["TCP/127.0.0.1/8080"], True),  # different protocol
-    (["UDP/127.0.0.1/8000", "UDP/127.0.0.1/8080"], ["UDP/127.0.0.1/8080"], False),  # second udp port conflict
-    (["TCP/127.0.0.1/8001", "UDP/127.0.0.1/8080"], ["TCP/127.0.0.1/8001", "UDP/127.0.0.1/8081"], False),  # first tcp port conflict
-    (["TCP/0.0.0.0/8001"], ["TCP/127.0.0.1/8001"], False),  # conflict due to 0.0.0.0 hostIP
-    (["TCP/10.0.10.10/8001", "TCP/0.0.0.0/8001"], ["TCP/127.0.0.1/8001"], False),  # TCP conflict due to 0.0.0.0
-    (["TCP/127.0.0.1/8001"], ["TCP/0.0.0.0/8001"], False),  # second tcp port conflict to 0.0.0.0
-    (["UDP/127.0.0.1/8001"], ["TCP/0.0.0.0/8001"], True),  # second different protocol
-    (["UDP/127.0.0.1/8001"], ["TCP/0.0.0.0/8001", "UDP/0.0.0.0/8001"], False),  # UDP conflict due to 0.0.0.0
-])
+@pytest.mark.parametrize(
+    "want, used, ok",
+    [
+        (["UDP/127.0.0.1/8080"], ["UDP/127.0.0.1/9090"], True),  # other port
+        (["UDP/127.0.0.1/8080"], ["UDP/127.0.0.1/8080"], False),  # same udp port
+        (["TCP/127.0.0.1/8080"], ["TCP/127.0.0.1/8080"], False),  # same tcp port
+        (["TCP/127.0.0.1/8080"], ["TCP/127.0.0.2/8080"], True),  # different host ip
+        (["UDP/127.0.0.1/8080"], ["TCP/127.0.0.1/8080"], True),  # different protocol
+        (["UDP/127.0.0.1/8000", "UDP/127.0.0.1/8080"], ["UDP/127.0.0.1/8080"], False),  # second udp port conflict
+        (
+            ["TCP/127.0.0.1/8001", "UDP/127.0.0.1/8080"],
+            ["TCP/127.0.0.1/8001", "UDP/127.0.0.1/8081"],
+            False,
+        ),  # first tcp port conflict
+        (["TCP/0.0.0.0/8001"], ["TCP/127.0.0.1/8001"], False),  # conflict due to 0.0.0.0 hostIP
+        (["TCP/10.0.10.10/8001", "TCP/0.0.0.0/8001"], ["TCP/127.0.0.1/8001"], False),  # TCP conflict due to 0.0.0.0
+        (["TCP/127.0.0.1/8001"], ["TCP/0.0.0.0/8001"], False),  # second tcp port conflict to 0.0.0.0
+        (["UDP/127.0.0.1/8001"], ["TCP/0.0.0.0/8001"], True),  # second different protocol
+        (["UDP/127.0.0.1/8001"], ["TCP/0.0.0.0/8001", "UDP/0.0.0.0/8001"], False),  # UDP conflict due to 0.0.0.0
+    ],
+)
 def test_node_ports(want, used, ok):
     assert fits(port_pod("p", *want), on_m1(*used)) is ok
 
@@ -96,15 +116,24 @@ def test_node_ports(want, used, ok):
 # ================================================================= TestFits
 
 
-@pytest.mark.parametrize("want, used, ok", [
-    (["TCP/127.0.0.1/80"], ["TCP/127.0.0.1/9090"], True),
-    (["TCP/127.0.0.1/80", "TCP/127.0.1.1/80", "TCP/127.0.1.1/90", "TCP/127.0.1.1/100"],
-     ["TCP/127.0.0.1/9090", "TCP/127.0.0.1/9191", "TCP/127.0.1.1/8080"], True),
-    (["TCP/127.0.0.1/80"], ["UDP/127.0.0.1/80"], True),
-    (["TCP/127.0.0.1/80"], ["TCP/127.0.0.1/80"], False),
-    (["TCP/127.0.0.1/80", "TCP/127.0.1.1/80", "TCP/127.0.1.1/90", "TCP/127.0.1.1/100"],
-     ["TCP/127.0.0.1/9090", "TCP/127.0.1.1/90", "TCP/127.0.1.1/8080"], False),
-])
+@pytest.mark.parametrize(
+    "want, used, ok",
+    [
+        (["TCP/127.0.0.1/80"], ["TCP/127.0.0.1/9090"], True),
+        (
+            ["TCP/127.0.0.1/80", "TCP/127.0.1.1/80", "TCP/127.0.1.1/90", "TCP/127.0.1.1/100"],
+            ["TCP/127.0.0.1/9090", "TCP/127.0.0.1/9191", "TCP/127.0.1.1/8080"],
+            True,
+        ),
+        (["TCP/127.0.0.1/80"], ["UDP/127.0.0.1/80"], True),
+        (["TCP/127.0.0.1/80"], ["TCP/127.0.0.1/80"], False),
+        (
+            ["TCP/127.0.0.1/80", "TCP/127.0.1.1/80", "TCP/127.0.1.1/90", "TCP/127.0.1.1/100"],
+            ["TCP/127.0.0.1/9090", "TCP/127.0.1.1/90", "TCP/127.0.1.1/8080"],
+            False,
+        ),
+    ],
+)
 def test_fits(want, used, ok):
     assert fits(port_pod("p", *want), on_m1(*used)) is ok
 
@@ -154,8 +183,15 @@ def test_terminal_pods_release_their_ports():
 
 
 def test_other_schedulers_pods_hold_ports():
-    other = parse_pod(pod_body("o", containers=[{"name": "c", "image": "x", "ports": ports("TCP//9000")}],
-                               node_name="m1", phase="Running", scheduler_name="default-scheduler"))
+    other = parse_pod(
+        pod_body(
+            "o",
+            containers=[{"name": "c", "image": "x", "ports": ports("TCP//9000")}],
+            node_name="m1",
+            phase="Running",
+            scheduler_name="default-scheduler",
+        )
+    )
     assert not fits(port_pod("p", "TCP/0.0.0.0/9000"), [other])
 
 
@@ -194,6 +230,7 @@ def run_gang(pods: Sequence[PodInfo], min_count: int, nodes: Sequence[NodeInfo],
         def counted(pod: PodInfo) -> bool:
             evaluated.append(pod.name)
             return predicate(pod)
+
         return real(key, counted, selector)
 
     snap.count_matching = spy  # type: ignore[method-assign]

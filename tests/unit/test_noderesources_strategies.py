@@ -9,7 +9,8 @@ TestValidate*ScoringStrategy; upstream's messages in troupe's
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -31,7 +32,9 @@ DEFAULT = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
 EXTENDED_SET = DEFAULT + [{"name": EXT, "weight": 1}]
 
 
-def scores(pod: PodInfo, nodes: Sequence[NodeInfo], existing: Sequence[PodInfo] = (), args: Mapping[str, Any] | None = None) -> list[int]:
+def scores(
+    pod: PodInfo, nodes: Sequence[NodeInfo], existing: Sequence[PodInfo] = (), args: Mapping[str, Any] | None = None
+) -> list[int]:
     """Raw NodeResourcesFit scores (no normalize upstream) of every node, in order."""
     cache = make_cache(nodes, existing)
     fwk = make_framework(cache, profile_with_args("NodeResourcesFit", args or {}))
@@ -46,11 +49,13 @@ def most(resources: Sequence[Mapping[str, Any]] | None = DEFAULT) -> dict[str, A
 
 
 def rtcr(shape: Sequence[tuple[int, int]], resources: Sequence[Mapping[str, Any]] = DEFAULT) -> dict[str, Any]:
-    return {"scoringStrategy": {
-        "type": "RequestedToCapacityRatio",
-        "resources": list(resources),
-        "requestedToCapacityRatio": {"shape": [{"utilization": u, "score": s} for u, s in shape]},
-    }}
+    return {
+        "scoringStrategy": {
+            "type": "RequestedToCapacityRatio",
+            "resources": list(resources),
+            "requestedToCapacityRatio": {"shape": [{"utilization": u, "score": s} for u, s in shape]},
+        }
+    }
 
 
 def cap(name: str, cpu: str, memory: str | int, **extra: Any) -> NodeInfo:
@@ -60,7 +65,9 @@ def cap(name: str, cpu: str, memory: str | int, **extra: Any) -> NodeInfo:
 
 def mk_node(name: str, milli_cpu: int, memory: int, extended: Mapping[str, int] | None = None) -> NodeInfo:
     """util_test.go makeNode: cpu in millicores, memory in bytes."""
-    return make_node(name, f"{milli_cpu}m", memory, None, extra={k: str(v) for k, v in (extended or {}).items()} or None)
+    return make_node(
+        name, f"{milli_cpu}m", memory, None, extra={k: str(v) for k, v in (extended or {}).items()} or None
+    )
 
 
 def req_pod(*reqs: Mapping[str, str], name: str = "p", node: str = "") -> PodInfo:
@@ -134,14 +141,19 @@ def test_most_nonzero_request_for_requestless_containers():
     # 100m / 200Mi per requestless container; cpu 300m on 250m caps at 100.
     pod = make_pod("p", containers=[container("container")])
     nodes = [cap("node1", "250m", "1000Mi"), cap("node2", "250m", "1000Mi")]
-    existing = [make_pod(f"e{i}", containers=[container("container")], node_name="node1", phase="Running") for i in range(2)]
+    existing = [
+        make_pod(f"e{i}", containers=[container("container")], node_name="node1", phase="Running") for i in range(2)
+    ]
     assert scores(pod, nodes, existing, most()) == [80, 30]
 
 
-@pytest.mark.parametrize("resources, field", [
-    ([{"name": "memory", "weight": -1}, {"name": "cpu", "weight": 1}], "scoringStrategy.resources[0].weight"),
-    ([{"name": "memory", "weight": 101}], "scoringStrategy.resources[0].weight"),
-])
+@pytest.mark.parametrize(
+    "resources, field",
+    [
+        ([{"name": "memory", "weight": -1}, {"name": "cpu", "weight": 1}], "scoringStrategy.resources[0].weight"),
+        ([{"name": "memory", "weight": 101}], "scoringStrategy.resources[0].weight"),
+    ],
+)
 def test_most_weight_out_of_range_is_a_profile_error(resources, field):
     (line,) = profile_error(most(resources))
     assert line.startswith(f"{field}: invalid value ")
@@ -209,15 +221,37 @@ def test_rtcr_resources_requested_differently_sized_nodes():
 
 def test_rtcr_no_resources_requested_pods_scheduled_with_resources():
     nodes = [cap("node1", "4000", "10000"), cap("node2", "6000", "10000")]
-    existing = [req_pod(cm("3000", "5000"), name="e1", node="node1"), req_pod(cm("3000", "5000"), name="e2", node="node2")]
+    existing = [
+        req_pod(cm("3000", "5000"), name="e1", node="node1"),
+        req_pod(cm("3000", "5000"), name="e2", node="node2"),
+    ]
     assert scores(EMPTY_POD, nodes, existing, rtcr(SHAPE)) == [38, 50]
 
 
-@pytest.mark.parametrize("points, assertions", [
-    ([(10, 1), (90, 9)], [(-10, 1), (0, 1), (9, 1), (10, 1), (15, 1), (19, 1), (20, 2), (89, 8), (90, 9), (99, 9), (100, 9), (110, 9)]),
-    ([(0, 2), (40, 10), (100, 0)], [(-10, 2), (0, 2), (20, 6), (30, 8), (40, 10), (70, 5), (100, 0), (110, 0)]),
-    ([(0, 2), (40, 2), (100, 2)], [(-10, 2), (0, 2), (20, 2), (30, 2), (40, 2), (70, 2), (100, 2), (110, 2)]),
-])
+@pytest.mark.parametrize(
+    "points, assertions",
+    [
+        (
+            [(10, 1), (90, 9)],
+            [
+                (-10, 1),
+                (0, 1),
+                (9, 1),
+                (10, 1),
+                (15, 1),
+                (19, 1),
+                (20, 2),
+                (89, 8),
+                (90, 9),
+                (99, 9),
+                (100, 9),
+                (110, 9),
+            ],
+        ),
+        ([(0, 2), (40, 10), (100, 0)], [(-10, 2), (0, 2), (20, 6), (30, 8), (40, 10), (70, 5), (100, 0), (110, 0)]),
+        ([(0, 2), (40, 2), (100, 2)], [(-10, 2), (0, 2), (20, 2), (30, 2), (40, 2), (70, 2), (100, 2), (110, 2)]),
+    ],
+)
 def test_broken_linear_function(points, assertions):
     for p, want in assertions:
         assert broken_linear(points, p) == want, (points, p)
@@ -319,67 +353,132 @@ def valid(args: Mapping[str, Any]) -> NodeResourcesFit:
 LONG = "longvalue" + "a" * 64
 
 
-@pytest.mark.parametrize("args, expect", [
-    ({"ignoredResources": [LONG]}, [f"ignoredResources[0]: invalid value '{LONG}': name part must be no more than 63 bytes"]),
-    ({"ignoredResources": ["example.com/"]}, [
-        "ignoredResources[0]: invalid value 'example.com/': name part must be non-empty",
-        "ignoredResources[0]: invalid value 'example.com/': name part must consist of alphanumeric characters",
-    ]),
-    ({"ignoredResources": ["example.com/aaa/bbb"]},
-     ["ignoredResources[0]: invalid value 'example.com/aaa/bbb': a valid label key must consist of"]),
-    ({"ignoredResourceGroups": ["example.com/"]}, [
-        "ignoredResourceGroups[0]: invalid value 'example.com/': resource group name can't contain '/'",
-        "ignoredResourceGroups[0]: invalid value 'example.com/': name part must be non-empty",
-        "ignoredResourceGroups[0]: invalid value 'example.com/': name part must consist of",
-    ]),
-    ({"ignoredResourceGroups": ["a" * 64]},
-     [f"ignoredResourceGroups[0]: invalid value '{'a' * 64}': name part must be no more than 63 bytes"]),
-    ({"ignoredResourceGroups": ["example.com/aa"]},
-     ["ignoredResourceGroups[0]: invalid value 'example.com/aa': resource group name can't contain '/'"]),
-    ({"scoringStrategy": {"type": "Invalid"}},
-     ["scoringStrategy.type: unsupported value 'Invalid'; allowed: 'LeastAllocated', 'MostAllocated', 'RequestedToCapacityRatio'"]),
-    ({"scoringStrategy": {"type": ""}},  # upstream's v1 API rejects the empty type too; only a missing one is LeastAllocated
-     ["scoringStrategy.type: unsupported value ''; allowed: 'LeastAllocated', 'MostAllocated', 'RequestedToCapacityRatio'"]),
-    ({"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
-     ["scoringStrategy.requestedToCapacityRatio: must be specified when type is RequestedToCapacityRatio"]),
-    ({"scoringStrategy": {"type": "MostAllocated", "requestedToCapacityRatio": {"shape": [{"utilization": 1, "score": 1}]}}},
-     ["scoringStrategy.requestedToCapacityRatio: must be nil when type is not RequestedToCapacityRatio"]),
-    ({"scoringStrategy": {"type": "LeastAllocated", "typo": 1}},
-     ["scoringStrategy.typo: unknown field (did you mean type?); allowed: type, resources, requestedToCapacityRatio"]),
-    ({"scoringStrategy": {"resources": [{"name": "cpu", "weight": "heavy"}]}},
-     ["scoringStrategy.resources[0].weight: Input should be a valid integer"]),
-    ({"scoringStrategy": {"resources": [{"weight": 1}]}}, ["scoringStrategy.resources[0].name: Field required"]),
-    ({"scoringStrategy": 5}, ["scoringStrategy: expected a mapping, got an integer"]),
-    ({"ignoredResources": "example.com/foo"}, ["ignoredResources: Input should be a valid list"]),
-    ({"scoringStrategies": {}},
-     ["scoringStrategies: unknown field (did you mean scoringStrategy?); allowed: ignoredResources, ignoredResourceGroups, scoringStrategy"]),
-])
+@pytest.mark.parametrize(
+    "args, expect",
+    [
+        (
+            {"ignoredResources": [LONG]},
+            [f"ignoredResources[0]: invalid value '{LONG}': name part must be no more than 63 bytes"],
+        ),
+        (
+            {"ignoredResources": ["example.com/"]},
+            [
+                "ignoredResources[0]: invalid value 'example.com/': name part must be non-empty",
+                "ignoredResources[0]: invalid value 'example.com/': name part must consist of alphanumeric characters",
+            ],
+        ),
+        (
+            {"ignoredResources": ["example.com/aaa/bbb"]},
+            ["ignoredResources[0]: invalid value 'example.com/aaa/bbb': a valid label key must consist of"],
+        ),
+        (
+            {"ignoredResourceGroups": ["example.com/"]},
+            [
+                "ignoredResourceGroups[0]: invalid value 'example.com/': resource group name can't contain '/'",
+                "ignoredResourceGroups[0]: invalid value 'example.com/': name part must be non-empty",
+                "ignoredResourceGroups[0]: invalid value 'example.com/': name part must consist of",
+            ],
+        ),
+        (
+            {"ignoredResourceGroups": ["a" * 64]},
+            [f"ignoredResourceGroups[0]: invalid value '{'a' * 64}': name part must be no more than 63 bytes"],
+        ),
+        (
+            {"ignoredResourceGroups": ["example.com/aa"]},
+            ["ignoredResourceGroups[0]: invalid value 'example.com/aa': resource group name can't contain '/'"],
+        ),
+        (
+            {"scoringStrategy": {"type": "Invalid"}},
+            [
+                "scoringStrategy.type: unsupported value 'Invalid'; allowed: 'LeastAllocated', 'MostAllocated', 'RequestedToCapacityRatio'"
+            ],
+        ),
+        (
+            {
+                "scoringStrategy": {"type": ""}
+            },  # upstream's v1 API rejects the empty type too; only a missing one is LeastAllocated
+            [
+                "scoringStrategy.type: unsupported value ''; allowed: 'LeastAllocated', 'MostAllocated', 'RequestedToCapacityRatio'"
+            ],
+        ),
+        (
+            {"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
+            ["scoringStrategy.requestedToCapacityRatio: must be specified when type is RequestedToCapacityRatio"],
+        ),
+        (
+            {
+                "scoringStrategy": {
+                    "type": "MostAllocated",
+                    "requestedToCapacityRatio": {"shape": [{"utilization": 1, "score": 1}]},
+                }
+            },
+            ["scoringStrategy.requestedToCapacityRatio: must be nil when type is not RequestedToCapacityRatio"],
+        ),
+        (
+            {"scoringStrategy": {"type": "LeastAllocated", "typo": 1}},
+            [
+                "scoringStrategy.typo: unknown field (did you mean type?); allowed: type, resources, requestedToCapacityRatio"
+            ],
+        ),
+        (
+            {"scoringStrategy": {"resources": [{"name": "cpu", "weight": "heavy"}]}},
+            ["scoringStrategy.resources[0].weight: Input should be a valid integer"],
+        ),
+        ({"scoringStrategy": {"resources": [{"weight": 1}]}}, ["scoringStrategy.resources[0].name: Field required"]),
+        ({"scoringStrategy": 5}, ["scoringStrategy: expected a mapping, got an integer"]),
+        ({"ignoredResources": "example.com/foo"}, ["ignoredResources: Input should be a valid list"]),
+        (
+            {"scoringStrategies": {}},
+            [
+                "scoringStrategies: unknown field (did you mean scoringStrategy?); allowed: ignoredResources, ignoredResourceGroups, scoringStrategy"
+            ],
+        ),
+    ],
+)
 def test_fit_args_validation(args, expect):
     lines = profile_error(args)
     assert len(lines) == len(expect) and all(line.startswith(want) for line, want in zip(lines, expect)), lines
 
 
-@pytest.mark.parametrize("args", [
-    {"ignoredResources": ["example.com"]},
-    {"ignoredResourceGroups": ["example.com"]},
-    {"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 10}]}},
-    {"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 100}]}},
-    {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "NodeResourcesFitArgs"},
-    {"ignoredResources": None, "scoringStrategy": None},  # null: the default, as Go decodes it
-    {"scoringStrategy": {"type": "LeastAllocated", "requestedToCapacityRatio": None}},
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"ignoredResources": ["example.com"]},
+        {"ignoredResourceGroups": ["example.com"]},
+        {
+            "scoringStrategy": {
+                "type": "LeastAllocated",
+                "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 10}],
+            }
+        },
+        {"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 100}]}},
+        {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "NodeResourcesFitArgs"},
+        {"ignoredResources": None, "scoringStrategy": None},  # null: the default, as Go decodes it
+        {"scoringStrategy": {"type": "LeastAllocated", "requestedToCapacityRatio": None}},
+    ],
+)
 def test_fit_args_valid(args):
     valid(args)
 
 
 @pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated"])
 def test_weight_validation_per_strategy(strategy):
-    args = {"scoringStrategy": {"type": strategy, "resources": [{"name": "cpu", "weight": 0}, {"name": "memory", "weight": 101}]}}
+    args = {
+        "scoringStrategy": {
+            "type": strategy,
+            "resources": [{"name": "cpu", "weight": 0}, {"name": "memory", "weight": 101}],
+        }
+    }
     # Weight 0 is defaulted to 1 (v1 API), so only the 101 is reported.
     assert profile_error(args) == [
         "scoringStrategy.resources[1].weight: invalid value 101: resource weight of memory not in valid range (0, 100]",
     ]
-    args = {"scoringStrategy": {"type": strategy, "resources": [{"name": "cpu", "weight": -3}, {"name": "memory", "weight": 101}]}}
+    args = {
+        "scoringStrategy": {
+            "type": strategy,
+            "resources": [{"name": "cpu", "weight": -3}, {"name": "memory", "weight": 101}],
+        }
+    }
     # Several errors: one line each.
     assert profile_error(args) == [
         "scoringStrategy.resources[0].weight: invalid value -3: resource weight of cpu not in valid range (0, 100]",
@@ -387,7 +486,9 @@ def test_weight_validation_per_strategy(strategy):
     ]
 
 
-def rtcr_error(shape: Sequence[tuple[int, int]] | None, resources: Sequence[Mapping[str, Any]] | None = None) -> str | None:
+def rtcr_error(
+    shape: Sequence[tuple[int, int]] | None, resources: Sequence[Mapping[str, Any]] | None = None
+) -> str | None:
     strategy: dict[str, Any] = {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {}}
     if shape is not None:
         strategy["requestedToCapacityRatio"]["shape"] = [{"utilization": u, "score": s} for u, s in shape]
@@ -403,20 +504,39 @@ def rtcr_error(shape: Sequence[tuple[int, int]] | None, resources: Sequence[Mapp
 SHAPE_PATH = "scoringStrategy.requestedToCapacityRatio.shape"
 
 
-@pytest.mark.parametrize("shape, resources, want", [
-    (None, None, f"{SHAPE_PATH}: at least one point must be specified"),
-    ([(30, 3)], [{"name": "cpu", "weight": 101}], "scoringStrategy.resources[0].weight: invalid value 101: resource weight of cpu not in valid range (0, 100]"),
-    ([(30, 3)], None, None),
-    ([(-1, 3)], None, f"{SHAPE_PATH}[0].utilization: invalid value -1: not in valid range [0, 100]"),
-    ([(101, 3)], None, f"{SHAPE_PATH}[0].utilization: invalid value 101: not in valid range [0, 100]"),
-    ([(10, 3), (10, 3)], None, f"{SHAPE_PATH}[1].utilization: invalid value 10: values must be sorted in increasing order"),
-    ([(10, 3), (20, 3), (30, 3)], None, None),
-    ([(10, 3), (20, 3), (15, 3)], None, f"{SHAPE_PATH}[2].utilization: invalid value 15: values must be sorted in increasing order"),
-    ([(10, -1)], None, f"{SHAPE_PATH}[0].score: invalid value -1: not in valid range [0, 10]"),
-    ([(10, 11)], None, f"{SHAPE_PATH}[0].score: invalid value 11: not in valid range [0, 10]"),
-    ([(-1, 11)], None, f"{SHAPE_PATH}[0].utilization: invalid value -1: not in valid range [0, 100]\n"
-                       f"{SHAPE_PATH}[0].score: invalid value 11: not in valid range [0, 10]"),
-])
+@pytest.mark.parametrize(
+    "shape, resources, want",
+    [
+        (None, None, f"{SHAPE_PATH}: at least one point must be specified"),
+        (
+            [(30, 3)],
+            [{"name": "cpu", "weight": 101}],
+            "scoringStrategy.resources[0].weight: invalid value 101: resource weight of cpu not in valid range (0, 100]",
+        ),
+        ([(30, 3)], None, None),
+        ([(-1, 3)], None, f"{SHAPE_PATH}[0].utilization: invalid value -1: not in valid range [0, 100]"),
+        ([(101, 3)], None, f"{SHAPE_PATH}[0].utilization: invalid value 101: not in valid range [0, 100]"),
+        (
+            [(10, 3), (10, 3)],
+            None,
+            f"{SHAPE_PATH}[1].utilization: invalid value 10: values must be sorted in increasing order",
+        ),
+        ([(10, 3), (20, 3), (30, 3)], None, None),
+        (
+            [(10, 3), (20, 3), (15, 3)],
+            None,
+            f"{SHAPE_PATH}[2].utilization: invalid value 15: values must be sorted in increasing order",
+        ),
+        ([(10, -1)], None, f"{SHAPE_PATH}[0].score: invalid value -1: not in valid range [0, 10]"),
+        ([(10, 11)], None, f"{SHAPE_PATH}[0].score: invalid value 11: not in valid range [0, 10]"),
+        (
+            [(-1, 11)],
+            None,
+            f"{SHAPE_PATH}[0].utilization: invalid value -1: not in valid range [0, 100]\n"
+            f"{SHAPE_PATH}[0].score: invalid value 11: not in valid range [0, 10]",
+        ),
+    ],
+)
 def test_rtcr_shape_validation(shape, resources, want):
     assert rtcr_error(shape, resources) == want
 

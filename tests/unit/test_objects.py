@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from scheduler.api.constants import POD_GROUP_LABEL
 from scheduler.api.parse import parse_node, parse_node_selector_term, parse_pod
+from scheduler.api.quantity import QuantityError, format_units, parse_quantity, to_units
 from scheduler.api.records import NodeSelectorTerm, ObjectError, Requirement, Taint, Toleration
 from scheduler.api.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, pod_requests
-from scheduler.api.quantity import QuantityError, format_units, parse_quantity, to_units
 
 from .builders import GiB, MiB, container, make_node, make_pod, node_body, pod_body, requirement
 
@@ -111,9 +111,18 @@ def test_format_units_round_trips(amount, resource):
 
 def test_parse_pod_fields():
     body = pod_body(
-        "web-0", "250m", "64Mi", namespace="team", group="pg1", labels={"app": "web"}, priority=7,
-        node_name="", scheduler_name="troupe-scheduler", creation_timestamp="2026-01-02T03:04:05Z",
-        resource_version="42", gates=("example.com/wait",),
+        "web-0",
+        "250m",
+        "64Mi",
+        namespace="team",
+        group="pg1",
+        labels={"app": "web"},
+        priority=7,
+        node_name="",
+        scheduler_name="troupe-scheduler",
+        creation_timestamp="2026-01-02T03:04:05Z",
+        resource_version="42",
+        gates=("example.com/wait",),
     )
     pod = parse_pod(body)
     assert pod.uid == "uid-team-web-0"
@@ -149,7 +158,10 @@ def test_parse_pod_defaults():
     assert pod.node_selector == {}
 
 
-@pytest.mark.parametrize("phase, terminal", [("Pending", False), ("Running", False), ("Succeeded", True), ("Failed", True), ("Unknown", False)])
+@pytest.mark.parametrize(
+    "phase, terminal",
+    [("Pending", False), ("Running", False), ("Succeeded", True), ("Failed", True), ("Unknown", False)],
+)
 def test_parse_pod_terminal(phase, terminal):
     assert make_pod("p", phase=phase).terminal is terminal
 
@@ -171,11 +183,20 @@ def test_parse_pod_empty_group_label_is_no_group():
         ({"metadata": {"uid": "u"}, "spec": {}}, "metadata.uid and metadata.name"),
         ({"metadata": {"name": "p", "uid": "u"}, "spec": {"priority": "high"}}, "spec.priority"),
         (
-            {"metadata": {"name": "p", "uid": "u"}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}},
+            {
+                "metadata": {"name": "p", "uid": "u"},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]},
+            },
             "spec.containers[0].resources.requests.cpu",
         ),
         (
-            {"metadata": {"name": "p", "uid": "u"}, "spec": {"containers": [], "initContainers": [{"name": "i", "resources": {"requests": {"memory": "1Q"}}}]}},
+            {
+                "metadata": {"name": "p", "uid": "u"},
+                "spec": {
+                    "containers": [],
+                    "initContainers": [{"name": "i", "resources": {"requests": {"memory": "1Q"}}}],
+                },
+            },
             "spec.initContainers[0].resources.requests.memory",
         ),
         ({"metadata": {"name": "p", "uid": "u"}, "spec": {"overhead": {"cpu": "x"}}}, "spec.overhead.cpu"),
@@ -212,7 +233,9 @@ def test_parse_pod_tolerations_and_affinity():
 
 
 def test_required_affinity_present_but_empty_is_not_none():
-    pod = make_pod("p", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}})
+    pod = make_pod(
+        "p", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}
+    )
     assert pod.required_affinity == ()
 
 
@@ -232,9 +255,17 @@ def test_spec_key_shared_by_equivalent_pods_only():
 def test_parse_node_fields():
     node = parse_node(
         node_body(
-            "n1", "3500m", "16Gi", 58, labels={"zone": "a"},
-            taints=[{"key": "gpu", "value": "true", "effect": "NoSchedule"}, {"key": "spot", "effect": "PreferNoSchedule"}],
-            unschedulable=True, extra={"nvidia.com/gpu": "4"},
+            "n1",
+            "3500m",
+            "16Gi",
+            58,
+            labels={"zone": "a"},
+            taints=[
+                {"key": "gpu", "value": "true", "effect": "NoSchedule"},
+                {"key": "spot", "effect": "PreferNoSchedule"},
+            ],
+            unschedulable=True,
+            extra={"nvidia.com/gpu": "4"},
         )
     )
     assert node.name == "n1"
@@ -288,7 +319,9 @@ def _spec(containers=(), init=(), overhead=None, pod_level=None):
 
 
 def test_requests_sum_of_containers():
-    req, nz_cpu, nz_mem = pod_requests(_spec([container("a", {"cpu": "500m", "memory": "500Mi"}), container("b", {"cpu": "700m", "memory": "800Mi"})]))
+    req, nz_cpu, nz_mem = pod_requests(
+        _spec([container("a", {"cpu": "500m", "memory": "500Mi"}), container("b", {"cpu": "700m", "memory": "800Mi"})])
+    )
     assert req == {"cpu": 1200, "memory": 1300 * MiB}
     assert (nz_cpu, nz_mem) == (1200, 1300 * MiB)
 
@@ -300,7 +333,9 @@ def test_requests_larger_init_container_wins():
 
 
 def test_requests_larger_containers_win():
-    req, _, _ = pod_requests(_spec([container("a", {"cpu": "2"}), container("b", {"cpu": "3"})], [container("i", {"cpu": "4"})]))
+    req, _, _ = pod_requests(
+        _spec([container("a", {"cpu": "2"}), container("b", {"cpu": "3"})], [container("i", {"cpu": "4"})])
+    )
     assert req == {"cpu": 5000}
 
 
@@ -313,7 +348,9 @@ def test_requests_init_max_is_per_resource():
 
 def test_requests_restartable_init_container_adds():
     # "restartable init container": sidecar 1 + regular 1 = 2
-    req, _, _ = pod_requests(_spec([container("c", {"cpu": "1"})], [container("s", {"cpu": "1"}, restart_policy=ALWAYS)]))
+    req, _, _ = pod_requests(
+        _spec([container("c", {"cpu": "1"})], [container("s", {"cpu": "1"}, restart_policy=ALWAYS)])
+    )
     assert req == {"cpu": 2000}
 
 
@@ -356,7 +393,9 @@ def test_requests_init_container_restart_policy_other_than_always_is_classic():
 
 def test_requests_overhead_is_added():
     # fit_test "resources + pod overhead fits": 1m/1 + overhead 3m/13
-    req, nz_cpu, nz_mem = pod_requests(_spec([container("c", {"cpu": "1m", "memory": "1"})], overhead={"cpu": "3m", "memory": "13"}))
+    req, nz_cpu, nz_mem = pod_requests(
+        _spec([container("c", {"cpu": "1m", "memory": "1"})], overhead={"cpu": "3m", "memory": "13"})
+    )
     assert req == {"cpu": 4, "memory": 14}
     assert (nz_cpu, nz_mem) == (4, 14)
 
@@ -376,7 +415,7 @@ def test_nonzero_requestless_container_gets_defaults():
     req, nz_cpu, nz_mem = pod_requests(_spec([container("c")]))
     assert req == {}
     assert (nz_cpu, nz_mem) == (DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST)
-    assert DEFAULT_MILLI_CPU_REQUEST == 100 and DEFAULT_MEMORY_REQUEST == 200 * MiB
+    assert DEFAULT_MILLI_CPU_REQUEST == 100 and 200 * MiB == DEFAULT_MEMORY_REQUEST
 
 
 def test_nonzero_defaults_apply_per_container_and_only_to_missing():
@@ -454,7 +493,10 @@ def test_pod_level_hugepages_replace_container_sum():
     """Upstream IsSupportedPodLevelResource: cpu, memory and every hugepages-<size>.
     fit_test "pod-level hugepages resource not fit": pod-level hugepages 10 with
     containers asking none must request 10 (and 5 in containers, 10 at pod level, is 10)."""
-    spec = _spec([container("c", {"cpu": "1m", "memory": "1", "hugepages-2Mi": "3"})], pod_level={"cpu": "3m", "memory": "2", "hugepages-2Mi": "10"})
+    spec = _spec(
+        [container("c", {"cpu": "1m", "memory": "1", "hugepages-2Mi": "3"})],
+        pod_level={"cpu": "3m", "memory": "2", "hugepages-2Mi": "10"},
+    )
     req, _, _ = pod_requests(spec)
     assert req == {"cpu": 3, "memory": 2, "hugepages-2Mi": 10}
     spec = _spec([container("c")], pod_level={"cpu": "3m", "memory": "2", "hugepages-1Gi": "5"})
@@ -472,7 +514,10 @@ def test_requests_match_kep_formula(containers, init, overhead):
     """KEP-753: max(sum(containers) + sum(sidecars), max_i(init_i + sidecars before i)) + overhead."""
     spec = _spec(
         [container(f"c{i}", {"cpu": str(c)}) for i, c in enumerate(containers)],
-        [container(f"i{i}", {"cpu": str(c)}, restart_policy=ALWAYS if side else None) for i, (c, side) in enumerate(init)],
+        [
+            container(f"i{i}", {"cpu": str(c)}, restart_policy=ALWAYS if side else None)
+            for i, (c, side) in enumerate(init)
+        ],
         overhead={"cpu": str(overhead)} if overhead else None,
     )
     sidecars = 0

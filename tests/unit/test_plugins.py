@@ -5,7 +5,8 @@ nodeaffinity, nodeunschedulable, nodename) and FitError.Error()."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,7 +46,9 @@ UNSCHEDULABLE = "node(s) were unschedulable"
 NODE_NAME = "node(s) didn't match the requested node name"
 
 
-def run(nodes: Sequence[NodeInfo], pod: PodInfo, existing: Sequence[PodInfo] = (), profile: Mapping[str, Any] | None = None):
+def run(
+    nodes: Sequence[NodeInfo], pod: PodInfo, existing: Sequence[PodInfo] = (), profile: Mapping[str, Any] | None = None
+):
     cache = make_cache(nodes, existing)
     fwk = make_framework(cache, profile)
     snap = cache.snapshot()
@@ -111,12 +114,48 @@ def fit_reasons(pod: PodInfo, usage: PodInfo | None, args: Mapping[str, Any] | N
 FIT_CASES = [
     ("no resources requested always fits", make_pod("p", containers=[]), used(10, 20), None, []),
     ("too many resources fails", res_pod(cpu_mem(1, 1)), used(10, 20), None, [INSUFFICIENT_CPU, INSUFFICIENT_MEMORY]),
-    ("too many resources fails due to init container cpu", res_pod(cpu_mem(1, 1), init=[cpu_mem(3, 1)]), used(8, 19), None, [INSUFFICIENT_CPU]),
-    ("too many resources fails due to highest init container cpu", res_pod(cpu_mem(1, 1), init=[cpu_mem(3, 1), cpu_mem(2, 1)]), used(8, 19), None, [INSUFFICIENT_CPU]),
-    ("too many resources fails due to init container memory", res_pod(cpu_mem(1, 1), init=[cpu_mem(1, 3)]), used(9, 19), None, [INSUFFICIENT_MEMORY]),
-    ("too many resources fails due to highest init container memory", res_pod(cpu_mem(1, 1), init=[cpu_mem(1, 3), cpu_mem(1, 2)]), used(9, 19), None, [INSUFFICIENT_MEMORY]),
-    ("init container fits because it's the max, not sum", res_pod(cpu_mem(1, 1), init=[cpu_mem(1, 1)]), used(9, 19), None, []),
-    ("multiple init containers fit because it's the max", res_pod(cpu_mem(1, 1), init=[cpu_mem(1, 1), cpu_mem(1, 1)]), used(9, 19), None, []),
+    (
+        "too many resources fails due to init container cpu",
+        res_pod(cpu_mem(1, 1), init=[cpu_mem(3, 1)]),
+        used(8, 19),
+        None,
+        [INSUFFICIENT_CPU],
+    ),
+    (
+        "too many resources fails due to highest init container cpu",
+        res_pod(cpu_mem(1, 1), init=[cpu_mem(3, 1), cpu_mem(2, 1)]),
+        used(8, 19),
+        None,
+        [INSUFFICIENT_CPU],
+    ),
+    (
+        "too many resources fails due to init container memory",
+        res_pod(cpu_mem(1, 1), init=[cpu_mem(1, 3)]),
+        used(9, 19),
+        None,
+        [INSUFFICIENT_MEMORY],
+    ),
+    (
+        "too many resources fails due to highest init container memory",
+        res_pod(cpu_mem(1, 1), init=[cpu_mem(1, 3), cpu_mem(1, 2)]),
+        used(9, 19),
+        None,
+        [INSUFFICIENT_MEMORY],
+    ),
+    (
+        "init container fits because it's the max, not sum",
+        res_pod(cpu_mem(1, 1), init=[cpu_mem(1, 1)]),
+        used(9, 19),
+        None,
+        [],
+    ),
+    (
+        "multiple init containers fit because it's the max",
+        res_pod(cpu_mem(1, 1), init=[cpu_mem(1, 1), cpu_mem(1, 1)]),
+        used(9, 19),
+        None,
+        [],
+    ),
     ("both resources fit", res_pod(cpu_mem(1, 1)), used(5, 5), None, []),
     ("one resource memory fits", res_pod(cpu_mem(2, 1)), used(9, 5), None, [INSUFFICIENT_CPU]),
     ("one resource cpu fits", res_pod(cpu_mem(1, 2)), used(5, 19), None, [INSUFFICIENT_MEMORY]),
@@ -124,30 +163,161 @@ FIT_CASES = [
     ("equal edge case for init container", res_pod(cpu_mem(4, 1), init=[cpu_mem(5, 1)]), used(5, 19), None, []),
     ("extended resource fits", res_pod({EXT_A: "1"}), used(0, 0), None, []),
     ("extended resource fits for init container", res_pod({}, init=[{EXT_A: "1"}]), used(0, 0), None, []),
-    ("extended resource capacity enforced", res_pod(cpu_mem(0, 0, **{EXT_A: 10})), used(0, 0), None, [f"Insufficient {EXT_A}"]),
-    ("extended resource capacity enforced for init container", res_pod({}, init=[cpu_mem(0, 0, **{EXT_A: 10})]), used(0, 0), None, [f"Insufficient {EXT_A}"]),
-    ("extended resource allocatable enforced", res_pod({EXT_A: "1"}), used(0, 0, **{EXT_A: 5}), None, [f"Insufficient {EXT_A}"]),
-    ("extended resource allocatable enforced for multiple containers", res_pod({EXT_A: "3"}, {EXT_A: "3"}), used(0, 0, **{EXT_A: 2}), None, [f"Insufficient {EXT_A}"]),
-    ("extended resource allocatable admits multiple init containers", res_pod({}, init=[{EXT_A: "3"}, {EXT_A: "2"}]), used(0, 0, **{EXT_A: 2}), None, []),
-    ("extended resource allocatable enforced for multiple init containers", res_pod({}, init=[{EXT_A: "6"}, {EXT_A: "3"}]), used(0, 0, **{EXT_A: 2}), None, [f"Insufficient {EXT_A}"]),
-    ("extended resource allocatable enforced for unknown resource", res_pod({EXT_B: "1"}), used(0, 0), None, [f"Insufficient {EXT_B}"]),
-    ("extended resource allocatable enforced for unknown resource for init container", res_pod({}, init=[{EXT_B: "1"}]), used(0, 0), None, [f"Insufficient {EXT_B}"]),
-    ("kubernetes.io resource capacity enforced", res_pod({K8S_IO_A: "10"}), used(0, 0), None, [f"Insufficient {K8S_IO_A}"]),
-    ("kubernetes.io resource capacity enforced for init container", res_pod({}, init=[{K8S_IO_B: "10"}]), used(0, 0), None, [f"Insufficient {K8S_IO_B}"]),
+    (
+        "extended resource capacity enforced",
+        res_pod(cpu_mem(0, 0, **{EXT_A: 10})),
+        used(0, 0),
+        None,
+        [f"Insufficient {EXT_A}"],
+    ),
+    (
+        "extended resource capacity enforced for init container",
+        res_pod({}, init=[cpu_mem(0, 0, **{EXT_A: 10})]),
+        used(0, 0),
+        None,
+        [f"Insufficient {EXT_A}"],
+    ),
+    (
+        "extended resource allocatable enforced",
+        res_pod({EXT_A: "1"}),
+        used(0, 0, **{EXT_A: 5}),
+        None,
+        [f"Insufficient {EXT_A}"],
+    ),
+    (
+        "extended resource allocatable enforced for multiple containers",
+        res_pod({EXT_A: "3"}, {EXT_A: "3"}),
+        used(0, 0, **{EXT_A: 2}),
+        None,
+        [f"Insufficient {EXT_A}"],
+    ),
+    (
+        "extended resource allocatable admits multiple init containers",
+        res_pod({}, init=[{EXT_A: "3"}, {EXT_A: "2"}]),
+        used(0, 0, **{EXT_A: 2}),
+        None,
+        [],
+    ),
+    (
+        "extended resource allocatable enforced for multiple init containers",
+        res_pod({}, init=[{EXT_A: "6"}, {EXT_A: "3"}]),
+        used(0, 0, **{EXT_A: 2}),
+        None,
+        [f"Insufficient {EXT_A}"],
+    ),
+    (
+        "extended resource allocatable enforced for unknown resource",
+        res_pod({EXT_B: "1"}),
+        used(0, 0),
+        None,
+        [f"Insufficient {EXT_B}"],
+    ),
+    (
+        "extended resource allocatable enforced for unknown resource for init container",
+        res_pod({}, init=[{EXT_B: "1"}]),
+        used(0, 0),
+        None,
+        [f"Insufficient {EXT_B}"],
+    ),
+    (
+        "kubernetes.io resource capacity enforced",
+        res_pod({K8S_IO_A: "10"}),
+        used(0, 0),
+        None,
+        [f"Insufficient {K8S_IO_A}"],
+    ),
+    (
+        "kubernetes.io resource capacity enforced for init container",
+        res_pod({}, init=[{K8S_IO_B: "10"}]),
+        used(0, 0),
+        None,
+        [f"Insufficient {K8S_IO_B}"],
+    ),
     ("hugepages resource capacity enforced", res_pod({HUGE_A: "10"}), used(0, 0), None, [f"Insufficient {HUGE_A}"]),
-    ("hugepages resource capacity enforced for init container", res_pod({}, init=[{HUGE_A: "10"}]), used(0, 0), None, [f"Insufficient {HUGE_A}"]),
-    ("hugepages resource allocatable enforced for multiple containers", res_pod({HUGE_A: "3"}, {HUGE_A: "3"}), used(0, 0, **{HUGE_A: 2}), None, [f"Insufficient {HUGE_A}"]),
-    ("skip checking ignored extended resource", res_pod(cpu_mem(1, 1, **{EXT_B: 1})), used(0, 0), {"ignoredResources": [EXT_B]}, []),
-    ("resources + pod overhead fits", res_pod(cpu_mem(1, 1), overhead={"cpu": "3m", "memory": "13"}), used(5, 5), None, []),
-    ("requests + overhead does not fit for memory", res_pod(cpu_mem(1, 1), overhead={"cpu": "1m", "memory": "15"}), used(5, 5), None, [INSUFFICIENT_MEMORY]),
-    ("skip checking ignored extended resource via resource groups", res_pod(cpu_mem(1, 1, **{EXT_B: 1, K8S_IO_A: 1})), used(0, 0), {"ignoredResourceGroups": ["example.com"]}, [f"Insufficient {K8S_IO_A}"]),
-    ("skip checking extended resource request with quantity zero", res_pod(cpu_mem(1, 1, **{EXT_A: 0})), used(0, 0, **{EXT_A: 6}), None, []),
-    ("both pod-level and container-level resources fit", res_pod(cpu_mem(1, 1), pod_resources={"cpu": "1m", "memory": "2"}), used(5, 5), None, []),
-    ("pod-level cpu resource not fit", res_pod(cpu_mem(1, 1), pod_resources={"cpu": "7m", "memory": "2"}), used(5, 5), None, [INSUFFICIENT_CPU]),
-    ("pod-level memory resource not fit", res_pod(cpu_mem(1, 1), pod_resources={"cpu": "3m", "memory": "2"}), used(5, 19), None, [INSUFFICIENT_MEMORY]),
-    ("pod-level hugepages resource fit", make_pod("p", pod_resources={"cpu": "3m", "memory": "2", HUGE_A: "5"}), None, None, []),
-    ("one pod-level cpu resource fits and all init and non-init containers resources fit",
-     res_pod(cpu_mem(1, 1), init=[cpu_mem(1, 1)], pod_resources={"cpu": "3m", "memory": "2"}), used(5, 19), None, [INSUFFICIENT_MEMORY]),
+    (
+        "hugepages resource capacity enforced for init container",
+        res_pod({}, init=[{HUGE_A: "10"}]),
+        used(0, 0),
+        None,
+        [f"Insufficient {HUGE_A}"],
+    ),
+    (
+        "hugepages resource allocatable enforced for multiple containers",
+        res_pod({HUGE_A: "3"}, {HUGE_A: "3"}),
+        used(0, 0, **{HUGE_A: 2}),
+        None,
+        [f"Insufficient {HUGE_A}"],
+    ),
+    (
+        "skip checking ignored extended resource",
+        res_pod(cpu_mem(1, 1, **{EXT_B: 1})),
+        used(0, 0),
+        {"ignoredResources": [EXT_B]},
+        [],
+    ),
+    (
+        "resources + pod overhead fits",
+        res_pod(cpu_mem(1, 1), overhead={"cpu": "3m", "memory": "13"}),
+        used(5, 5),
+        None,
+        [],
+    ),
+    (
+        "requests + overhead does not fit for memory",
+        res_pod(cpu_mem(1, 1), overhead={"cpu": "1m", "memory": "15"}),
+        used(5, 5),
+        None,
+        [INSUFFICIENT_MEMORY],
+    ),
+    (
+        "skip checking ignored extended resource via resource groups",
+        res_pod(cpu_mem(1, 1, **{EXT_B: 1, K8S_IO_A: 1})),
+        used(0, 0),
+        {"ignoredResourceGroups": ["example.com"]},
+        [f"Insufficient {K8S_IO_A}"],
+    ),
+    (
+        "skip checking extended resource request with quantity zero",
+        res_pod(cpu_mem(1, 1, **{EXT_A: 0})),
+        used(0, 0, **{EXT_A: 6}),
+        None,
+        [],
+    ),
+    (
+        "both pod-level and container-level resources fit",
+        res_pod(cpu_mem(1, 1), pod_resources={"cpu": "1m", "memory": "2"}),
+        used(5, 5),
+        None,
+        [],
+    ),
+    (
+        "pod-level cpu resource not fit",
+        res_pod(cpu_mem(1, 1), pod_resources={"cpu": "7m", "memory": "2"}),
+        used(5, 5),
+        None,
+        [INSUFFICIENT_CPU],
+    ),
+    (
+        "pod-level memory resource not fit",
+        res_pod(cpu_mem(1, 1), pod_resources={"cpu": "3m", "memory": "2"}),
+        used(5, 19),
+        None,
+        [INSUFFICIENT_MEMORY],
+    ),
+    (
+        "pod-level hugepages resource fit",
+        make_pod("p", pod_resources={"cpu": "3m", "memory": "2", HUGE_A: "5"}),
+        None,
+        None,
+        [],
+    ),
+    (
+        "one pod-level cpu resource fits and all init and non-init containers resources fit",
+        res_pod(cpu_mem(1, 1), init=[cpu_mem(1, 1)], pod_resources={"cpu": "3m", "memory": "2"}),
+        used(5, 19),
+        None,
+        [INSUFFICIENT_MEMORY],
+    ),
 ]
 
 
@@ -225,12 +395,19 @@ def cap(name: str, cpu: str, memory: str) -> NodeInfo:
 
 
 def multi(*reqs: tuple[str, str], **kw) -> PodInfo:
-    return make_pod(kw.pop("name", "p"), containers=[container(f"c{i}", {"cpu": c, "memory": m}) for i, (c, m) in enumerate(reqs)], **kw)
+    return make_pod(
+        kw.pop("name", "p"),
+        containers=[container(f"c{i}", {"cpu": c, "memory": m}) for i, (c, m) in enumerate(reqs)],
+        **kw,
+    )
 
 
 def test_least_allocated_nothing_scheduled_nothing_requested():
     pod = make_pod("p", containers=[])
-    assert la_scores(pod, [cap("node1", "4000", "10000"), cap("node2", "4000", "10000")]) == {"node1": 100, "node2": 100}
+    assert la_scores(pod, [cap("node1", "4000", "10000"), cap("node2", "4000", "10000")]) == {
+        "node1": 100,
+        "node2": 100,
+    }
 
 
 def test_least_allocated_differently_sized_nodes():
@@ -240,8 +417,14 @@ def test_least_allocated_differently_sized_nodes():
 
 def test_least_allocated_no_resources_requested_pods_scheduled():
     pod = make_pod("p", containers=[])
-    existing = [make_pod(f"e{i}", containers=[], node_name=n, phase="Running") for i, n in enumerate(["node1", "node1", "node2", "node2"])]
-    assert la_scores(pod, [cap("node1", "4000", "10000"), cap("node2", "4000", "10000")], existing) == {"node1": 100, "node2": 100}
+    existing = [
+        make_pod(f"e{i}", containers=[], node_name=n, phase="Running")
+        for i, n in enumerate(["node1", "node1", "node2", "node2"])
+    ]
+    assert la_scores(pod, [cap("node1", "4000", "10000"), cap("node2", "4000", "10000")], existing) == {
+        "node1": 100,
+        "node2": 100,
+    }
 
 
 def test_least_allocated_existing_explicit_zero_memory_counts_zero():
@@ -252,14 +435,26 @@ def test_least_allocated_existing_explicit_zero_memory_counts_zero():
         multi(("3000", "0"), name="e3", node_name="node2", phase="Running"),
         multi(("3000", "5000"), name="e4", node_name="node2", phase="Running"),
     ]
-    assert la_scores(pod, [cap("node1", "10000", "20000"), cap("node2", "10000", "20000")], existing) == {"node1": 70, "node2": 57}
+    assert la_scores(pod, [cap("node1", "10000", "20000"), cap("node2", "10000", "20000")], existing) == {
+        "node1": 70,
+        "node2": 57,
+    }
 
 
 def test_least_allocated_requests_and_existing():
     pod = multi(("1000", "2000"), ("2000", "3000"))
-    existing = [multi(("3000", "0"), name="e1", node_name="node1", phase="Running"), multi(("3000", "5000"), name="e2", node_name="node2", phase="Running")]
-    assert la_scores(pod, [cap("node1", "10000", "20000"), cap("node2", "10000", "20000")], existing) == {"node1": 57, "node2": 45}
-    assert la_scores(pod, [cap("node1", "10000", "20000"), cap("node2", "10000", "50000")], existing) == {"node1": 57, "node2": 60}
+    existing = [
+        multi(("3000", "0"), name="e1", node_name="node1", phase="Running"),
+        multi(("3000", "5000"), name="e2", node_name="node2", phase="Running"),
+    ]
+    assert la_scores(pod, [cap("node1", "10000", "20000"), cap("node2", "10000", "20000")], existing) == {
+        "node1": 57,
+        "node2": 45,
+    }
+    assert la_scores(pod, [cap("node1", "10000", "20000"), cap("node2", "10000", "50000")], existing) == {
+        "node1": 57,
+        "node2": 60,
+    }
 
 
 def test_least_allocated_requested_above_capacity_scores_zero():
@@ -277,7 +472,12 @@ def test_least_allocated_custom_resources_and_weights():
     pod = make_pod("p", "1", "1Gi", requests={EXT_A: "1"})
     nodes = [make_node("n", "4", "4Gi", extra={EXT_A: "4"})]
     # cpu 75 (w1), memory 75 (w1), example.com/aaa 75 (w3) -> 75
-    args = {"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": EXT_A, "weight": 3}]}}
+    args = {
+        "scoringStrategy": {
+            "type": "LeastAllocated",
+            "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": EXT_A, "weight": 3}],
+        }
+    }
     assert la_scores(pod, nodes, args=args) == {"n": 75}
     # cpu only, with weight
     args = {"scoringStrategy": {"resources": [{"name": "cpu", "weight": 2}]}}
@@ -306,19 +506,66 @@ def test_ties_go_to_the_lowest_row():
 
 
 TAINT_FILTER_CASES = [
-    ("no tolerations, NoSchedule taint", [], [taint("dedicated", "user1")], "node(s) had untolerated taint {dedicated: user1}"),
-    ("tolerated dedicated user1", [toleration("dedicated", "user1", "NoSchedule")], [taint("dedicated", "user1")], None),
-    ("dedicated user2 does not tolerate user1", [toleration("dedicated", "user2", "NoSchedule", "Equal")], [taint("dedicated", "user1")], "node(s) had untolerated taint {dedicated: user1}"),
-    ("Exists tolerates any value", [toleration("foo", effect="NoSchedule", operator="Exists")], [taint("foo", "bar")], None),
-    ("all taints tolerated", [toleration("dedicated", "user2", "NoSchedule", "Equal"), toleration("foo", effect="NoSchedule", operator="Exists")],
-     [taint("dedicated", "user2"), taint("foo", "bar")], None),
-    ("effect mismatch", [toleration("foo", "bar", "PreferNoSchedule", "Equal")], [taint("foo", "bar")], "node(s) had untolerated taint {foo: bar}"),
+    (
+        "no tolerations, NoSchedule taint",
+        [],
+        [taint("dedicated", "user1")],
+        "node(s) had untolerated taint {dedicated: user1}",
+    ),
+    (
+        "tolerated dedicated user1",
+        [toleration("dedicated", "user1", "NoSchedule")],
+        [taint("dedicated", "user1")],
+        None,
+    ),
+    (
+        "dedicated user2 does not tolerate user1",
+        [toleration("dedicated", "user2", "NoSchedule", "Equal")],
+        [taint("dedicated", "user1")],
+        "node(s) had untolerated taint {dedicated: user1}",
+    ),
+    (
+        "Exists tolerates any value",
+        [toleration("foo", effect="NoSchedule", operator="Exists")],
+        [taint("foo", "bar")],
+        None,
+    ),
+    (
+        "all taints tolerated",
+        [
+            toleration("dedicated", "user2", "NoSchedule", "Equal"),
+            toleration("foo", effect="NoSchedule", operator="Exists"),
+        ],
+        [taint("dedicated", "user2"), taint("foo", "bar")],
+        None,
+    ),
+    (
+        "effect mismatch",
+        [toleration("foo", "bar", "PreferNoSchedule", "Equal")],
+        [taint("foo", "bar")],
+        "node(s) had untolerated taint {foo: bar}",
+    ),
     ("empty effect tolerates NoSchedule", [toleration("foo", "bar", "", "Equal")], [taint("foo", "bar")], None),
-    ("PreferNoSchedule does not filter", [toleration("dedicated", "user2", "NoSchedule", "Equal")], [taint("dedicated", "user1", "PreferNoSchedule")], None),
+    (
+        "PreferNoSchedule does not filter",
+        [toleration("dedicated", "user2", "NoSchedule", "Equal")],
+        [taint("dedicated", "user1", "PreferNoSchedule")],
+        None,
+    ),
     ("no toleration, PreferNoSchedule", [], [taint("dedicated", "user1", "PreferNoSchedule")], None),
     ("NoExecute filters", [], [taint("evict", "now", "NoExecute")], "node(s) had untolerated taint {evict: now}"),
-    ("Gt toleration without the alpha gate", [toleration("sla", "950", "NoSchedule", "Gt")], [taint("sla", "999")], "node(s) had untolerated taint {sla: 999}"),
-    ("first untolerated taint is named", [toleration("a", operator="Exists")], [taint("a", "1"), taint("b", "2"), taint("c", "3")], "node(s) had untolerated taint {b: 2}"),
+    (
+        "Gt toleration without the alpha gate",
+        [toleration("sla", "950", "NoSchedule", "Gt")],
+        [taint("sla", "999")],
+        "node(s) had untolerated taint {sla: 999}",
+    ),
+    (
+        "first untolerated taint is named",
+        [toleration("a", operator="Exists")],
+        [taint("a", "1"), taint("b", "2"), taint("c", "3")],
+        "node(s) had untolerated taint {b: 2}",
+    ),
 ]
 
 
@@ -359,7 +606,13 @@ def test_taint_score_tolerated_beats_intolerable():
 
 
 def test_taint_score_count_of_tolerated_taints_does_not_matter():
-    pod = make_pod("pod1", tolerations=[toleration("cpu-type", "arm64", "PreferNoSchedule", "Equal"), toleration("disk-type", "ssd", "PreferNoSchedule", "Equal")])
+    pod = make_pod(
+        "pod1",
+        tolerations=[
+            toleration("cpu-type", "arm64", "PreferNoSchedule", "Equal"),
+            toleration("disk-type", "ssd", "PreferNoSchedule", "Equal"),
+        ],
+    )
     nodes = [
         make_node("nodeA"),
         make_node("nodeB", taints=[pns("cpu-type", "arm64")]),
@@ -379,7 +632,13 @@ def test_taint_score_more_intolerable_taints_lower_score():
 
 
 def test_taint_score_only_prefer_no_schedule_counts():
-    pod = make_pod("pod1", tolerations=[toleration("cpu-type", "arm64", "NoSchedule", "Equal"), toleration("disk-type", "ssd", "NoSchedule", "Equal")])
+    pod = make_pod(
+        "pod1",
+        tolerations=[
+            toleration("cpu-type", "arm64", "NoSchedule", "Equal"),
+            toleration("disk-type", "ssd", "NoSchedule", "Equal"),
+        ],
+    )
     nodes = [
         make_node("nodeA"),
         make_node("nodeB", taints=[taint("cpu-type", "arm64", "NoSchedule")]),
@@ -435,28 +694,94 @@ NODE_AFFINITY_CASES = [
     ("Gt matches", aff_pod(expr(requirement("kernel-version", "Gt", "0204"))), {"kernel-version": "0206"}, None),
     ("NotIn matches", aff_pod(expr(requirement("mem-type", "NotIn", "DDR", "DDR2"))), {"mem-type": "DDR3"}, None),
     ("Exists matches", aff_pod(expr(requirement("GPU", "Exists"))), {"GPU": "NVIDIA-GRID-K1"}, None),
-    ("affinity does not match labels", aff_pod(expr(requirement("foo", "In", "value1", "value2"))), {"foo": "bar"}, AFFINITY),
+    (
+        "affinity does not match labels",
+        aff_pod(expr(requirement("foo", "In", "value1", "value2"))),
+        {"foo": "bar"},
+        AFFINITY,
+    ),
     ("empty matchExpressions matches no objects", aff_pod(expr()), {"foo": "bar"}, AFFINITY),
     ("no affinity schedules anywhere", make_pod("p"), {"foo": "bar"}, None),
     ("affinity without required node selector", make_pod("p", affinity={"nodeAffinity": {}}), {"foo": "bar"}, None),
-    ("multiple matchExpressions ANDed match", aff_pod(expr(requirement("GPU", "Exists"), requirement("GPU", "NotIn", "AMD", "INTER"))), {"GPU": "NVIDIA-GRID-K1"}, None),
-    ("multiple matchExpressions ANDed do not match", aff_pod(expr(requirement("GPU", "Exists"), requirement("GPU", "In", "AMD", "INTER"))), {"GPU": "NVIDIA-GRID-K1"}, AFFINITY),
-    ("terms ORed", aff_pod(expr(requirement("foo", "In", "bar", "value2")), expr(requirement("diffkey", "In", "wrong", "value2"))), {"foo": "bar"}, None),
-    ("affinity and nodeSelector both match", aff_pod(expr(requirement("foo", "Exists")), node_selector={"foo": "bar"}), {"foo": "bar"}, None),
-    ("affinity matches but nodeSelector does not", aff_pod(expr(requirement("foo", "Exists")), node_selector={"foo": "bar"}), {"foo": "barrrrrr"}, AFFINITY),
-    ("invalid Gt value matches nothing", aff_pod(expr(requirement("foo", "Gt", "invalid value: ___@#$%^"))), {"foo": "bar"}, AFFINITY),
+    (
+        "multiple matchExpressions ANDed match",
+        aff_pod(expr(requirement("GPU", "Exists"), requirement("GPU", "NotIn", "AMD", "INTER"))),
+        {"GPU": "NVIDIA-GRID-K1"},
+        None,
+    ),
+    (
+        "multiple matchExpressions ANDed do not match",
+        aff_pod(expr(requirement("GPU", "Exists"), requirement("GPU", "In", "AMD", "INTER"))),
+        {"GPU": "NVIDIA-GRID-K1"},
+        AFFINITY,
+    ),
+    (
+        "terms ORed",
+        aff_pod(expr(requirement("foo", "In", "bar", "value2")), expr(requirement("diffkey", "In", "wrong", "value2"))),
+        {"foo": "bar"},
+        None,
+    ),
+    (
+        "affinity and nodeSelector both match",
+        aff_pod(expr(requirement("foo", "Exists")), node_selector={"foo": "bar"}),
+        {"foo": "bar"},
+        None,
+    ),
+    (
+        "affinity matches but nodeSelector does not",
+        aff_pod(expr(requirement("foo", "Exists")), node_selector={"foo": "bar"}),
+        {"foo": "barrrrrr"},
+        AFFINITY,
+    ),
+    (
+        "invalid Gt value matches nothing",
+        aff_pod(expr(requirement("foo", "Gt", "invalid value: ___@#$%^"))),
+        {"foo": "bar"},
+        AFFINITY,
+    ),
     ("matchFields In matches", aff_pod(fields(requirement("metadata.name", "In", "node1"))), {}, None),
     ("matchFields In does not match", aff_pod(fields(requirement("metadata.name", "In", "node2"))), {}, AFFINITY),
-    ("two terms: matchFields does not match, matchExpressions matches",
-     aff_pod(fields(requirement("metadata.name", "In", "node2")), expr(requirement("zone", "In", "foo"))), {"zone": "foo"}, None),
-    ("one term: matchFields does not match, matchExpressions matches",
-     aff_pod({**fields(requirement("metadata.name", "In", "node2")), **expr(requirement("zone", "In", "foo"))}), {"zone": "foo"}, AFFINITY),
-    ("one term: both match",
-     aff_pod({**fields(requirement("metadata.name", "In", "node1")), **expr(requirement("zone", "In", "foo"))}), {"zone": "foo"}, None),
-    ("two terms: neither matches",
-     aff_pod(fields(requirement("metadata.name", "In", "node2")), expr(requirement("zone", "In", "bar"))), {"zone": "foo"}, AFFINITY),
-    ("two terms of node.Name affinity", aff_pod(fields(requirement("metadata.name", "In", "node1")), fields(requirement("metadata.name", "In", "node2"))), {}, None),
-    ("required with no terms matches nothing", make_pod("p", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}), {}, AFFINITY),
+    (
+        "two terms: matchFields does not match, matchExpressions matches",
+        aff_pod(fields(requirement("metadata.name", "In", "node2")), expr(requirement("zone", "In", "foo"))),
+        {"zone": "foo"},
+        None,
+    ),
+    (
+        "one term: matchFields does not match, matchExpressions matches",
+        aff_pod({**fields(requirement("metadata.name", "In", "node2")), **expr(requirement("zone", "In", "foo"))}),
+        {"zone": "foo"},
+        AFFINITY,
+    ),
+    (
+        "one term: both match",
+        aff_pod({**fields(requirement("metadata.name", "In", "node1")), **expr(requirement("zone", "In", "foo"))}),
+        {"zone": "foo"},
+        None,
+    ),
+    (
+        "two terms: neither matches",
+        aff_pod(fields(requirement("metadata.name", "In", "node2")), expr(requirement("zone", "In", "bar"))),
+        {"zone": "foo"},
+        AFFINITY,
+    ),
+    (
+        "two terms of node.Name affinity",
+        aff_pod(
+            fields(requirement("metadata.name", "In", "node1")), fields(requirement("metadata.name", "In", "node2"))
+        ),
+        {},
+        None,
+    ),
+    (
+        "required with no terms matches nothing",
+        make_pod(
+            "p",
+            affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}},
+        ),
+        {},
+        AFFINITY,
+    ),
 ]
 
 
@@ -465,7 +790,13 @@ def test_node_affinity_filter(name, pod, labels, want):
     assert na(pod, labels) == want
 
 
-ADDED_REQUIRED_NODE2 = {"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [fields(requirement("metadata.name", "In", "node2"))]}}}
+ADDED_REQUIRED_NODE2 = {
+    "addedAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [fields(requirement("metadata.name", "In", "node2"))]
+        }
+    }
+}
 
 
 def test_added_affinity_and_pod_affinity_both_match():
@@ -473,12 +804,20 @@ def test_added_affinity_and_pod_affinity_both_match():
 
 
 def test_added_affinity_matches_but_not_pod_affinity():
-    assert na(aff_pod(expr(requirement("zone", "In", "bar"))), {"zone": "foo"}, "node2", ADDED_REQUIRED_NODE2) == AFFINITY
+    assert (
+        na(aff_pod(expr(requirement("zone", "In", "bar"))), {"zone": "foo"}, "node2", ADDED_REQUIRED_NODE2) == AFFINITY
+    )
 
 
 def test_added_affinity_not_matched_is_reported_as_enforced():
     """node_affinity_test "Doesn't match added affinity": errReasonEnforced."""
-    args = {"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [expr(requirement("zone", "In", "bar"))]}}}
+    args = {
+        "addedAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [expr(requirement("zone", "In", "bar"))]
+            }
+        }
+    }
     assert na(make_pod("p"), {"zone": "foo"}, "node2", args) == "node(s) didn't match scheduler-enforced node affinity"
 
 
@@ -594,7 +933,9 @@ def test_node_name_filter():
 
 def test_fit_error_format_from_design():
     # DESIGN.md's example, in upstream's order (sort.Strings on "count reason").
-    nodes = [make_node(f"small{i}", "1", "8Gi") for i in range(3)] + [make_node(f"gpu{i}", "8", "8Gi", taints=[taint("gpu", "true")]) for i in range(2)]
+    nodes = [make_node(f"small{i}", "1", "8Gi") for i in range(3)] + [
+        make_node(f"gpu{i}", "8", "8Gi", taints=[taint("gpu", "true")]) for i in range(2)
+    ]
     diag = diagnosis(nodes, make_pod("p", "2"))
     assert diag.message == "0/5 nodes are available: 2 node(s) had untolerated taint {gpu: true}, 3 Insufficient cpu."
     assert diag.num_nodes == 5
@@ -603,7 +944,9 @@ def test_fit_error_format_from_design():
 
 def test_fit_error_sorts_count_reason_strings_as_strings():
     # sort.Strings on "count reason": "10 node(s)..." sorts before "2 Insufficient cpu".
-    nodes = [make_node(f"s{i}", "1") for i in range(2)] + [make_node(f"t{i}", "8", taints=[taint("gpu", "true")]) for i in range(10)]
+    nodes = [make_node(f"s{i}", "1") for i in range(2)] + [
+        make_node(f"t{i}", "8", taints=[taint("gpu", "true")]) for i in range(10)
+    ]
     diag = diagnosis(nodes, make_pod("p", "2"))
     assert diag.message == "0/12 nodes are available: 10 node(s) had untolerated taint {gpu: true}, 2 Insufficient cpu."
 
@@ -615,9 +958,16 @@ def test_fit_error_counts_every_reason_of_a_node():
 
 
 def test_fit_error_distinct_taints_are_distinct_reasons():
-    nodes = [make_node("a", taints=[taint("x", "1")]), make_node("b", taints=[taint("y", "2")]), make_node("c", taints=[taint("x", "1")])]
+    nodes = [
+        make_node("a", taints=[taint("x", "1")]),
+        make_node("b", taints=[taint("y", "2")]),
+        make_node("c", taints=[taint("x", "1")]),
+    ]
     diag = diagnosis(nodes, make_pod("p"))
-    assert diag.message == "0/3 nodes are available: 1 node(s) had untolerated taint {y: 2}, 2 node(s) had untolerated taint {x: 1}."
+    assert (
+        diag.message
+        == "0/3 nodes are available: 1 node(s) had untolerated taint {y: 2}, 2 node(s) had untolerated taint {x: 1}."
+    )
 
 
 def test_fit_error_counts_only_existing_nodes():
@@ -663,7 +1013,11 @@ def test_node_rejected_by_earlier_filter_is_not_counted_by_later_ones():
 
 
 def test_all_rejections_unresolvable():
-    nodes = [make_node("a", unschedulable=True), make_node("b", taints=[taint("k", "v")]), make_node("c", labels={"zone": "b"})]
+    nodes = [
+        make_node("a", unschedulable=True),
+        make_node("b", taints=[taint("k", "v")]),
+        make_node("c", labels={"zone": "b"}),
+    ]
     diag = diagnosis(nodes, make_pod("p", node_selector={"zone": "a"}))
     assert diag.unresolvable
     assert diag.message == (

@@ -85,8 +85,14 @@ def test_status_conditions():
     body = pg({"schedulingPolicy": {"gang": {"minCount": 1}}})
     body["status"] = {
         "conditions": [
-            {"type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable", "message": "m", "observedGeneration": 3,
-             "lastTransitionTime": "2026-01-01T00:00:00Z"}
+            {
+                "type": "PodGroupScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "m",
+                "observedGeneration": 3,
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
         ]
     }
     cond = parse_podgroup(body).condition("PodGroupScheduled")
@@ -140,7 +146,10 @@ def test_missing_policy():
     ],
 )
 def test_claim_needs_exactly_one_source(claim):
-    msg = error_of(parse_podgroup, pg({"schedulingPolicy": {"basic": {}}, "resourceClaims": [{"name": "ok", "resourceClaimName": "x"}, claim]}))
+    msg = error_of(
+        parse_podgroup,
+        pg({"schedulingPolicy": {"basic": {}}, "resourceClaims": [{"name": "ok", "resourceClaimName": "x"}, claim]}),
+    )
     assert msg.startswith("spec.resourceClaims.1:"), msg
     assert "exactly one of resourceClaimName or resourceClaimTemplateName must be set" in msg
 
@@ -155,7 +164,10 @@ def test_at_most_four_claims():
     claims = [{"name": f"c{i}", "resourceClaimName": f"x{i}"} for i in range(5)]
     msg = error_of(parse_podgroup, pg({"schedulingPolicy": {"basic": {}}, "resourceClaims": claims}))
     assert msg.startswith("spec.resourceClaims:") and "at most 4" in msg
-    assert len(parse_podgroup(pg({"schedulingPolicy": {"basic": {}}, "resourceClaims": claims[:4]})).spec.resource_claims) == 4
+    assert (
+        len(parse_podgroup(pg({"schedulingPolicy": {"basic": {}}, "resourceClaims": claims[:4]})).spec.resource_claims)
+        == 4
+    )
 
 
 def test_at_most_one_topology_constraint():
@@ -211,7 +223,9 @@ def test_workload_template_count_bounds():
 
 def test_workload_template_errors_name_the_index():
     templates = [template("a"), template("b", schedulingPolicy={"gang": {"minCount": 0}})]
-    assert error_of(parse_workload, wl(templates)).startswith("spec.podGroupTemplates.1.schedulingPolicy.gang.minCount:")
+    assert error_of(parse_workload, wl(templates)).startswith(
+        "spec.podGroupTemplates.1.schedulingPolicy.gang.minCount:"
+    )
     templates = [template("a"), {"name": "b", "schedulingPolicy": {}}]
     assert error_of(parse_workload, wl(templates)).startswith("spec.podGroupTemplates.1.schedulingPolicy:")
 

@@ -72,10 +72,13 @@ def test_a_unit_is_moved_once_even_if_several_of_its_events_fire(clock):
     assert q.move_for_event(E.ASSIGNED_POD_DELETE) == 0
 
 
-@pytest.mark.parametrize("event, after", [
-    (E.ASSIGNED_POD_DELETE, State.BACKOFF),  # could help: retried
-    (E.NODE_LABEL, State.UNSCHEDULABLE),  # unrelated: it waits
-])
+@pytest.mark.parametrize(
+    "event, after",
+    [
+        (E.ASSIGNED_POD_DELETE, State.BACKOFF),  # could help: retried
+        (E.NODE_LABEL, State.UNSCHEDULABLE),  # unrelated: it waits
+    ],
+)
 def test_an_event_during_the_attempt_counts_only_if_it_could_help(clock, event, after):
     q, _ = new_queue(clock)
     q.add(make_pod("p", labels={"scheduling.troupe.dev/pod-group": "g"}))
@@ -103,7 +106,9 @@ def test_node_update_events():
     assert E.node_update_events(base, make_node("n", cpu="8", labels={"zone": "a"})) == [E.NODE_ALLOCATABLE]
     assert E.node_update_events(base, make_node("n", cpu="2", labels={"zone": "a"})) == []  # shrank
     assert E.node_update_events(base, make_node("n", cpu="4", labels={"zone": "b"})) == [E.NODE_LABEL]
-    assert E.node_update_events(base, make_node("n", cpu="4", labels={"zone": "a"}, unschedulable=True)) == [E.NODE_TAINT]
+    assert E.node_update_events(base, make_node("n", cpu="4", labels={"zone": "a"}, unschedulable=True)) == [
+        E.NODE_TAINT
+    ]
 
 
 def test_pod_update_events():
@@ -112,8 +117,12 @@ def test_pod_update_events():
     assert E.pod_update_events(None, pending) == []
     assert E.pod_update_events(None, bound) == [E.ASSIGNED_POD_ADD]
     assert E.pod_update_events(pending, bound) == [E.ASSIGNED_POD_ADD]
-    assert E.pod_update_events(bound, make_pod("p", cpu="1", node_name="n", phase="Succeeded")) == [E.ASSIGNED_POD_DELETE]
-    assert E.pod_update_events(bound, make_pod("p", cpu="1", node_name="n", labels={"a": "b"})) == [E.ASSIGNED_POD_LABEL]
+    assert E.pod_update_events(bound, make_pod("p", cpu="1", node_name="n", phase="Succeeded")) == [
+        E.ASSIGNED_POD_DELETE
+    ]
+    assert E.pod_update_events(bound, make_pod("p", cpu="1", node_name="n", labels={"a": "b"})) == [
+        E.ASSIGNED_POD_LABEL
+    ]
     assert E.pod_update_events(bound, make_pod("p", cpu="500m", node_name="n")) == [E.ASSIGNED_POD_SCALE_DOWN]
     assert E.pod_update_events(bound, bound) == []
 

@@ -20,11 +20,19 @@ async def server():
     seen: list[dict[str, Any]] = []
 
     async def handle(request: web.Request) -> web.Response:
-        seen.append({"method": request.method, "path": request.path, "body": await request.read(),
-                     "content_type": request.headers.get("Content-Type"),
-                     "authorization": request.headers.get("Authorization")})
+        seen.append(
+            {
+                "method": request.method,
+                "path": request.path,
+                "body": await request.read(),
+                "content_type": request.headers.get("Content-Type"),
+                "authorization": request.headers.get("Authorization"),
+            }
+        )
         if request.path.endswith("/missing"):
-            return web.json_response({"kind": "Status", "code": 404, "reason": "NotFound", "message": "gone"}, status=404)
+            return web.json_response(
+                {"kind": "Status", "code": 404, "reason": "NotFound", "message": "gone"}, status=404
+            )
         return web.json_response({"kind": "Status", "code": 201}, status=201)
 
     app = web.Application()
@@ -53,7 +61,9 @@ async def test_sends_the_encoded_body_with_the_configurations_token(server):
         await rest.close()
         await api.close()
     assert [(s["method"], s["path"]) for s in seen] == [
-        ("POST", "/api/v1/namespaces/ns/pods/p/binding"), ("PATCH", "/apis/x/v1/namespaces/ns/things/t/status")]
+        ("POST", "/api/v1/namespaces/ns/pods/p/binding"),
+        ("PATCH", "/apis/x/v1/namespaces/ns/things/t/status"),
+    ]
     assert json.loads(seen[0]["body"]) == {"a": [1, 2]} and seen[0]["content_type"] == "application/json"
     assert seen[1]["content_type"] == "application/merge-patch+json"
     assert [s["authorization"] for s in seen] == ["Bearer t0k", "Bearer refreshed"]
@@ -83,7 +93,16 @@ async def test_closing_it_leaves_the_api_clients_connections_open(server):
 
 
 def test_the_proxy_is_taken_from_the_environment_unless_no_proxy_exempts_the_host(monkeypatch):
-    for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+    for var in (
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "NO_PROXY",
+        "no_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ):
         monkeypatch.delenv(var, raising=False)
     assert _env_proxy("https://api.example:6443") is None
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from scheduler.api.config import SchedulerConfiguration
-from scheduler.plugins import in_tree_registry
 from scheduler.core.scheduler import Scheduler
+from scheduler.plugins import in_tree_registry
 
 LABEL = "scheduling.troupe.dev/pod-group"
 
@@ -51,25 +51,39 @@ class Recorder:
 
 
 def node(name: str, cpu: str = "2", pods: str = "110") -> dict[str, Any]:
-    return {"metadata": {"name": name, "uid": f"uid-{name}"},
-            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": pods}}}
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}"},
+        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": pods}},
+    }
 
 
-def pod(name: str, group: str | None = None, cpu: str = "1", scheduler: str = "troupe-scheduler",
-        node_name: str | None = None, ns: str = "ns") -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": scheduler,
-                            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+def pod(
+    name: str,
+    group: str | None = None,
+    cpu: str = "1",
+    scheduler: str = "troupe-scheduler",
+    node_name: str | None = None,
+    ns: str = "ns",
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+    }
     if node_name:
         spec["nodeName"] = node_name
-    return {"metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "labels": {LABEL: group} if group else {}},
-            "spec": spec}
+    return {
+        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "labels": {LABEL: group} if group else {}},
+        "spec": spec,
+    }
 
 
 def podgroup(name: str, min_count: int | None = None, ns: str = "ns", policy: Any = None) -> dict[str, Any]:
     if policy is None:
         policy = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
-    return {"metadata": {"name": name, "namespace": ns, "uid": f"uid-pg-{name}", "generation": 1},
-            "spec": {"schedulingPolicy": policy}}
+    return {
+        "metadata": {"name": name, "namespace": ns, "uid": f"uid-pg-{name}", "generation": 1},
+        "spec": {"schedulingPolicy": policy},
+    }
 
 
 class Clock:
@@ -120,7 +134,12 @@ def test_two_gangs_one_binds_whole_and_the_other_not_at_all(sched):
     groups = {name.split("-")[0] for name, _ in rec.binds}
     assert len(rec.binds) == 4 and len(groups) == 1
     loser = ({"x", "y"} - groups).pop()
-    assert (loser, "False", "Unschedulable", "needs 4 pods, 0 fit: 0/2 nodes are available: 2 Insufficient cpu.") in rec.groups
+    assert (
+        loser,
+        "False",
+        "Unschedulable",
+        "needs 4 pods, 0 fit: 0/2 nodes are available: 2 Insufficient cpu.",
+    ) in rec.groups
     assert all(rec.pods[f"{loser}-{i}"].startswith(f"PodGroup ns/{loser}: needs 4 pods") for i in range(4))
 
 
@@ -133,7 +152,12 @@ def test_gang_waits_for_its_podgroup_and_min_count(sched):
     s.on_podgroup(podgroup("g", 2))
     assert drain(s) == 0
     assert rec.pods["p-0"] == "waiting for pods of PodGroup ns/g: minCount is 2"
-    assert rec.groups[-1] == ("g", "False", "Unschedulable", "waiting for pods of PodGroup ns/g: minCount is 2, 1 exist")
+    assert rec.groups[-1] == (
+        "g",
+        "False",
+        "Unschedulable",
+        "waiting for pods of PodGroup ns/g: minCount is 2, 1 exist",
+    )
     s.on_pod(pod("p-1", "g"))
     drain(s)
     assert sorted(n for n, _ in rec.binds) == ["p-0", "p-1"]
@@ -284,11 +308,16 @@ def test_podgroup_fields_troupe_ignores_are_reported_once(sched, caplog):
     body["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "shared-gpus"}]
     with caplog.at_level("WARNING", logger="scheduler.core.eventhandlers"):
         s.on_podgroup(body)
-        changed = {**body, "metadata": {**body["metadata"], "generation": 2},
-                   "spec": {**body["spec"], "schedulingPolicy": {"gang": {"minCount": 3}}}}
+        changed = {
+            **body,
+            "metadata": {**body["metadata"], "generation": 2},
+            "spec": {**body["spec"], "schedulingPolicy": {"gang": {"minCount": 3}}},
+        }
         s.on_podgroup(changed)  # a spec update: not told again
-    note = ("spec.schedulingConstraints is ignored: the placement algorithm over topology domains is not "
-            "implemented yet; spec.resourceClaims is ignored: DRA claims are not allocated yet")
+    note = (
+        "spec.schedulingConstraints is ignored: the placement algorithm over topology domains is not "
+        "implemented yet; spec.resourceClaims is ignored: DRA claims are not allocated yet"
+    )
     assert [e for e in rec.events if e[1] == "IgnoredField"] == [("g", "IgnoredField", note)]
     assert [r.getMessage() for r in caplog.records] == [f"PodGroup ns/g: {note}"]
     # A group without them says nothing.

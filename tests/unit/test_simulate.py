@@ -33,7 +33,10 @@ def pod(name: str, group: str | None = None, cpu: str = "1", ns: str = "ns", **s
     meta: dict[str, Any] = {"name": name, "namespace": ns}
     if group:
         meta["labels"] = {LABEL: group}
-    body_spec = {"schedulerName": "troupe-scheduler", "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+    body_spec = {
+        "schedulerName": "troupe-scheduler",
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+    }
     body_spec.update(spec)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body_spec}
 
@@ -41,8 +44,12 @@ def pod(name: str, group: str | None = None, cpu: str = "1", ns: str = "ns", **s
 def podgroup(name: str, min_count: int | None = None, ns: str = "ns", policy: Any = None) -> dict[str, Any]:
     if policy is None:
         policy = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
-    return {"apiVersion": "scheduling.troupe.dev/v1alpha2", "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": ns}, "spec": {"schedulingPolicy": policy}}
+    return {
+        "apiVersion": "scheduling.troupe.dev/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"schedulingPolicy": policy},
+    }
 
 
 def priority_class(name: str, value: Any, global_default: bool = False) -> dict[str, Any]:
@@ -60,7 +67,9 @@ def dump(docs: list[dict[str, Any]]) -> str:
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
-def run(capsys, tmp_path: Path, text: str | list[dict[str, Any]], *args: str, name: str = "in.yaml") -> tuple[int, str, str]:
+def run(
+    capsys, tmp_path: Path, text: str | list[dict[str, Any]], *args: str, name: str = "in.yaml"
+) -> tuple[int, str, str]:
     path = tmp_path / name
     path.write_text(text if isinstance(text, str) else dump(text))
     rc = main(["simulate", str(path), *args])
@@ -116,7 +125,11 @@ def test_example_json_places_one_gang_whole_and_none_of_the_other(capsys):
     doc = json.loads(capsys.readouterr().out)
     groups = groups_of(doc)
     assert [k for k, (scheduled, _, _) in groups.items() if scheduled] == ["demo/train-a"]
-    assert groups["demo/train-b"] == (False, "Unschedulable", "needs 4 pods, 0 fit: 0/2 nodes are available: 2 Insufficient cpu.")
+    assert groups["demo/train-b"] == (
+        False,
+        "Unschedulable",
+        "needs 4 pods, 0 fit: 0/2 nodes are available: 2 Insufficient cpu.",
+    )
     nodes = nodes_of(doc)
     assert all(nodes[f"demo/train-a-worker-{i}"] in ("node-1", "node-2") for i in range(4))
     assert all(nodes[f"demo/train-b-worker-{i}"] is None for i in range(4))
@@ -128,11 +141,19 @@ def test_priority_example(capsys):
     assert main(["simulate", str(EXAMPLE.with_name("simulate-priority.yaml")), "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert {k: v[0] for k, v in groups_of(doc).items()} == {"demo/batch": False, "demo/train": True, "demo/web": True}
-    assert [k for k, v in nodes_of(doc).items() if v] == ["demo/db", "demo/train-0", "demo/train-1", "demo/train-2", "demo/web-0"]
+    assert [k for k, v in nodes_of(doc).items() if v] == [
+        "demo/db",
+        "demo/train-0",
+        "demo/train-1",
+        "demo/train-2",
+        "demo/web-0",
+    ]
 
 
 def test_json_schema_is_exact(capsys, tmp_path):
-    doc = run_json(capsys, tmp_path, [node("n1", cpu="1"), *gang("g", 1), pod("zz-single", cpu="2"), pod("a-single", ns="aa")])
+    doc = run_json(
+        capsys, tmp_path, [node("n1", cpu="1"), *gang("g", 1), pod("zz-single", cpu="2"), pod("a-single", ns="aa")]
+    )
     assert doc == {
         "pods": [
             {"namespace": "aa", "name": "a-single", "node": None},
@@ -181,7 +202,11 @@ def test_gang_deadlock_resolved_exactly_one_group_placed(capsys, tmp_path):
     doc = run_json(capsys, tmp_path, [node("n1"), node("n2")] + gang("x", 3) + gang("y", 3) + gang("z", 3))
     groups = groups_of(doc)
     assert [k for k, v in groups.items() if v[0]] == ["ns/x"]
-    assert groups["ns/y"] == (False, "Unschedulable", "needs 3 pods, 1 fit: 0/2 nodes are available: 2 Insufficient cpu.")
+    assert groups["ns/y"] == (
+        False,
+        "Unschedulable",
+        "needs 3 pods, 1 fit: 0/2 nodes are available: 2 Insufficient cpu.",
+    )
     placed = {k.split("/")[1].split("-")[0] for k, v in nodes_of(doc).items() if v}
     assert placed == {"x"}
 
@@ -205,7 +230,10 @@ def test_running_pods_use_room(capsys, tmp_path):
     lines = out.splitlines()
     # First try: 1 of 2 fits, nothing binds; then "small" takes the last CPU, and
     # the retry after the flush (the last word, what the cluster shows) finds 0.
-    assert lines[1] == "ns/g       gang     2      0/2          Unschedulable   needs 2 pods, 0 fit: 0/1 nodes are available: 1 Insufficient cpu."
+    assert (
+        lines[1]
+        == "ns/g       gang     2      0/2          Unschedulable   needs 2 pods, 0 fit: 0/1 nodes are available: 1 Insufficient cpu."
+    )
     assert "ns/db      -       n1       running before the simulation" in lines
     assert "ns/small   -       n1" in lines
     assert lines[-1] == "1/3 pending pods placed (1 already running); PodGroups: 1 Unschedulable."
@@ -243,8 +271,9 @@ def test_builtin_priority_classes_resolve(capsys, tmp_path):
 
 
 def test_invalid_podgroup_is_a_scheduler_error_not_an_input_error(capsys, tmp_path):
-    rc, out, err = run(capsys, tmp_path, [node("n1"), podgroup("g", policy={"gang": {"minCount": 0}}), pod("g-0", "g")],
-                       "-o", "json")
+    rc, out, err = run(
+        capsys, tmp_path, [node("n1"), podgroup("g", policy={"gang": {"minCount": 0}}), pod("g-0", "g")], "-o", "json"
+    )
     assert rc == 0
     assert err == (
         "in.yaml: document 2 (PodGroup ns/g): warning: invalid PodGroup: spec.schedulingPolicy.gang.minCount: "
@@ -252,26 +281,39 @@ def test_invalid_podgroup_is_a_scheduler_error_not_an_input_error(capsys, tmp_pa
     )
     assert json.loads(out) == {
         "pods": [{"namespace": "ns", "name": "g-0", "node": None}],
-        "podGroups": [{
-            "namespace": "ns", "name": "g", "scheduled": False, "reason": "SchedulerError",
-            "message": "PodGroup ns/g is invalid: spec.schedulingPolicy.gang.minCount: Input should be greater than or equal to 1",
-        }],
+        "podGroups": [
+            {
+                "namespace": "ns",
+                "name": "g",
+                "scheduled": False,
+                "reason": "SchedulerError",
+                "message": "PodGroup ns/g is invalid: spec.schedulingPolicy.gang.minCount: Input should be greater than or equal to 1",
+            }
+        ],
     }
 
 
 def test_gang_short_of_min_count_says_what_it_waits_for(capsys, tmp_path):
     rc, out, _ = run(capsys, tmp_path, [node("n1"), podgroup("g", 3), pod("g-0", "g"), pod("g-1", "g")])
     assert rc == 0
-    assert "ns/g       gang     2      0/3          Unschedulable   waiting for pods of PodGroup ns/g: minCount is 3, 2 exist" in out
+    assert (
+        "ns/g       gang     2      0/3          Unschedulable   waiting for pods of PodGroup ns/g: minCount is 3, 2 exist"
+        in out
+    )
     assert "ns/g-0   g       <none>   waiting for pods of PodGroup ns/g: minCount is 3" in out
 
 
 def test_podgroup_without_pods_has_no_condition(capsys, tmp_path):
     doc = run_json(capsys, tmp_path, [node("n1"), podgroup("g", 2)])
-    assert doc == {"pods": [], "podGroups": [
-        {"namespace": "ns", "name": "g", "scheduled": False, "reason": None, "message": None}]}
+    assert doc == {
+        "pods": [],
+        "podGroups": [{"namespace": "ns", "name": "g", "scheduled": False, "reason": None, "message": None}],
+    }
     rc, out, _ = run(capsys, tmp_path, [node("n1"), podgroup("g", 2)])
-    assert out.splitlines()[1] == "ns/g       gang     0      0/2          -           no pods of this PodGroup in the input"
+    assert (
+        out.splitlines()[1]
+        == "ns/g       gang     0      0/2          -           no pods of this PodGroup in the input"
+    )
 
 
 def test_list_wrapper_and_skipped_kinds(capsys, tmp_path):
@@ -291,8 +333,12 @@ def test_list_wrapper_and_skipped_kinds(capsys, tmp_path):
 
 
 def test_namespaces_are_read_and_names_do_not_collide(capsys, tmp_path):
-    docs = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a-b", "labels": {"team": "x"}}},
-            node("n1"), pod("c", ns="a-b"), pod("b-c", ns="a")]
+    docs = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a-b", "labels": {"team": "x"}}},
+        node("n1"),
+        pod("c", ns="a-b"),
+        pod("b-c", ns="a"),
+    ]
     rc, out, err = run(capsys, tmp_path, docs, "-o", "json")
     assert (rc, err) == (0, "")
     assert nodes_of(json.loads(out)) == {"a/b-c": "n1", "a-b/c": "n1"}
@@ -315,8 +361,10 @@ def test_pods_nothing_places_are_reported(capsys, tmp_path):
 def test_node_without_pods_allocatable_warns(capsys, tmp_path):
     rc, out, err = run(capsys, tmp_path, [node("n1", pods=None), pod("p")])
     assert rc == 0
-    assert err == ("in.yaml: document 1 (Node n1): warning: status.allocatable has no 'pods' (the kubelet reports it, "
-                   "usually 110): no pod fits on this node\n")
+    assert err == (
+        "in.yaml: document 1 (Node n1): warning: status.allocatable has no 'pods' (the kubelet reports it, "
+        "usually 110): no pod fits on this node\n"
+    )
     assert "ns/p   -       <none>   0/1 nodes are available: 1 Too many pods." in out
 
 
@@ -344,7 +392,10 @@ def test_scheduled_group_stays_scheduled_across_retries():
     assert result.rounds == 2
     (group,) = result.groups
     assert (group.scheduled, group.placed, group.condition.message) == (
-        True, 2, "2 pod(s) placed; 1 more wait: 0/1 nodes are available: 1 Insufficient cpu.")
+        True,
+        2,
+        "2 pod(s) placed; 1 more wait: 0/1 nodes are available: 1 Insufficient cpu.",
+    )
 
 
 # ------------------------------------------------------------------ bad input
@@ -356,45 +407,87 @@ QTY = "kind: Pod\nmetadata: {name: p1}\nspec:\n  containers:\n  - name: c\n    r
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (dump([node("n1"), {"kind": "Namespace", "metadata": {"name": "x"}}]) + "---\n" + QTY,
-         "in.yaml: document 3 (Pod default/p1): spec.containers[0].resources.requests.cpu: invalid quantity 'lots'"),
-        ("kind: Pod\nmetadata:\n  name: x\n   bad: 1\n",
-         "in.yaml: line 4, column 7: YAML syntax error: mapping values are not allowed here"),
-        ("kind: Node\nmetadata: {name: [a\n",
-         "in.yaml: line 3, column 1: YAML syntax error: expected ',' or ']', but got '<stream end>' "
-         "(while parsing a flow sequence)"),
+        (
+            dump([node("n1"), {"kind": "Namespace", "metadata": {"name": "x"}}]) + "---\n" + QTY,
+            "in.yaml: document 3 (Pod default/p1): spec.containers[0].resources.requests.cpu: invalid quantity 'lots'",
+        ),
+        (
+            "kind: Pod\nmetadata:\n  name: x\n   bad: 1\n",
+            "in.yaml: line 4, column 7: YAML syntax error: mapping values are not allowed here",
+        ),
+        (
+            "kind: Node\nmetadata: {name: [a\n",
+            "in.yaml: line 3, column 1: YAML syntax error: expected ',' or ']', but got '<stream end>' "
+            "(while parsing a flow sequence)",
+        ),
         ("---\n---\n- a\n", "in.yaml: document 2: expected a mapping (a Kubernetes object), got a list"),
         ("metadata: {name: a}\n", "in.yaml: document 1: kind is required"),
         ("kind: Pod\nmetadata: {namespace: x}\n", "in.yaml: document 1 (Pod): metadata.name is required"),
         ("kind: 3\n", "in.yaml: document 1: kind must be a string, got 3"),
-        ("kind: Pod\nmetadata: {name: p}\nspec: [1]\n", "in.yaml: document 1 (Pod default/p): spec must be a mapping, got a list"),
+        (
+            "kind: Pod\nmetadata: {name: p}\nspec: [1]\n",
+            "in.yaml: document 1 (Pod default/p): spec must be a mapping, got a list",
+        ),
         (dump([node("n1"), pod("p"), node("n2"), pod("p")]), "in.yaml: document 4 (Pod ns/p): duplicate of document 2"),
-        (dump([{"kind": "List", "items": [node("n1"), node("n1")]}]),
-         "in.yaml: document 1, items[1] (Node n1): duplicate of document 1, items[0]"),
-        (dump([{"kind": "List", "items": [node("n1"), {"kind": "Pod", "metadata": {"name": "p"},
-                                                        "spec": {"overhead": {"memory": "1Q"}}}]}]),
-         "in.yaml: document 1, items[1] (Pod default/p): spec.overhead.memory: invalid quantity '1Q': unknown suffix 'Q'"),
+        (
+            dump([{"kind": "List", "items": [node("n1"), node("n1")]}]),
+            "in.yaml: document 1, items[1] (Node n1): duplicate of document 1, items[0]",
+        ),
+        (
+            dump(
+                [
+                    {
+                        "kind": "List",
+                        "items": [
+                            node("n1"),
+                            {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"overhead": {"memory": "1Q"}}},
+                        ],
+                    }
+                ]
+            ),
+            "in.yaml: document 1, items[1] (Pod default/p): spec.overhead.memory: invalid quantity '1Q': unknown suffix 'Q'",
+        ),
         (dump([{"kind": "List", "items": "x"}]), "in.yaml: document 1 (List): items must be a list, got a string"),
-        (dump([{"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "x"}}}]),
-         "in.yaml: document 1 (Node n1): status.allocatable.cpu: invalid quantity 'x'"),
-        (dump([node("n1"), pod("p", priorityClassName="high")]),
-         "in.yaml: document 2 (Pod ns/p): spec.priorityClassName: no PriorityClass with name high was found"),
-        (dump([priority_class("high", 100), pod("p", priorityClassName="high", priority=5)]),
-         "in.yaml: document 2 (Pod ns/p): spec.priority: the integer value of priority (5) must not be provided in pod "
-         "spec; priority admission controller computed 100 from the given PriorityClass name"),
-        (dump([pod("p", priority=5)]),
-         "in.yaml: document 1 (Pod ns/p): spec.priority: the integer value of priority (5) must not be provided in pod "
-         "spec; priority admission controller computed 0 from the given PriorityClass name"),
-        (dump([priority_class("a", 1, True), priority_class("b", 2, True)]),
-         "in.yaml: document 2 (PriorityClass b): globalDefault: PriorityClass a is already marked as default. "
-         "Only one default can exist"),
-        (dump([priority_class("a", "high")]), "in.yaml: document 1 (PriorityClass a): value: must be an integer, got 'high'"),
-        (dump([{"kind": "PriorityClass", "metadata": {"name": "a"}}]),
-         "in.yaml: document 1 (PriorityClass a): value: Required value"),
-        (dump([priority_class("a", 2_000_000_000)]),
-         "in.yaml: document 1 (PriorityClass a): value: Forbidden: maximum allowed value of a user defined priority "
-         "is 1000000000"),
-        (dump([node("n1"), pod("p", nodeName="n9")]), "in.yaml: document 2 (Pod ns/p): spec.nodeName: no Node named n9 in the input"),
+        (
+            dump([{"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "x"}}}]),
+            "in.yaml: document 1 (Node n1): status.allocatable.cpu: invalid quantity 'x'",
+        ),
+        (
+            dump([node("n1"), pod("p", priorityClassName="high")]),
+            "in.yaml: document 2 (Pod ns/p): spec.priorityClassName: no PriorityClass with name high was found",
+        ),
+        (
+            dump([priority_class("high", 100), pod("p", priorityClassName="high", priority=5)]),
+            "in.yaml: document 2 (Pod ns/p): spec.priority: the integer value of priority (5) must not be provided in pod "
+            "spec; priority admission controller computed 100 from the given PriorityClass name",
+        ),
+        (
+            dump([pod("p", priority=5)]),
+            "in.yaml: document 1 (Pod ns/p): spec.priority: the integer value of priority (5) must not be provided in pod "
+            "spec; priority admission controller computed 0 from the given PriorityClass name",
+        ),
+        (
+            dump([priority_class("a", 1, True), priority_class("b", 2, True)]),
+            "in.yaml: document 2 (PriorityClass b): globalDefault: PriorityClass a is already marked as default. "
+            "Only one default can exist",
+        ),
+        (
+            dump([priority_class("a", "high")]),
+            "in.yaml: document 1 (PriorityClass a): value: must be an integer, got 'high'",
+        ),
+        (
+            dump([{"kind": "PriorityClass", "metadata": {"name": "a"}}]),
+            "in.yaml: document 1 (PriorityClass a): value: Required value",
+        ),
+        (
+            dump([priority_class("a", 2_000_000_000)]),
+            "in.yaml: document 1 (PriorityClass a): value: Forbidden: maximum allowed value of a user defined priority "
+            "is 1000000000",
+        ),
+        (
+            dump([node("n1"), pod("p", nodeName="n9")]),
+            "in.yaml: document 2 (Pod ns/p): spec.nodeName: no Node named n9 in the input",
+        ),
     ],
 )
 def test_bad_input_names_document_and_field(capsys, tmp_path, text, message):
@@ -409,12 +502,18 @@ def test_unreadable_file(capsys, tmp_path):
 
 def test_bad_config_is_exit_2(capsys, tmp_path):
     config = tmp_path / "config.yaml"
-    config.write_text("profiles:\n- schedulerName: troupe-scheduler\n  plugins:\n    filter:\n      enabled: [{name: Nope}]\n")
+    config.write_text(
+        "profiles:\n- schedulerName: troupe-scheduler\n  plugins:\n    filter:\n      enabled: [{name: Nope}]\n"
+    )
     rc, out, err = run(capsys, tmp_path, [node("n1")], "--config", str(config))
     assert (rc, out) == (2, "")
     assert err.startswith(f"troupe: {config}: profile troupe-scheduler: plugins.filter: unknown plugin 'Nope' (known: ")
     config.write_text("bogus: 1\n")
     rc, out, err = run(capsys, tmp_path, [node("n1")], "--config", str(config))
-    assert (rc, out, err) == (2, "", f"troupe: {config}: invalid configuration:\n  bogus: unknown field; allowed: "
-                                     "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientConnection, "
-                                     "healthBindAddress, stallSeconds, waitingReport, watch\n")
+    assert (rc, out, err) == (
+        2,
+        "",
+        f"troupe: {config}: invalid configuration:\n  bogus: unknown field; allowed: "
+        "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientConnection, "
+        "healthBindAddress, stallSeconds, waitingReport, watch\n",
+    )

@@ -6,11 +6,13 @@ troupe must be importable, e.g. `pip install -e <troupe checkout>`).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
+from troupe_example_plugin import NodeLabelArgs, PreferNodeLabel, RequireNodeLabel
 
 from scheduler.api.config import Profile
 from scheduler.api.parse import parse_node, parse_pod
@@ -20,19 +22,22 @@ from scheduler.framework.framework import Framework, ProfileError
 from scheduler.framework.interface import CycleState, Handle
 from scheduler.framework.registry import Registry
 from scheduler.plugins import in_tree_registry
-from troupe_example_plugin import NodeLabelArgs, PreferNodeLabel, RequireNodeLabel
 
 POOL = "node.example.com/pool"
 
 
 def node(name: str, labels: Mapping[str, str] | None = None, cpu: str = "4") -> dict[str, Any]:
-    return {"metadata": {"name": name, "uid": f"uid-{name}", "labels": dict(labels or {})},
-            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": dict(labels or {})},
+        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
+    }
 
 
 def pod(name: str, cpu: str = "1", node_name: str = "") -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": "troupe-scheduler",
-                            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}
+    spec: dict[str, Any] = {
+        "schedulerName": "troupe-scheduler",
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+    }
     if node_name:
         spec["nodeName"] = node_name
     return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"}, "spec": spec}
@@ -62,8 +67,10 @@ def prefer(label: str = POOL, value: str | None = "gpu", weight: int = 5) -> dic
     args: dict[str, Any] = {"label": label}
     if value is not None:
         args["value"] = value
-    return {"plugins": {"score": {"enabled": [{"name": "PreferNodeLabel", "weight": weight}]}},
-            "pluginConfig": [{"name": "PreferNodeLabel", "args": args}]}
+    return {
+        "plugins": {"score": {"enabled": [{"name": "PreferNodeLabel", "weight": weight}]}},
+        "pluginConfig": [{"name": "PreferNodeLabel", "args": args}],
+    }
 
 
 def place(cache: ClusterCache, profile: Mapping[str, Any], p: dict[str, Any]) -> str | None:
@@ -81,8 +88,14 @@ def place(cache: ClusterCache, profile: Mapping[str, Any], p: dict[str, Any]) ->
         ({}, [(("label",), "Field required")]),
         ({"label": ""}, [(("label",), "String should have at least 1 character")]),
         ({"label": POOL, "lable": "x"}, [(("lable",), "Extra inputs are not permitted")]),
-        ({"label": POOL, "value": 3}, [(("value",), "Input should be a valid string")]),  # strict: quote numbers in YAML
-        ({"label": 3, "value": True}, [(("label",), "Input should be a valid string"), (("value",), "Input should be a valid string")]),
+        (
+            {"label": POOL, "value": 3},
+            [(("value",), "Input should be a valid string")],
+        ),  # strict: quote numbers in YAML
+        (
+            {"label": 3, "value": True},
+            [(("label",), "Input should be a valid string"), (("value",), "Input should be a valid string")],
+        ),
     ],
 )
 def test_bad_args_are_validation_errors(args: dict[str, Any], problems: list[tuple[tuple[str, ...], str]]) -> None:
@@ -154,8 +167,10 @@ def require(value: str | None = "gpu") -> dict[str, Any]:
     args: dict[str, Any] = {"label": POOL}
     if value is not None:
         args["value"] = value
-    return {"plugins": {"filter": {"enabled": [{"name": "RequireNodeLabel"}]}},
-            "pluginConfig": [{"name": "RequireNodeLabel", "args": args}]}
+    return {
+        "plugins": {"filter": {"enabled": [{"name": "RequireNodeLabel"}]}},
+        "pluginConfig": [{"name": "RequireNodeLabel", "args": args}],
+    }
 
 
 def test_require_keeps_only_labelled_nodes() -> None:

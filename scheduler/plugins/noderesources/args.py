@@ -36,7 +36,11 @@ def label_key_errors(value: str) -> list[str]:
     """Upstream validation.IsQualifiedName (metav1validation.ValidateLabelName)."""
     parts = value.split("/")
     if len(parts) > 2:
-        return ["a valid label key " + _LABEL_KEY_MSG + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+        return [
+            "a valid label key "
+            + _LABEL_KEY_MSG
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
     errs = []
     name = parts[-1]
     if len(parts) == 2:
@@ -44,8 +48,10 @@ def label_key_errors(value: str) -> list[str]:
         if not prefix:
             errs.append("prefix part must be non-empty")
         elif len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix):
-            errs.append("prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-                        "'-' or '.', and must start and end with an alphanumeric character")
+            errs.append(
+                "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+                "'-' or '.', and must start and end with an alphanumeric character"
+            )
     if not name:
         errs.append("name part must be non-empty")
     elif len(name) > 63:
@@ -101,7 +107,10 @@ class RequestedToCapacityRatioParam(ArgsModel):
         for i in range(1, len(shape)):
             if shape[i - 1].utilization >= shape[i].utilization:
                 raise field_errors(
-                    ((i, "utilization"), f"invalid value {shape[i].utilization}: values must be sorted in increasing order")
+                    (
+                        (i, "utilization"),
+                        f"invalid value {shape[i].utilization}: values must be sorted in increasing order",
+                    )
                 )
         return shape
 
@@ -110,14 +119,19 @@ class ScoringStrategy(ArgsModel):
     # troupe: a missing type is LeastAllocated (upstream's v1 API rejects it).
     type: ScoringStrategyType = LEAST_ALLOCATED
     resources: list[ResourceSpec] = Field(default_factory=list, validate_default=True)
-    requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = Field(default=None, alias="requestedToCapacityRatio")
+    requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = Field(
+        default=None, alias="requestedToCapacityRatio"
+    )
 
     @field_validator("resources")
     @classmethod
     def _weights(cls, resources: list[ResourceSpec]) -> list[ResourceSpec]:
         """None given: cpu and memory (v1 defaulting); then upstream's validateResources."""
         bad = [
-            ((i, "weight"), f"invalid value {r.weight}: resource weight of {r.name} not in valid range (0, {MAX_RESOURCE_WEIGHT}]")
+            (
+                (i, "weight"),
+                f"invalid value {r.weight}: resource weight of {r.name} not in valid range (0, {MAX_RESOURCE_WEIGHT}]",
+            )
             for i, r in enumerate(resources)
             if not 0 < r.weight <= MAX_RESOURCE_WEIGHT
         ]
@@ -149,7 +163,9 @@ class NodeResourcesFitArgs(PluginArgs):
     @field_validator("ignored_resources")
     @classmethod
     def _resource_names(cls, names: list[str]) -> list[str]:
-        problems = [((i,), f"invalid value {name!r}: {msg}") for i, name in enumerate(names) for msg in label_key_errors(name)]
+        problems = [
+            ((i,), f"invalid value {name!r}: {msg}") for i, name in enumerate(names) for msg in label_key_errors(name)
+        ]
         if problems:
             raise field_errors(*problems)
         return names

@@ -19,7 +19,7 @@ DRA-backed extended resources.
 
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Hashable
 
 import numpy as np
 
@@ -102,7 +102,9 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
             fast = self._score_cpu_memory(pod, snapshot, rows, state)
             if fast is not None:
                 return fast
-        pod_req, requested, allocated, allocatable = resource_allocation(pod, snapshot, rows, self.resources, use_requested=True)
+        pod_req, requested, allocated, allocatable = resource_allocation(
+            pod, snapshot, rows, self.resources, use_requested=True
+        )
         if not pod_req.any():
             return np.zeros(len(rows), dtype=np.int64)
         with_pod = balanced_resource_score(requested, allocatable)

@@ -32,18 +32,23 @@ NodeResourcesBalancedAllocation.
 
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Hashable
 
 import numpy as np
 
 from ...api.records import PodInfo
 from ...api.resources import CPU, MEMORY, PODS
 from ...cluster.snapshot import Snapshot
-from ...framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
 from ...framework import events as E
+from ...framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
 from .args import LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO, NodeResourcesFitArgs, ResourceSpec
 from .resource_allocation import requests_sign, resource_allocation
-from .scoring import least_allocated_cpu_memory, least_allocated_scorer, most_allocated_scorer, requested_to_capacity_ratio_scorer
+from .scoring import (
+    least_allocated_cpu_memory,
+    least_allocated_scorer,
+    most_allocated_scorer,
+    requested_to_capacity_ratio_scorer,
+)
 
 
 class NodeResourcesFit(FilterPlugin, ScorePlugin):
@@ -122,5 +127,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
             fast = least_allocated_cpu_memory(pod, snapshot, rows, self._weights, state)
             if fast is not None:
                 return fast
-        _, requested, allocated, allocatable = resource_allocation(pod, snapshot, rows, self.resources, use_requested=False)
+        _, requested, allocated, allocatable = resource_allocation(
+            pod, snapshot, rows, self.resources, use_requested=False
+        )
         return self._scorer(requested, allocated, allocatable)

@@ -4,7 +4,7 @@ NodeResourcesBalancedAllocation."""
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -45,7 +45,11 @@ def pod_request(pod: PodInfo, resource: str, use_requested: bool) -> int:
 
 
 def resource_allocation(
-    pod: PodInfo, snapshot: Snapshot, rows: np.ndarray, specs: Sequence[ResourceSpec], use_requested: bool,
+    pod: PodInfo,
+    snapshot: Snapshot,
+    rows: np.ndarray,
+    specs: Sequence[ResourceSpec],
+    use_requested: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Upstream calculateNodeAllocatableRequest over `rows` at once.
 
@@ -79,7 +83,9 @@ def resource_allocation(
     return pod_req, requested, allocated, allocatable
 
 
-def cpu_memory_rows(state: CycleState, snapshot: Snapshot, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+def cpu_memory_rows(
+    state: CycleState, snapshot: Snapshot, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """(allocatable, requested, non-zero requested) of cpu and memory for `rows`,
     and whether every row has both: gathered once per pod and shared by the
     resource scorers (NodeTable keeps cpu, memory in columns 0, 1)."""

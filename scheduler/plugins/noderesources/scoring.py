@@ -4,7 +4,7 @@ helper/shape_score.go), each over (nodes x resources) matrices."""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -81,7 +81,11 @@ def requested_to_capacity_ratio_scorer(weights: np.ndarray, shape: Sequence[tupl
 
 
 def least_allocated_cpu_memory(
-    pod: PodInfo, snapshot: Snapshot, rows: np.ndarray, weights: np.ndarray, state: CycleState | None = None,
+    pod: PodInfo,
+    snapshot: Snapshot,
+    rows: np.ndarray,
+    weights: np.ndarray,
+    state: CycleState | None = None,
 ) -> np.ndarray | None:
     """LeastAllocated over exactly cpu and memory (the default): the same
     numbers as the general path in a few array operations. None when a row

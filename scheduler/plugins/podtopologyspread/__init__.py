@@ -61,4 +61,12 @@ its caches), common.py (constraints, selectors, inclusion policies), args.py.
 from .common import IGNORED, LABEL_HOSTNAME, LABEL_ZONE, REASON, REASON_MISSING_LABEL, merge_match_label_keys
 from .plugin import PodTopologySpread
 
-__all__ = ["IGNORED", "LABEL_HOSTNAME", "LABEL_ZONE", "REASON", "REASON_MISSING_LABEL", "PodTopologySpread", "merge_match_label_keys"]
+__all__ = [
+    "IGNORED",
+    "LABEL_HOSTNAME",
+    "LABEL_ZONE",
+    "REASON",
+    "REASON_MISSING_LABEL",
+    "PodTopologySpread",
+    "merge_match_label_keys",
+]

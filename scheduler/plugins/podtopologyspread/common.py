@@ -4,8 +4,8 @@ node inclusion policies."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from ...api.records import LabelSelector, NodeInfo, PodInfo, Requirement
 
@@ -71,7 +71,9 @@ def _canonical(match_labels: Sequence[tuple[str, str]], expressions: Sequence[Re
     return LabelSelector(tuple(sorted(set(match_labels))), tuple(reqs))
 
 
-def merge_match_label_keys(selector: LabelSelector | None, keys: Sequence[str], pod_labels: Mapping[str, str]) -> LabelSelector | None:
+def merge_match_label_keys(
+    selector: LabelSelector | None, keys: Sequence[str], pod_labels: Mapping[str, str]
+) -> LabelSelector | None:
     """Upstream mergeLabelSetWithSelector: AND `key=<pod's value>` for each key
     the pod has. A null selector stays null (Nothing has no requirements)."""
     if selector is None:

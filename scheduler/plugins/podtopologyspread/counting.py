@@ -5,8 +5,8 @@ pods, and whether a topology key is on every node."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Sequence
 
 import numpy as np
 
@@ -105,7 +105,9 @@ class DomainCounting:
             mask = mask & self._node_mask("taints", tolerations, snapshot, pod)
         return mask
 
-    def domain_counts(self, c: Constraint, pod: PodInfo, snapshot: Snapshot, has_all: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    def domain_counts(
+        self, c: Constraint, pod: PodInfo, snapshot: Snapshot, has_all: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, int]:
         """(matching pods per domain, domain is eligible, global minimum) for a
         DoNotSchedule constraint. Both arrays have one extra trailing slot, so
         indexing with a row's domain -1 (no label) reads 0 / False. O(nodes)."""
@@ -136,7 +138,12 @@ class DomainCounting:
         return hit
 
     def soft_domain_counts(
-        self, c: Constraint, pod: PodInfo, snapshot: Snapshot, counted: np.ndarray, counted_by: Hashable,
+        self,
+        c: Constraint,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        counted: np.ndarray,
+        counted_by: Hashable,
         per_row: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(row -> effective domain, matching pods per domain) for a soft
@@ -169,9 +176,11 @@ class DomainCounting:
                 per_domain = np.bincount(idx, weights=per_row[contributing], minlength=slots)
             else:  # no matching pod runs anywhere yet (a new group): all zero
                 per_domain = np.zeros(slots, dtype=np.float64)
-            entry = self._soft[ck] = _SoftCounts(dom_eff, contributing, per_domain, per_row.copy(), len(snapshot.changed_rows))
+            entry = self._soft[ck] = _SoftCounts(
+                dom_eff, contributing, per_domain, per_row.copy(), len(snapshot.changed_rows)
+            )
         elif len(snapshot.changed_rows) > entry.seen:
-            for r in set(snapshot.changed_rows[entry.seen:]):
+            for r in set(snapshot.changed_rows[entry.seen :]):
                 delta = per_row[r] - entry.last[r]
                 if delta and entry.contributing[r]:
                     entry.per_domain[entry.dom_eff[r]] += delta

@@ -11,8 +11,8 @@ import numpy as np
 from ...api.constants import POD_GROUP_LABEL
 from ...api.records import LabelSelector, PodInfo, TopologySpreadConstraint
 from ...cluster.snapshot import Snapshot
-from ...framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
 from ...framework import events as E
+from ...framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
 from .args import SYSTEM_DEFAULTING, PodTopologySpreadArgs
 from .common import (
     DO_NOT_SCHEDULE,
@@ -35,7 +35,17 @@ from .counting import DomainCounting, has_all_keys
 
 class PodTopologySpread(FilterPlugin, ScorePlugin):
     name = NAME
-    events = frozenset({E.ASSIGNED_POD_ADD, E.ASSIGNED_POD_LABEL, E.ASSIGNED_POD_DELETE, E.NODE_ADD, E.NODE_DELETE, E.NODE_LABEL, E.NODE_TAINT})
+    events = frozenset(
+        {
+            E.ASSIGNED_POD_ADD,
+            E.ASSIGNED_POD_LABEL,
+            E.ASSIGNED_POD_DELETE,
+            E.NODE_ADD,
+            E.NODE_DELETE,
+            E.NODE_LABEL,
+            E.NODE_TAINT,
+        }
+    )
 
     # Depends on the pods running in each domain, so nothing is cached by the framework.
     static = False
@@ -67,12 +77,16 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
             selector = LabelSelector(match_labels=((POD_GROUP_LABEL, group),))
             # buildDefaultConstraints replaces the selector (matchLabelKeys included) by the default one.
             hit = self._defaults[(group, action)] = [
-                self._resolve(c, selector, pod, merge=False) for c in self.default_constraints if c.when_unsatisfiable == action
+                self._resolve(c, selector, pod, merge=False)
+                for c in self.default_constraints
+                if c.when_unsatisfiable == action
             ]
         return hit
 
     @staticmethod
-    def _resolve(c: TopologySpreadConstraint, selector: LabelSelector | None, pod: PodInfo, merge: bool = True) -> Constraint:
+    def _resolve(
+        c: TopologySpreadConstraint, selector: LabelSelector | None, pod: PodInfo, merge: bool = True
+    ) -> Constraint:
         if merge and c.match_label_keys:
             selector = merge_match_label_keys(selector, c.match_label_keys, pod.labels)
         return Constraint(

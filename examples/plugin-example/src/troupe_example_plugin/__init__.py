@@ -21,7 +21,8 @@ not depend on the pod).
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Mapping
+from collections.abc import Hashable, Mapping
+from typing import Any
 
 import numpy as np
 from pydantic import Field

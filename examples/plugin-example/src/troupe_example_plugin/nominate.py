@@ -10,7 +10,7 @@ name. troupe writes the nomination to the pod's `status.nominatedNodeName`.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from scheduler.api.records import PodInfo
 from scheduler.cluster.snapshot import Snapshot

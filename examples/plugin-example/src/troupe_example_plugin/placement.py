@@ -14,7 +14,7 @@ the group reaches minCount, scores them, and binds into the best.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
