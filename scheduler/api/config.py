@@ -108,7 +108,7 @@ class Plugins(_Strict):
     placement_score: PluginSet = Field(default_factory=PluginSet, alias="placementScore")
 
     def point(self, name: str) -> PluginSet:
-        return getattr(
+        plugin_set: PluginSet = getattr(
             self,
             {
                 "preEnqueue": "pre_enqueue",
@@ -119,6 +119,7 @@ class Plugins(_Strict):
                 "placementScore": "placement_score",
             }.get(name, name),
         )
+        return plugin_set
 
 
 class PluginConfig(_Strict):
@@ -199,7 +200,9 @@ class WatchConfig(_Strict):
 
 
 class SchedulerConfiguration(_Strict):
-    api_version: Literal["scheduling.troupe.dev/v1alpha1"] = Field(default=CONFIG_API_VERSION, alias="apiVersion")
+    api_version: Literal["scheduling.troupe.dev/v1alpha1"] = Field(
+        default="scheduling.troupe.dev/v1alpha1", alias="apiVersion"
+    )
     kind: Literal["SchedulerConfiguration"] = "SchedulerConfiguration"
     profiles: list[Profile] = Field(default_factory=lambda: [Profile()], min_length=1)
     # Upstream semantics: 0 = adaptive (50% at 0 nodes, down to 5% at 5625+), at least 100 nodes.

@@ -232,9 +232,9 @@ class Scheduler(EventHandlers):
         if decision.nominations:
             by_uid = {pod.uid: pod for pod, _ in decision.unplaced}
             for uid, node in decision.nominations.items():
-                pod = by_uid.get(uid)
-                if pod is not None:
-                    self.writer.nominate(pod, node)
+                nominee = by_uid.get(uid)
+                if nominee is not None:
+                    self.writer.nominate(nominee, node)
 
     def _write_group_status(self, group: PodGroup, decision: GroupDecision) -> None:
         current = group.condition(C.POD_GROUP_SCHEDULED)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -182,22 +183,23 @@ class Framework:
             point: [(instance(n, point), w) for n, w in resolve_plugins(profile, point)] for point in EXTENSION_POINTS
         }
 
-        def at(point: str) -> list[Plugin]:
+        # instance() checked that each plugin implements its point's interface.
+        def at(point: str) -> list[Any]:
             return [p for p, _ in plugins[point]]
 
-        self.pre_enqueue: list[PreEnqueuePlugin] = at("preEnqueue")  # type: ignore[assignment]
-        self.pre_filter: list[PreFilterPlugin] = at("preFilter")  # type: ignore[assignment]
-        self.filters: list[FilterPlugin] = at("filter")  # type: ignore[assignment]
-        self.post_filter: list[PostFilterPlugin] = at("postFilter")  # type: ignore[assignment]
-        self.scores = [WeightedScore(p, w or 1) for p, w in plugins["score"]]  # type: ignore[arg-type]
-        self.reserve: list[ReservePlugin] = at("reserve")  # type: ignore[assignment]
-        self.permits: list[PermitPlugin] = at("permit")  # type: ignore[assignment]
-        self.pre_bind: list[PreBindPlugin] = at("preBind")  # type: ignore[assignment]
-        self.placement_generate: list[PlacementGeneratePlugin] = at("placementGenerate")  # type: ignore[assignment]
-        self.placement_scores = [
-            WeightedPlacementScore(p, w or 1)
-            for p, w in plugins["placementScore"]  # type: ignore[arg-type]
-        ]
+        def weighted(point: str) -> list[tuple[Any, int]]:
+            return [(p, w or 1) for p, w in plugins[point]]
+
+        self.pre_enqueue: list[PreEnqueuePlugin] = at("preEnqueue")
+        self.pre_filter: list[PreFilterPlugin] = at("preFilter")
+        self.filters: list[FilterPlugin] = at("filter")
+        self.post_filter: list[PostFilterPlugin] = at("postFilter")
+        self.scores = [WeightedScore(p, w) for p, w in weighted("score")]
+        self.reserve: list[ReservePlugin] = at("reserve")
+        self.permits: list[PermitPlugin] = at("permit")
+        self.pre_bind: list[PreBindPlugin] = at("preBind")
+        self.placement_generate: list[PlacementGeneratePlugin] = at("placementGenerate")
+        self.placement_scores = [WeightedPlacementScore(p, w) for p, w in weighted("placementScore")]
         self.plugins = instances
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score or 0
         self.next_start_row = 0  # where the next pod's node sampling starts (round robin, as upstream)
@@ -408,7 +410,8 @@ class Framework:
             if len(live):
                 entry.values[live] = plugin.score(state, pod, snapshot, live)
             entry.versions[stale] = snapshot.row_version[stale]  # type: ignore[index]
-        return entry.values[rows]
+        values: np.ndarray = entry.values[rows]
+        return values
 
     # ------------------------------------------------------------- PostFilter
 

@@ -162,7 +162,8 @@ class FilterPlugin(Plugin):
 
     def filter_rows(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         """Feasibility of just `rows` (row-local filters override this cheaply)."""
-        return self.filter(state, pod, snapshot).feasible[rows]
+        feasible: np.ndarray = self.filter(state, pod, snapshot).feasible[rows]
+        return feasible
 
 
 class NodeFilterPlugin(FilterPlugin):

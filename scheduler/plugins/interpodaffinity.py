@@ -436,8 +436,8 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
                 continue
             for (weight, eff), entry in st.by_kind[kind].items():
                 if eff.matches(pod, ns_labels):
-                    w = hard if kind == _REQ_AFF else weight
-                    sparse.setdefault(eff.topology_key, []).append((entry.view(), sign * w))
+                    term_weight = hard if kind == _REQ_AFF else weight
+                    sparse.setdefault(eff.topology_key, []).append((entry.view(), sign * term_weight))
 
         total = np.zeros(n, dtype=np.int64)
         for key in dense.keys() | sparse.keys():
@@ -446,10 +446,11 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
             per_domain = np.zeros(nv + 1, dtype=np.int64)
             if key in dense:
                 per_domain += self._by_domain(ids, nv, dense[key])
-            for entry_rows, w in sparse.get(key, ()):
-                per_domain += w * self._rows_by_domain(ids, nv, entry_rows)
+            for entry_rows, term_weight in sparse.get(key, ()):
+                per_domain += term_weight * self._rows_by_domain(ids, nv, entry_rows)
             total += per_domain[ids]
-        return total[rows]
+        out: np.ndarray = total[rows]
+        return out
 
     def normalize(self, scores: np.ndarray) -> np.ndarray:
         """Upstream NormalizeScore: (s - min) / (max - min) * 100, truncated; all

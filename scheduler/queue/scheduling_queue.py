@@ -215,7 +215,7 @@ class SchedulingQueue:
             self._push_active(unit)
 
     def _backoff_duration(self, attempts: int) -> float:
-        return min(self.initial_backoff * (2 ** max(attempts - 1, 0)), self.max_backoff)
+        return min(self.initial_backoff * 2.0 ** max(attempts - 1, 0), self.max_backoff)
 
     # ---------------------------------------------------------------- events
 

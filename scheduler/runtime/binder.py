@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -127,7 +127,8 @@ class Binder:
 def retry_after(exc: ApiException) -> float:
     """Seconds a 429 answer asks us to wait (Retry-After, 1 s if absent)."""
     try:
-        return max(float((exc.headers or {}).get("Retry-After", 1)), 0.1)
+        headers: Mapping[str, str] = exc.headers or {}
+        return max(float(headers.get("Retry-After", 1)), 0.1)
     except ValueError:
         return 1.0
 
@@ -136,6 +137,6 @@ def _message(exc: ApiException) -> str:
     import json
 
     try:
-        return str(json.loads(exc.body).get("message", exc.body))
-    except (TypeError, ValueError):
+        return str(json.loads(exc.body or b"").get("message", exc.body))
+    except (TypeError, ValueError, AttributeError):
         return str(exc.body)

@@ -98,7 +98,7 @@ def build_registry(scheduler: Scheduler, connection: kopf.ConnectionInfo) -> kop
     def watch(resource: tuple[str, ...], upsert: Callable[[Body], None], delete: Callable[[Body], None]) -> None:
         what = "/".join(resource)
 
-        async def event(event: dict[str, Any], body: Body, **_: Any) -> None:
+        async def event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
             deleted = event.get("type") == "DELETED"
             try:
                 (delete if deleted else upsert)(body)

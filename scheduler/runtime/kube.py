@@ -28,11 +28,12 @@ async def read_checked(resp: Any) -> bytes:
     non-2xx answer as it does for preloaded ones (else a 409, 429 or 500 would
     pass for success). Releases the connection."""
     try:
-        data = await resp.read()
+        data: bytes = await resp.read()
     finally:
         resp.release()
     if not 200 <= resp.status <= 299:
-        raise ApiException(http_resp=RESTResponse(resp, data))
+        # kubernetes_asyncio's own rest layer passes a RESTResponse here; its annotation says ClientResponse.
+        raise ApiException(http_resp=RESTResponse(resp, data))  # type: ignore[arg-type]
     return data
 
 
@@ -58,7 +59,7 @@ class RestClient:
         cfg = api_client.configuration
         rest = api_client.rest_client
         self._api_client = api_client
-        self._host = cfg.host.rstrip("/")
+        self._host = (cfg.host or "").rstrip("/")
         self._session = aiohttp.ClientSession(
             connector=rest.pool_manager.connector,
             connector_owner=False,
@@ -169,15 +170,14 @@ async def load_configuration(kubeconfig: str | None) -> client.Configuration:
 
 async def connection_info(cfg: client.Configuration) -> kopf.ConnectionInfo:
     """The same credentials in the form kopf's login handler returns."""
-    header = cfg.get_api_key_with_prefix("BearerToken")
-    if inspect.isawaitable(header):
-        header = await header
+    raw = cfg.get_api_key_with_prefix("BearerToken")
+    header: str | None = await raw if inspect.isawaitable(raw) else raw
     scheme, token = None, None
     if header:
         parts = header.split(" ", 1)
         scheme, token = (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0])
     return kopf.ConnectionInfo(
-        server=cfg.host,
+        server=cfg.host or "",
         ca_path=cfg.ssl_ca_cert,
         insecure=not cfg.verify_ssl,
         scheme=scheme,

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Hashable
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, cast
 
 import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
+from ..api.records import PodInfo
 from ..core import metrics
 from ..core.scheduler import Scheduler
 from .kube import list_paged
@@ -38,7 +39,7 @@ PAGE = 500
 FIRST_PASS_SECONDS = 60.0
 
 # kind -> (list path, key of an item's metadata as the cache keys it)
-KINDS: dict[str, tuple[str, Callable[[dict[str, Any]], Hashable]]] = {
+KINDS: dict[str, tuple[str, Callable[[Mapping[str, Any]], Hashable]]] = {
     "pod": ("/api/v1/pods", lambda m: m.get("uid", "")),
     "node": ("/api/v1/nodes", lambda m: m.get("name", "")),
     "podgroup": (
@@ -56,10 +57,15 @@ def cached_objects(scheduler: Scheduler, kind: str) -> dict[Hashable, object]:
     """The cache's objects of a kind, by the key KINDS gives their metadata."""
     cache = scheduler.cache
     if kind == "pod":
-        return dict(cache.pods)
+        pods: dict[Hashable, object] = {uid: pod for uid, pod in cache.pods.items()}
+        return pods
     if kind == "node":
         table = cache.table
-        return {name: table.nodes[row] for name, row in table.row.items() if table.nodes[row] is not None}
+        nodes: dict[Hashable, object] = {}
+        for name, row in table.row.items():
+            if table.nodes[row] is not None:
+                nodes[name] = table.nodes[row]
+        return nodes
     if kind == "podgroup":
         return dict(cache.groups)
     return dict(cache.workloads)
@@ -119,12 +125,12 @@ class Resync:
     def _forget(self, kind: str, key: Hashable, obj: object) -> None:
         s = self._scheduler
         if kind == "pod":
-            pod = obj
-            s.forget_object("pod", pod.namespace, pod.name, pod.uid)  # type: ignore[attr-defined]
+            pod = cast(PodInfo, obj)
+            s.forget_object("pod", pod.namespace, pod.name, pod.uid)
         elif kind == "node":
             s.forget_object("node", "", str(key))
         else:
-            ns, name = key  # type: ignore[misc]
+            ns, name = cast(tuple[str, str], key)
             s.forget_object(kind, ns, name)
 
     async def _list_keys(self, kind: str) -> set[Hashable] | None:

@@ -94,7 +94,8 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
         without_pod = ((1 - np.abs((without_f[:, 0] - without_f[:, 1]) / 2)) * float(MAX_NODE_SCORE)).astype(np.int64)
         half = MAX_NODE_SCORE // 2
         # Go's integer division truncates toward zero, as float -> int64 does.
-        return half + ((half + with_pod - without_pod) / 2).astype(np.int64)
+        out: np.ndarray = half + ((half + with_pod - without_pod) / 2).astype(np.int64)
+        return out
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         # O(len(rows) * configured resources), numpy only.

@@ -92,7 +92,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
 
     def _checked_columns(self, vec: np.ndarray, snapshot: Snapshot) -> list[int]:
         """The columns the pod requests and this plugin checks."""
-        return [c for c in np.flatnonzero(vec) if self._checked(snapshot.resources[c])]
+        return [int(c) for c in np.flatnonzero(vec) if self._checked(snapshot.resources[c])]
 
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
         # One (nodes x requested resources) comparison, numpy only; the
@@ -119,7 +119,8 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         if any(self._checked(r) for r in unknown):
             return np.zeros(len(rows), dtype=bool)
         cols = self._checked_columns(vec, snapshot)
-        return ~(snapshot.req[rows][:, cols] + vec[cols] > snapshot.alloc[rows][:, cols]).any(axis=1)
+        fits: np.ndarray = ~(snapshot.req[rows][:, cols] + vec[cols] > snapshot.alloc[rows][:, cols]).any(axis=1)
+        return fits
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         # O(len(rows) * configured resources), numpy only.

@@ -22,7 +22,8 @@ def go_div(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     q = np.abs(a) // np.abs(b)
-    return np.where((a < 0) != (b < 0), -q, q)
+    out: np.ndarray = np.where((a < 0) != (b < 0), -q, q)
+    return out
 
 
 def is_scalar_resource(name: str) -> bool:
@@ -91,7 +92,8 @@ def cpu_memory_rows(
     resource scorers (NodeTable keeps cpu, memory in columns 0, 1)."""
     hit = state.get("noderesources/cpu-memory")
     if hit is not None and hit[0] is rows:
-        return hit[1]
+        cached: tuple[np.ndarray, np.ndarray, np.ndarray, bool] = hit[1]
+        return cached
     alloc = snapshot.alloc[rows, :2]
     out = (alloc, snapshot.req[rows, :2], snapshot.nonzero[rows], bool((alloc > 0).all()))
     state["noderesources/cpu-memory"] = (rows, out)

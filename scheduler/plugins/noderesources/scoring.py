@@ -95,4 +95,5 @@ def least_allocated_cpu_memory(
         return None
     requested = nonzero + np.array([pod.nonzero_cpu, pod.nonzero_memory], dtype=np.int64)
     per = np.where(requested > alloc, 0, (alloc - requested) * MAX_NODE_SCORE // alloc)
-    return (per * weights).sum(axis=1) // int(weights.sum())
+    out: np.ndarray = (per * weights).sum(axis=1) // int(weights.sum())
+    return out
