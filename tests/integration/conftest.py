@@ -22,6 +22,7 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,7 @@ for p in (ROOT / "hack", INTEGRATION_DIR):
 
 import localcluster  # noqa: E402
 from localcluster import ControlPlaneNotBuilt, LocalCluster  # noqa: E402
+from objects import create, node  # noqa: E402
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -90,6 +92,19 @@ def installed(cluster: LocalCluster) -> LocalCluster:
     cluster.kubectl("apply", "-f", str(ROOT / "crds"), "-f", str(ROOT / "manifests"), timeout=120)
     cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
     return cluster
+
+
+@pytest.fixture
+def nodes(installed: LocalCluster):
+    """`nodes(name, cpu=..., ...)` creates a Node; every node is removed before and after the test."""
+
+    def make(name: str, **kw: Any) -> str:
+        create(installed, node(name, **kw))
+        return name
+
+    installed.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
+    yield make
+    installed.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
 
 
 @pytest.fixture

@@ -1,14 +1,13 @@
 """Builders and readers for the objects the integration tests create: Nodes,
 PodGroups, pods, and what the scheduler wrote on them. Plain functions over a
-`LocalCluster` (kubectl as the admin); `nodes` is a fixture (import it into a
-test module to use it)."""
+`LocalCluster` (kubectl as the admin). The `nodes` fixture that builds on
+them is in conftest.py."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-import pytest
 from wait import wait_for
 
 GROUP_LABEL = "scheduling.troupe.dev/pod-group"
@@ -32,19 +31,6 @@ def node(
             "allocatable": {"cpu": cpu, "memory": memory, "pods": pods},
         },
     }
-
-
-@pytest.fixture
-def nodes(installed):
-    """`nodes(name, cpu=..., ...)` creates a Node; every node is removed before and after the test."""
-
-    def make(name: str, **kw: Any) -> str:
-        create(installed, node(name, **kw))
-        return name
-
-    installed.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
-    yield make
-    installed.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
 
 
 def create(cluster, *objects: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ import uuid
 from email.message import Message
 from urllib.parse import urlparse
 
-from objects import bound, create, events_for, nodes, pod, podgroup, wait_condition  # noqa: F401 (fixture)
+from objects import bound, create, events_for, pod, podgroup, wait_condition
 from troupe_process import TroupeProcess
 from wait import wait_for
 
