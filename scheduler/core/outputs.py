@@ -27,10 +27,12 @@ class BindResults(Protocol):
 
 
 class Binder(Protocol):
-    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults) -> None:
+    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults, at_least: int = 0) -> None:
         """Bind the placements of one decision, asynchronously: PreBind for
         all of them first (a failure fails that pod), then one bind each.
-        Every pod is reported through `results` exactly once."""
+        When fewer than `at_least` pass PreBind (a gang that would fall below
+        minCount), none is bound. Every pod is reported through `results`
+        exactly once."""
         ...
 
 
@@ -50,7 +52,7 @@ class StatusWriter(Protocol):
 class NullBinder:
     """Binds nothing: the caller binds by feeding the pod back (simulate)."""
 
-    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults) -> None:
+    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults, at_least: int = 0) -> None:
         return None
 
 

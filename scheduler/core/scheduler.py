@@ -219,7 +219,9 @@ class Scheduler(EventHandlers):
             assert fwk is not None
             for a in assignments:
                 self.writer.forget_pod(a.pod.uid)
-            self.binder.bind(fwk, assignments, self)
+            # A gang binds only if enough of it passes PreBind to reach minCount.
+            at_least = max(decision.min_count - decision.placed_before, 0) if decision.group_key is not None else 0
+            self.binder.bind(fwk, assignments, self, at_least)
         group = self.cache.groups.get(decision.group_key) if decision.group_key else None
         if isinstance(group, PodGroup):
             self._write_group_status(group, decision)

@@ -40,34 +40,51 @@ class Binder:
     def in_flight(self) -> int:
         return len(self._tasks)
 
-    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults) -> None:
+    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults, at_least: int = 0) -> None:
         failpoints.hit("cycle-decided")
         if not fwk.pre_bind:
             for a in assignments:
                 self.submit(a.pod, a.node, results)
             return
-        self._spawn(self._pre_bind_then_bind(fwk, assignments, results), "pre-bind")
+        self._spawn(self._pre_bind_then_bind(fwk, assignments, results, at_least), "pre-bind")
 
     async def _pre_bind_then_bind(
-        self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults
+        self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults, at_least: int
     ) -> None:
         """PreBind for every pod of the decision (concurrently), then the binds
         of those that passed: no pod is bound before every PreBind is done (DRA
         writes its claims there). A pod whose PreBind fails is reported as a
-        failed bind (unreserved and requeued); the others still bind."""
+        failed bind (unreserved and requeued). The others bind, unless fewer
+        than `at_least` passed: then a gang would be bound below minCount, so
+        they fail too, and their Unreserve undoes what their PreBind wrote."""
         statuses = await asyncio.gather(
             *(fwk.run_pre_bind(a.state, a.pod, a.node) for a in assignments),
             return_exceptions=True,
         )
+        passed: list[Assignment] = []
+        first_failure = ""
         for a, status in zip(assignments, statuses):
             if isinstance(status, BaseException):  # a plugin's bug fails its pod, not the scheduler
                 log.error("PreBind %s: %s: %s", a.pod.key, type(status).__name__, status)
-                results.on_bind_failed(a.pod, a.node, f"PreBind failed: {type(status).__name__}: {status}")
+                message = f"PreBind failed: {type(status).__name__}: {status}"
             elif status.ok:
-                self.submit(a.pod, a.node, results)
+                passed.append(a)
+                continue
             else:
                 where = f"{status.plugin}: " if status.plugin else ""
-                results.on_bind_failed(a.pod, a.node, f"PreBind {where}{status.message}")
+                message = f"PreBind {where}{status.message}"
+            first_failure = first_failure or f"{a.pod.key}: {message}"
+            results.on_bind_failed(a.pod, a.node, message)
+        if len(passed) < at_least:
+            why = (
+                f"PreBind failed for {len(assignments) - len(passed)} pod(s) of the group, "
+                f"{len(passed)} left, {at_least} needed to reach minCount ({first_failure})"
+            )
+            for a in passed:
+                results.on_bind_failed(a.pod, a.node, why)
+            return
+        for a in passed:
+            self.submit(a.pod, a.node, results)
 
     def submit(self, pod: PodInfo, node: str, results: BindResults) -> None:
         """Bind one pod (no PreBind)."""

@@ -432,3 +432,33 @@ async def test_prebind_runs_for_every_pod_before_any_bind_and_a_refusal_fails_on
     assert sorted(calls.bound) == [("p", "node-a"), ("r", "node-a")]
     assert calls.failed == [("q", "node-a", "PreBind GatePreBind: not today")]
     assert sorted(name for name, _, _ in server.requests) == ["p", "r"]
+
+
+@pytest.mark.parametrize("at_least, bound", [(2, ["p", "r"]), (3, [])])
+async def test_a_prebind_failure_that_leaves_a_gang_below_minCount_binds_none_of_it(
+    server, core, monkeypatch, at_least, bound
+):
+    monkeypatch.setattr(_GatePreBind, "refuse", {"q"})
+    monkeypatch.setattr(_GatePreBind, "seen", [])
+    monkeypatch.setattr(_GatePreBind, "server", server)
+    registry = in_tree_registry()
+    registry.register(_GatePreBind)
+    profile = Profile.model_validate({"plugins": {"preBind": {"enabled": [{"name": "GatePreBind"}]}}})
+    fwk = Framework(profile, registry, Handle(ClusterCache()))
+    calls = Calls()
+    binder = Binder(core, TokenBucket(1000, 1000), 4)
+    assignments = [Assignment(parse_pod(pod_body(n)), "node-a") for n in ("p", "q", "r")]
+    binder.bind(fwk, assignments, calls, at_least)
+    await asyncio.wait_for(binder.drain(), 10)
+    assert sorted(p for p, _ in calls.bound) == bound
+    assert sorted(name for name, _, _ in server.requests) == bound
+    failed = {p: msg for p, _, msg in calls.failed}
+    assert failed.pop("q") == "PreBind GatePreBind: not today"
+    if not bound:  # the two that passed fail too, saying why
+        assert set(failed) == {"p", "r"}
+        assert failed["p"] == (
+            "PreBind failed for 1 pod(s) of the group, 2 left, 3 needed to reach minCount "
+            "(ns/q: PreBind GatePreBind: not today)"
+        )
+    else:
+        assert failed == {}

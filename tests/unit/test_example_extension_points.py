@@ -81,7 +81,7 @@ class PreBindingBinder:
         self.bound: list[tuple[str, str]] = []
         self.tasks: list[asyncio.Task[None]] = []
 
-    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults) -> None:
+    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults, at_least: int = 0) -> None:
         if self.hold:
             return
 

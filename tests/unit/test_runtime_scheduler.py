@@ -21,10 +21,12 @@ class Recorder:
         self.pods: dict[str, str] = {}
         self.events: list[tuple[str, str, str]] = []
         self.nominated: dict[str, str] = {}
+        self.at_least: list[int] = []
 
     # binder
-    def bind(self, fwk, assignments, results) -> None:
+    def bind(self, fwk, assignments, results, at_least=0) -> None:
         self.binds.extend((a.pod.name, a.node) for a in assignments)
+        self.at_least.append(at_least)
 
     # writer
     pod_writes = 0
@@ -323,3 +325,16 @@ def test_podgroup_fields_troupe_ignores_are_reported_once(sched, caplog):
     # A group without them says nothing.
     s.on_podgroup(podgroup("plain", 2))
     assert len([e for e in rec.events if e[1] == "IgnoredField"]) == 1
+
+
+def test_the_binder_is_told_how_many_of_a_gang_must_pass_prebind(sched):
+    s, rec = sched
+    s.on_node(node("a", cpu="16"))
+    s.on_podgroup(podgroup("g", 3))
+    for i in range(4):
+        s.on_pod(pod(f"g-{i}", "g"))
+    s.on_podgroup(podgroup("b"))
+    s.on_pod(pod("b-0", "b"))
+    s.on_pod(pod("lone"))
+    drain(s)
+    assert sorted(rec.at_least) == [0, 1, 3]  # the lone pod, the basic group, the gang (minCount 3)
