@@ -1,4 +1,6 @@
-"""The user-facing names of troupe (DESIGN.md, "The user-facing contract")."""
+"""The user-facing names of troupe: API group, kinds, label, conditions, reasons, events.
+
+Users and their tooling depend on these strings; change them only as an API change."""
 
 GROUP = "scheduling.troupe.dev"
 VERSION = "v1alpha2"

@@ -1,7 +1,7 @@
 """The small immutable records the cache keeps per Pod and Node.
 
-The cache keeps one record per object instead of the whole body (DESIGN.md:
-"keep the per-pod record small"); `parse.py` builds them from API bodies.
+The cache keeps one small record per object instead of the whole body (the
+cache holds every pod of the cluster); `parse.py` builds them from API bodies.
 """
 
 from __future__ import annotations

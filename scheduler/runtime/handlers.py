@@ -4,8 +4,8 @@ Pods and Nodes, the kinds with the volume, come through troupe's own
 list+watch (`informer.py`); the low-volume kinds (PodGroups, Workloads,
 Namespaces, PriorityClasses) through kopf handlers.
 
-For kopf, only `@kopf.on.event` is used (PITFALLS.md: the other handler kinds write
-annotations or finalizers). Not `@kopf.index` either: kopf makes every
+For kopf, only `@kopf.on.event` is used: the other handler kinds write
+annotations or finalizers to the objects they watch. Not `@kopf.index` either: kopf makes every
 object's worker wait until every indexed object of every kind is indexed, and
 each indexed object wakes all the waiting workers, so the initial listing
 costs O(N^2) in the number of objects (measured: 139 s for 5000 Nodes, 10
@@ -133,7 +133,9 @@ def operator_settings(watch: WatchConfig) -> kopf.OperatorSettings:
     settings.posting.enabled = False  # kopf's own Events: we post ours
     settings.scanning.disabled = True  # no RBAC for namespaces/CRDs needed
     settings.persistence.diffbase_storage = NoDiffBase()
-    settings.queueing.worker_limit = None  # one worker per object, as kopf wants (PITFALLS.md)
+    settings.queueing.worker_limit = (
+        None  # kopf runs one worker per object; a limit below the object count can deadlock it
+    )
     settings.watching.server_timeout = watch.timeout_seconds
     settings.watching.client_timeout = watch.read_timeout_seconds
     settings.watching.connect_timeout = 30

@@ -15,7 +15,7 @@ scheduling. This is client-go's reflector, reduced to what troupe needs:
   relist after 410 Gone.
 
 Bodies are plain dicts from `json.loads`; handlers keep only what they parse
-out of them (DESIGN.md: never the whole body). Nothing is ever written to the
+out of them, never the whole body (memory grows with every pod of the cluster). Nothing is ever written to the
 watched objects.
 """
 

@@ -932,7 +932,7 @@ def test_node_name_filter():
 
 
 def test_fit_error_format_from_design():
-    # DESIGN.md's example, in upstream's order (sort.Strings on "count reason").
+    # The design's example message, in upstream's order (sort.Strings on "count reason").
     nodes = [make_node(f"small{i}", "1", "8Gi") for i in range(3)] + [
         make_node(f"gpu{i}", "8", "8Gi", taints=[taint("gpu", "true")]) for i in range(2)
     ]
