@@ -17,9 +17,11 @@ REASON_SCHEDULED = "Scheduled"
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
 
-# Victim condition (preemption, later).
+# Preemption: the victim condition (on pods and on PodGroups) and events, as upstream.
 DISRUPTION_TARGET = "DisruptionTarget"
 REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+EVENT_PREEMPTED = "Preempted"  # on a victim pod or PodGroup
+EVENT_NOMINATED = "Nominated"  # on a preemptor pod: waiting for its victims on a node
 
 # Pod condition and event reasons, as upstream kube-scheduler.
 POD_SCHEDULED = "PodScheduled"

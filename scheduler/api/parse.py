@@ -191,6 +191,9 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         host_ports=host_ports,
         resource_version=str(meta.get("resourceVersion") or ""),
         spec_key=spec_key,
+        preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
+        start_time=str(status.get("startTime") or ""),
+        nominated_node_name=str(status.get("nominatedNodeName") or ""),
     )
 
 

@@ -202,6 +202,13 @@ class PodInfo:
     host_ports: tuple[HostPort, ...] = ()
     resource_version: str = ""
     spec_key: tuple[Any, ...] = field(default=(), compare=False)  # what scheduling reads (parse.py)
+    preemption_policy: str = "PreemptLowerPriority"  # or "Never"
+    start_time: str = ""  # status.startTime (RFC 3339); "" until a kubelet starts it
+    nominated_node_name: str = ""  # status.nominatedNodeName
+
+    @property
+    def may_preempt(self) -> bool:
+        return self.preemption_policy != "Never"
 
     @property
     def key(self) -> str:

@@ -47,6 +47,14 @@ class StatusWriter(Protocol):
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None: ...
     def nominate(self, pod: PodInfo, node: str) -> None: ...
     def forget_pod(self, uid: str) -> None: ...
+    def preempt_pod(self, victim: PodInfo, message: str) -> None:
+        """A victim: DisruptionTarget=True (PreemptionByScheduler, `message`)
+        on the pod, a Preempted event, then delete it (its own grace period)."""
+        ...
+    def group_disrupted(self, group: PodGroup, message: str) -> None:
+        """A victim PodGroup: DisruptionTarget=True (PreemptionByScheduler,
+        `message`) in its status and a Preempted event on it."""
+        ...
 
 
 class NullBinder:
@@ -75,4 +83,10 @@ class NullWriter:
         return None
 
     def forget_pod(self, uid: str) -> None:
+        return None
+
+    def preempt_pod(self, victim: PodInfo, message: str) -> None:
+        return None
+
+    def group_disrupted(self, group: PodGroup, message: str) -> None:
         return None
