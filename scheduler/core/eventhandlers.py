@@ -47,6 +47,7 @@ class EventHandlers:
     reporter: WaitingReporter
     _told_ignored: set[str]
     _reserved: dict[str, tuple[Framework, Assignment]]  # pods reserved and not yet bound
+    nominated: dict[str, tuple[str, PodInfo]]  # preemptors waiting for victims: uid -> (node, pod)
 
     def is_ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.frameworks
@@ -101,6 +102,7 @@ class EventHandlers:
         else:
             self.queue.delete(pod.uid)
             self.reporter.forget_pod(pod.uid)
+            self.nominated.pop(pod.uid, None)
         if pod.group_name and (old is None or old.group_name != pod.group_name or old.terminal != pod.terminal):
             # Membership changed: the gang may now have minCount pods.
             key = group_unit(pod.namespace, pod.group_name)
@@ -111,6 +113,7 @@ class EventHandlers:
         uid = str((body.get("metadata") or {}).get("uid") or "")
         held_room = bool(self.cache.placed_node(uid))  # bound, or assumed while binding
         self._unreserve(uid)
+        self.nominated.pop(uid, None)
         old = self.cache.remove_pod(uid)
         self.queue.delete(uid)
         self.reporter.forget_pod(uid)

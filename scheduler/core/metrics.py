@@ -37,6 +37,14 @@ RESYNC_DROPPED = Counter(
     "Cached objects the periodic resync found deleted in the API (their DELETED event was missed).",
     ["kind"],
 )
+PREEMPTION_ATTEMPTS = Counter(
+    "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster till now"
+)
+PREEMPTION_VICTIMS = Histogram(
+    "scheduler_preemption_victims",
+    "Number of selected preemption victims",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+)
 POD_BINDINGS = Counter("troupe_pod_bindings_total", "Bindings posted, by result.", ["result"])
 GROUP_DECISIONS = Counter("troupe_podgroup_decisions_total", "PodGroup cycle outcomes.", ["outcome"])
 

@@ -76,6 +76,11 @@ class GroupDecision:
     rejected_by: frozenset[str] | None = None
     wake_on: frozenset[str] | None = None  # the events those plugins registered (None: any)
     nominations: dict[str, str] = field(default_factory=dict)  # pod uid -> node, from PostFilter
+    # Preemption (PostFilter): pods to evict, PodGroups taken whole, and what the preemptor is told.
+    victims: list[PodInfo] = field(default_factory=list)
+    victim_groups: list[GroupKey] = field(default_factory=list)
+    preemption_message: str = ""
+    preemption_attempted: bool = False
     placement: str = ""  # the chosen placement's path ("" without PlacementGenerate plugins)
 
     @property
@@ -260,13 +265,56 @@ def _post_filter(
             return
         pod, _, diagnosis = trial.failures[0]
         assert diagnosis is not None
+        decision.preemption_attempted = True
         result, status = fwk.run_post_filter(CycleState(), pod, snapshot, diagnosis)
-        if status.ok and result is not None and result.nominated_node:
-            decision.nominations[pod.uid] = result.nominated_node
+        if status.ok and result is not None:
+            if result.nominated_node:
+                decision.nominations[pod.uid] = result.nominated_node
+            _preemption(decision, result.victims, result.victim_groups, result.message)
+        elif not status.ok:
+            _tell(decision, status)
         return
+    decision.preemption_attempted = True
     group_result, status = fwk.run_post_filter_group(CycleState(), ctx, snapshot, diagnoses)
     if status.ok and group_result is not None:
         decision.nominations.update(group_result.nominations)
+        _preemption(decision, group_result.victims, group_result.victim_groups, group_result.message)
+    elif not status.ok:
+        _tell(decision, status)
+
+
+def _preemption(decision: GroupDecision, victims: Sequence[PodInfo], groups: Sequence[GroupKey], message: str) -> None:
+    """What PostFilter chose goes into the decision, and its message onto the
+    waiting pods' (as upstream appends "preemption: ..." to the fit error)."""
+    decision.victims.extend(victims)
+    decision.victim_groups.extend(groups)
+    if message:
+        decision.preemption_message = message
+        decision.message = f"{decision.message}; preemption: {message}"
+        decision.unplaced = [(p, f"{why}; preemption: {message}") for p, why in decision.unplaced]
+
+
+def _tell(decision: GroupDecision, status: Status) -> None:
+    """Why preemption did not help, after the fit error (upstream's "preemption: ..." suffix)."""
+    if status.is_skip or not status.message:
+        return
+    why = f"{status.plugin}: {status.message}" if status.plugin else status.message
+    decision.message = f"{decision.message}; preemption: {why}"
+    decision.unplaced = [(p, f"{msg}; preemption: {why}") for p, msg in decision.unplaced]
+
+
+def trial_place(
+    fwk: Framework, snapshot: Snapshot, pods: Sequence[PodInfo], allowed: np.ndarray | None
+) -> list[tuple[PodInfo, int]]:
+    """The Handle's `place`: the default algorithm for `pods` in `snapshot`
+    (within `allowed`), without Reserve, the snapshot restored afterwards."""
+    ctx = GroupContext(("", ""), pods, 1, False, 0)
+    mark = snapshot.mark()
+    try:
+        trial = _place(fwk, snapshot, ctx, reserve=False, allowed=allowed)
+    finally:
+        snapshot.restore(mark)
+    return [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)]
 
 
 # ------------------------------------------------------------------ placements

@@ -17,12 +17,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 
 from ..api import constants as C
 from ..api.config import SchedulerConfiguration
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
 from ..cluster.cache import ClusterCache, InvalidObject
+from ..cluster.snapshot import Snapshot
 from ..framework.framework import Framework
 from ..framework.interface import Handle
 from ..framework.registry import Registry
@@ -31,7 +33,15 @@ from . import metrics
 from .eventhandlers import EventHandlers
 from .outputs import Binder, NullBinder, NullWriter, StatusWriter
 from .reporting import WaitingReporter
-from .schedule_podgroup import Assignment, GroupDecision, Outcome, error_decision, order_pods, schedule_group
+from .schedule_podgroup import (
+    Assignment,
+    GroupDecision,
+    Outcome,
+    error_decision,
+    order_pods,
+    schedule_group,
+    trial_place,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +63,11 @@ class Scheduler(EventHandlers):
         `waitingReport` (0: report at once, which needs no running loop)."""
         self.config = config
         self.cache = ClusterCache()
-        handle = Handle(self.cache)
-        self.frameworks: dict[str, Framework] = {
-            p.scheduler_name: Framework(p, registry, handle) for p in config.profiles
-        }
+        self.frameworks: dict[str, Framework] = {}
+        for p in config.profiles:
+            handle = Handle(self.cache)  # one per profile: `place` runs that profile's plugins
+            fwk = self.frameworks[p.scheduler_name] = Framework(p, registry, handle)
+            handle.place = partial(trial_place, fwk)
         q = config.queue
         self.queue = SchedulingQueue(
             self._gate,
@@ -82,6 +93,9 @@ class Scheduler(EventHandlers):
         # so that a failed bind or a deletion runs Unreserve.
         self._reserved: dict[str, tuple[Framework, Assignment]] = {}
         self._told_ignored: set[str] = set()  # PodGroups told which of their fields troupe ignores
+        # Preemptors waiting for their victims: uid -> (node, pod). Their room is
+        # held in later cycles of other units of no higher priority (as upstream).
+        self.nominated: dict[str, tuple[str, PodInfo]] = {}
 
     # ---------------------------------------------------------------- gating
 
@@ -175,7 +189,22 @@ class Scheduler(EventHandlers):
                 )
         fwk = self.frameworks[pods[0].scheduler_name]
         ordered = order_pods(pods, popped.first_seen)
-        return fwk, schedule_group(fwk, self.cache.snapshot(), group_key, group, ordered, placed_before)
+        snapshot = self.cache.snapshot()
+        self._hold_nominated(snapshot, ordered)
+        return fwk, schedule_group(fwk, snapshot, group_key, group, ordered, placed_before)
+
+    def _hold_nominated(self, snapshot: Snapshot, pods: list[PodInfo]) -> None:
+        """Count the room of other units' nominated pods (waiting for their
+        victims) as used, unless this unit's priority is higher."""
+        if not self.nominated:
+            return
+        own = {p.uid for p in pods}
+        priority = max(p.priority for p in pods)
+        for uid, (node, pod) in self.nominated.items():
+            row = snapshot.row.get(node)
+            if uid in own or row is None or pod.priority < priority:
+                continue
+            snapshot.assume(row, snapshot.request_vector(pod)[0], (pod.nonzero_cpu, pod.nonzero_memory))
 
     def _template_ref_problem(self, group: PodGroup) -> str | None:
         """A PodGroup that names its Workload template must name one that exists."""
@@ -205,6 +234,7 @@ class Scheduler(EventHandlers):
         assignments = decision.assignments
         for a in assignments:
             self.cache.assume(a.pod.uid, a.node)
+            self.nominated.pop(a.pod.uid, None)
         if fwk is not None and fwk.reserve:
             for a in assignments:
                 self._reserved[a.pod.uid] = (fwk, a)
@@ -222,6 +252,10 @@ class Scheduler(EventHandlers):
             # A gang binds only if enough of it passes PreBind to reach minCount.
             at_least = max(decision.min_count - decision.placed_before, 0) if decision.group_key is not None else 0
             self.binder.bind(fwk, assignments, self, at_least)
+        if decision.preemption_attempted:
+            metrics.PREEMPTION_ATTEMPTS.inc()
+        if decision.victims:
+            self._preempt(decision)
         group = self.cache.groups.get(decision.group_key) if decision.group_key else None
         if isinstance(group, PodGroup):
             self._write_group_status(group, decision)
@@ -231,12 +265,44 @@ class Scheduler(EventHandlers):
                 message = f"PodGroup {decision.group_key[0]}/{decision.group_key[1]}: {why}"
             self.writer.pod_unschedulable(pod, message, self.still_waiting(pod.uid))
             self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")
-        if decision.nominations:
-            by_uid = {pod.uid: pod for pod, _ in decision.unplaced}
-            for uid, node in decision.nominations.items():
-                nominee = by_uid.get(uid)
-                if nominee is not None:
-                    self.writer.nominate(nominee, node)
+        self._nominate(decision)
+
+    def _preempt(self, decision: GroupDecision) -> None:
+        """Carry out what PostFilter chose: DisruptionTarget and delete on each
+        victim pod, DisruptionTarget on each PodGroup taken whole."""
+        if decision.group_key is not None:
+            ns, name = decision.group_key
+            preemptor = f"PodGroup {ns}/{name}"
+            scheduler = decision.unplaced[0][0].scheduler_name if decision.unplaced else ""
+            pod_message = f"{scheduler}: preempting to accommodate higher priority {preemptor}"
+        else:
+            pod = decision.unplaced[0][0]
+            preemptor = f"pod {pod.key}"
+            pod_message = f"{pod.scheduler_name}: preempting to accommodate a higher priority pod"  # upstream's text
+        metrics.PREEMPTION_VICTIMS.observe(len(decision.victims))
+        log.info("%s preempts %d pod(s): %s", preemptor, len(decision.victims), decision.preemption_message)
+        for victim in decision.victims:
+            self.writer.preempt_pod(victim, pod_message)
+        for key in decision.victim_groups:
+            group = self.cache.groups.get(key)
+            if isinstance(group, PodGroup):
+                self.writer.group_disrupted(group, f"preempted by {preemptor}, which has a higher priority")
+
+    def _nominate(self, decision: GroupDecision) -> None:
+        """The unplaced pods' nominations are what this decision says: new
+        ones written, dropped ones cleared (their held room freed)."""
+        for pod, _ in decision.unplaced:
+            node = decision.nominations.get(pod.uid, "")
+            held = self.nominated.get(pod.uid)
+            if node:
+                self.nominated[pod.uid] = (node, pod)
+                if held is None or held[0] != node:
+                    self.writer.nominate(pod, node)
+                    note = f"nominated to node {node}: {decision.preemption_message}"
+                    self.writer.pod_event(pod, "Normal", C.EVENT_NOMINATED, note, "Preempting")
+            elif held is not None:
+                del self.nominated[pod.uid]
+                self.writer.nominate(pod, "")
 
     def _write_group_status(self, group: PodGroup, decision: GroupDecision) -> None:
         current = group.condition(C.POD_GROUP_SCHEDULED)

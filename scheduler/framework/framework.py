@@ -61,7 +61,7 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
         ("PodTopologySpread", None),
         ("InterPodAffinity", None),
     ],
-    "postFilter": [],
+    "postFilter": [("DefaultPreemption", None)],
     "score": [
         ("TaintToleration", 3),
         ("NodeAffinity", 2),

@@ -22,7 +22,7 @@ turns the shared static pass off for that pod.
 from __future__ import annotations
 
 import enum
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -105,11 +105,20 @@ class CycleState(dict[str, Any]):
     """Scratch space of one pod's scheduling attempt (plugins key it by their name)."""
 
 
+# Places `pods` (in order) by the default algorithm in `snapshot`, within the
+# rows `allowed` (a mask; None: all), and returns (pod, row) for those placed;
+# the snapshot is left as it was. Preemption asks it "would these fit?".
+PlaceFn = Callable[[Snapshot, Sequence[PodInfo], np.ndarray | None], list[tuple[PodInfo, int]]]
+
+
 class Handle:
-    """What plugins may reach outside their arguments: the cache, read-only."""
+    """What plugins may reach outside their arguments: the cache, read-only,
+    and `place`, the scheduler's own algorithm for trials (set by core; None
+    in a Framework built without a Scheduler)."""
 
     def __init__(self, cache: ClusterCache) -> None:
         self.cache = cache
+        self.place: PlaceFn | None = None
 
 
 class Plugin:
@@ -245,16 +254,23 @@ class PermitPlugin(Plugin):
 @dataclass(frozen=True, slots=True)
 class PostFilterResult:
     """What a PostFilter achieved for one pod: the node it may run on once
-    victims are gone (upstream's NominatingInfo), "" for none."""
+    victims are gone (upstream's NominatingInfo), "" for none, and the
+    victims to evict for it (`victim_groups`: PodGroups taken whole)."""
 
     nominated_node: str = ""
+    victims: tuple[PodInfo, ...] = ()
+    victim_groups: tuple[tuple[str, str], ...] = ()
+    message: str = ""  # what the preemptor is told (e.g. waiting for N victims)
 
 
 @dataclass(frozen=True, slots=True)
 class GroupPostFilterResult:
-    """For a whole group: pod uid -> nominated node."""
+    """For a whole group: pod uid -> nominated node, and the victims."""
 
     nominations: Mapping[str, str] = field(default_factory=dict)
+    victims: tuple[PodInfo, ...] = ()
+    victim_groups: tuple[tuple[str, str], ...] = ()
+    message: str = ""
 
 
 class PostFilterPlugin(Plugin):

@@ -5,6 +5,7 @@ NodeResourcesBalancedAllocation, as upstream), none importing another."""
 from __future__ import annotations
 
 from ..framework.registry import Registry
+from .defaultpreemption import DefaultPreemption
 from .gangscheduling import GangScheduling
 from .interpodaffinity import InterPodAffinity
 from .nodeaffinity import NodeAffinity
@@ -28,6 +29,7 @@ IN_TREE = (
     NodeResourcesBalancedAllocation,
     PodTopologySpread,
     InterPodAffinity,
+    DefaultPreemption,
 )
 
 

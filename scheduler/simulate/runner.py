@@ -63,6 +63,8 @@ class Recorder:
         self.pods: dict[str, str] = {}  # uid -> PodScheduled=False message
         self.nominated: dict[str, str] = {}  # uid -> status.nominatedNodeName
         self.status_writes: list[tuple[tuple[str, str], GroupCondition]] = []  # to feed back, in order
+        self.preempted: dict[str, str] = {}  # victim uid -> DisruptionTarget message (deleted by the runner)
+        self.disrupted: dict[tuple[str, str], str] = {}  # victim PodGroup -> DisruptionTarget message
 
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
         cond = GroupCondition(status, reason, message)
@@ -84,6 +86,12 @@ class Recorder:
 
     def forget_pod(self, uid: str) -> None:
         self.pods.pop(uid, None)  # bound: the condition is the kubelet's now
+
+    def preempt_pod(self, victim: PodInfo, message: str) -> None:
+        self.preempted[victim.uid] = message
+
+    def group_disrupted(self, group: PodGroup, message: str) -> None:
+        self.disrupted[group.key] = message
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,8 @@ class Recorder:
         self.events: list[tuple[str, str, str]] = []
         self.nominated: dict[str, str] = {}
         self.at_least: list[int] = []
+        self.preempted: dict[str, str] = {}
+        self.disrupted: dict[str, str] = {}
 
     # binder
     def bind(self, fwk, assignments, results, at_least=0) -> None:
@@ -44,6 +46,12 @@ class Recorder:
 
     def group_event(self, group, type_, reason, note, action) -> None:
         self.events.append((group.metadata.name, reason, note))
+
+    def preempt_pod(self, victim, message: str) -> None:
+        self.preempted[victim.name] = message
+
+    def group_disrupted(self, group, message: str) -> None:
+        self.disrupted[group.metadata.name] = message
 
     def nominate(self, pod, node: str) -> None:
         self.nominated[pod.name] = node

@@ -1,0 +1,142 @@
+"""Who may be evicted for a preemptor, in units that are evicted together.
+
+A unit is either a gang PodGroup's running pods, taken whole (a gang left
+below minCount is useless, and upstream's workload-aware preemption takes a
+PodGroup whole unless its `disruptionMode` is `Pod`), or one pod: a lone pod,
+a pod of a `basic` group, or a pod of a gang whose `disruptionMode` is `Pod`.
+A unit is a candidate only if its priority and every one of its pods'
+priorities are below the preemptor's: nothing of equal or higher priority is
+ever taken. Pods already terminating are not candidates (their room is on
+its way back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ...api.podgroup import PodGroup
+from ...api.records import PodInfo
+from ...cluster.cache import ClusterCache
+from ...cluster.snapshot import Snapshot
+
+GroupKey = tuple[str, str]
+
+
+class Budget(Protocol):
+    """A PodDisruptionBudget as the cache keeps it."""
+
+    disruptions_allowed: int
+
+    def selects(self, pod: PodInfo) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """Pods evicted together."""
+
+    name: str  # "PodGroup ns/name" or "pod ns/name", for messages
+    pods: tuple[PodInfo, ...]
+    priority: int
+    group: GroupKey | None  # the gang PodGroup taken whole (it gets DisruptionTarget)
+    rows: frozenset[int]  # the snapshot rows its pods run on
+    start: str  # the earliest start (or creation) time of its pods, RFC 3339
+
+    @property
+    def size(self) -> int:
+        return len(self.pods)
+
+
+def group_priority(group: PodGroup | None, pods: Iterable[PodInfo], classes: Mapping[str, int]) -> int:
+    """A PodGroup's priority: `spec.priority`, else its `priorityClassName`'s
+    value, else the highest priority among its pods (0 without any)."""
+    if group is not None:
+        if group.spec.priority is not None:
+            return group.spec.priority
+        name = group.spec.priority_class_name
+        if name and name in classes:
+            return classes[name]
+    return max((p.priority for p in pods), default=0)
+
+
+def _started(pod: PodInfo) -> str:
+    return pod.start_time or pod.creation_timestamp
+
+
+def victim_units(cache: ClusterCache, snapshot: Snapshot, below: int, exclude: GroupKey | None = None) -> list[Unit]:
+    """Every unit running in `snapshot` whose priority is below `below`, except
+    the pods of the PodGroup `exclude` (the preemptor's own)."""
+    units: list[Unit] = []
+    seen: set[GroupKey] = set()
+    for node, pods in snapshot.pods_on_node.items():
+        row = snapshot.row.get(node)
+        if row is None:
+            continue
+        for pod in pods.values():
+            if pod.uid in snapshot.removed or pod.deleting or pod.terminal:
+                continue
+            key = (pod.namespace, pod.group_name) if pod.group_name else None
+            if key is not None and key == exclude:
+                continue
+            group = cache.groups.get(key) if key is not None else None
+            if isinstance(group, PodGroup) and group.is_gang and group.spec.disruption_mode != "Pod":
+                assert key is not None
+                if key in seen:
+                    continue
+                seen.add(key)
+                unit = _gang_unit(cache, snapshot, key, group, below)
+                if unit is not None:
+                    units.append(unit)
+            elif pod.priority < below:
+                units.append(Unit(f"pod {pod.key}", (pod,), pod.priority, None, frozenset((row,)), _started(pod)))
+    return units
+
+
+def _gang_unit(cache: ClusterCache, snapshot: Snapshot, key: GroupKey, group: PodGroup, below: int) -> Unit | None:
+    members: list[PodInfo] = []
+    rows: set[int] = set()
+    for pod in cache.members(key):
+        node = snapshot.node_of(pod.uid)
+        row = snapshot.row.get(node) if node is not None else None
+        if row is None or pod.deleting or pod.terminal:
+            continue
+        if pod.priority >= below:
+            return None  # never a pod of equal or higher priority, so not the group either
+        members.append(pod)
+        rows.add(row)
+    if not members:
+        return None
+    priority = group_priority(group, members, cache.priority_classes)
+    if priority >= below:
+        return None
+    start = min(_started(p) for p in members)
+    return Unit(f"PodGroup {key[0]}/{key[1]}", tuple(members), priority, key, frozenset(rows), start)
+
+
+def budgets(cache: ClusterCache) -> Sequence[Budget]:
+    pdbs: Mapping[Any, Budget] = getattr(cache, "pdbs", {})
+    return list(pdbs.values())
+
+
+def pdb_violations(pods: Iterable[PodInfo], pdbs: Sequence[Budget]) -> int:
+    """How many of `pods` would be evicted past a PodDisruptionBudget's
+    `disruptionsAllowed` (upstream's filterPodsWithPDBViolation, counting)."""
+    if not pdbs:
+        return 0
+    allowed = [b.disruptions_allowed for b in pdbs]
+    violating = 0
+    for pod in pods:
+        hit = False
+        for i, b in enumerate(pdbs):
+            if b.selects(pod):
+                allowed[i] -= 1
+                hit = hit or allowed[i] < 0
+        violating += hit
+    return violating
+
+
+def more_important_first(units: Iterable[Unit]) -> list[Unit]:
+    """Upstream's reprieve order: higher priority first, then started earlier;
+    among those, larger units first (keeping one saves more pods)."""
+    return sorted(units, key=lambda u: (-u.priority, u.start, -u.size, u.name))
