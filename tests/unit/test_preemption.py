@@ -265,8 +265,10 @@ def test_the_search_takes_fewer_victims_than_remove_all_then_reprieve(s: Any) ->
     units = victim_units(sched.cache, snapshot, 100)
     before = snapshot.req.copy()
     baseline = remove_all_then_reprieve(snapshot, place, preemptors, 2, units)
-    ours = search_group(snapshot, place, preemptors, 2, units)
+    ranked = search_group(snapshot, place, preemptors, 2, units, exact_units=0)  # the large-cluster path
+    exact = search_group(snapshot, place, preemptors, 2, units)  # 6 units: every subset
     assert np.array_equal(snapshot.req, before)  # every trial restored the snapshot
-    assert baseline is not None and ours is not None
+    assert baseline is not None and ranked is not None and exact is not None
     assert sorted(p.name for p in baseline.pods) == ["big-b", "small-0", "small-1", "small-2", "small-3"]
-    assert sorted(p.name for p in ours.pods) == ["big-a", "big-b"]
+    assert sorted(p.name for p in ranked.pods) == ["big-a", "big-b"]
+    assert sorted(p.name for p in exact.pods) == ["big-a", "big-b"]

@@ -18,10 +18,14 @@ victim pods), the shortest prefix of that ranking in which the gang fits is
 found (doubling, then bisection), and only the units on the nodes the gang
 then uses are candidates for the reprieve. `remove_all_then_reprieve` is the
 simple method, kept as the reference for tests and the benchmark.
+
+With few candidate units (`EXACT_UNITS` or fewer) every subset is tried in
+the preference order instead, so the choice is the best one.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -30,6 +34,8 @@ import numpy as np
 from ...api.records import PodInfo
 from ...cluster.snapshot import Snapshot
 from .victims import Budget, Unit, more_important_first, pdb_violations
+
+EXACT_UNITS = 10  # up to 2**10 subsets, ranked without trials; most are never tried
 
 Place = Callable[[Snapshot, Sequence[PodInfo], "np.ndarray | None"], list[tuple[PodInfo, int]]]
 
@@ -117,7 +123,7 @@ def remove_all_then_reprieve(
     return _reprieve(trials, list(units), placed, needed, None, pdbs)
 
 
-def search_group(
+def exact_group(
     snapshot: Snapshot,
     place: Place,
     pods: Sequence[PodInfo],
@@ -125,7 +131,31 @@ def search_group(
     units: Sequence[Unit],
     pdbs: Sequence[Budget] = (),
 ) -> Choice | None:
+    """Every subset of `units`, best first under `Choice.key`: the first that fits."""
+    trials = _Trials(snapshot, place, pods)
+    if len(trials.without(units, None)) < needed:
+        return None  # not even with all of them gone
+    subsets = [Choice(list(c), []) for size in range(1, len(units) + 1) for c in itertools.combinations(units, size)]
+    subsets.sort(key=lambda c: c.key(pdbs))
+    for choice in subsets:
+        placed = trials.without(choice.victims, None)
+        if len(placed) >= needed:
+            return Choice(choice.victims, placed, trials.count)
+    return None
+
+
+def search_group(
+    snapshot: Snapshot,
+    place: Place,
+    pods: Sequence[PodInfo],
+    needed: int,
+    units: Sequence[Unit],
+    pdbs: Sequence[Budget] = (),
+    exact_units: int = EXACT_UNITS,
+) -> Choice | None:
     """Victims for `needed` of `pods` (a gang's pending pods) to fit at once; None if none do."""
+    if len(units) <= exact_units:
+        return exact_group(snapshot, place, pods, needed, units, pdbs)
     trials = _Trials(snapshot, place, pods)
     by_row: dict[int, list[Unit]] = {}
     for unit in units:
@@ -177,7 +207,9 @@ def search_group(
             placed = trial_placed
         else:
             victims = touching
-    return _reprieve(trials, victims, placed, needed, mask, pdbs)
+    # Reprieve over the whole cluster: a unit is spared if the gang fits
+    # anywhere without it, not only within the prefix.
+    return _reprieve(trials, victims, placed, needed, None, pdbs)
 
 
 @dataclass(slots=True)
