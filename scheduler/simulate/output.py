@@ -25,21 +25,28 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 def render_table(result: SimulationResult) -> str:
     lines: list[str] = []
+    preempting = any(p.preempted_by for p in result.pods)
     if result.groups:
         rows = []
         for g in result.groups:
             cond = g.condition
-            rows.append(
-                [
-                    f"{g.namespace}/{g.name}",
-                    g.policy or "-",
-                    str(g.pods),
-                    f"{g.placed}/{g.min_count if g.min_count is not None else '-'}",
-                    cond.reason if cond is not None else "-",
-                    cond.message if cond is not None else "no pods of this PodGroup in the input" if not g.pods else "",
-                ]
+            message = (
+                cond.message if cond is not None else "no pods of this PodGroup in the input" if not g.pods else ""
             )
-        lines += _table(["PODGROUP", "POLICY", "PODS", "PLACED/MIN", "CONDITION", "MESSAGE"], rows)
+            if g.preempted_by:
+                message = f"preempted by {g.preempted_by} (DisruptionTarget); {message}".rstrip("; ")
+            row = [
+                f"{g.namespace}/{g.name}",
+                g.policy or "-",
+                str(g.pods),
+                f"{g.placed}/{g.min_count if g.min_count is not None else '-'}",
+                cond.reason if cond is not None else "-",
+            ]
+            if preempting:
+                row.append(str(len(g.victims)) if g.victims else "-")
+            rows.append([*row, message])
+        headers = ["PODGROUP", "POLICY", "PODS", "PLACED/MIN", "CONDITION"]
+        lines += _table([*headers, *(["VICTIMS"] if preempting else []), "MESSAGE"], rows)
         lines.append("")
     if result.pods:
         rows = [[f"{p.namespace}/{p.name}", p.group or "-", p.node or NONE, p.message] for p in result.pods]
@@ -52,10 +59,13 @@ def render_table(result: SimulationResult) -> str:
 def summary(result: SimulationResult) -> str:
     pending = [p for p in result.pods if not p.running_before and not p.finished]
     placed = sum(1 for p in pending if p.placed)
-    running = sum(1 for p in result.pods if p.running_before and not p.finished)
+    running = sum(1 for p in result.pods if p.running_before and not p.finished and not p.preempted_by)
+    preempted = sum(1 for p in result.pods if p.preempted_by)
     text = f"{placed}/{len(pending)} pending pods placed"
     if running:
         text += f" ({running} already running)"
+    if preempted:
+        text += f"; {preempted} running pods preempted"
     if result.groups:
         counts: dict[str, int] = {}
         for g in result.groups:
@@ -69,7 +79,10 @@ def summary(result: SimulationResult) -> str:
 
 def render_json(result: SimulationResult) -> str:
     doc = {
-        "pods": [{"namespace": p.namespace, "name": p.name, "node": p.node} for p in result.pods],
+        "pods": [
+            {"namespace": p.namespace, "name": p.name, "node": p.node, "preemptedBy": p.preempted_by}
+            for p in result.pods
+        ],
         "podGroups": [
             {
                 "namespace": g.namespace,
@@ -77,6 +90,8 @@ def render_json(result: SimulationResult) -> str:
                 "scheduled": g.scheduled,
                 "reason": g.condition.reason if g.condition is not None else None,
                 "message": g.condition.message if g.condition is not None else None,
+                "victims": list(g.victims),
+                "preemptedBy": g.preempted_by,
             }
             for g in result.groups
         ],

@@ -29,6 +29,7 @@ from ..api.config import SchedulerConfiguration
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
 from ..cluster.cache import InvalidObject
+from ..core.schedule_podgroup import GroupDecision
 from ..core.scheduler import Scheduler
 from ..framework.registry import Registry
 from .loader import SimulationInput
@@ -104,6 +105,7 @@ class PodResult:
     placed: bool  # placed by this simulation
     running_before: bool  # had spec.nodeName in the input
     finished: bool  # phase Succeeded or Failed: not pending, uses no room
+    preempted_by: str | None = None  # evicted for this preemptor ("PodGroup ns/name" or "pod ns/name")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,8 @@ class GroupResult:
     pods: int  # members in the input that can still run (not Succeeded/Failed)
     placed: int  # of those, bound (before or by the simulation)
     condition: GroupCondition | None  # None: the group got no condition (no pods)
+    victims: tuple[str, ...] = ()  # pods (ns/name) this group's preemption evicted
+    preempted_by: str | None = None  # taken whole by this preemptor (DisruptionTarget)
 
     @property
     def scheduled(self) -> bool:
@@ -185,8 +189,10 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
     feed_back_status()
 
     placed: set[str] = set()
+    preemption = Preemptions()
     rounds = 0
-    for _ in range(len(pod_bodies) + 1):
+    # Each round places a pod or evicts one (victims are never recreated), so this bounds it.
+    for _ in range(2 * len(pod_bodies) + 1):
         rounds += 1
         placed_now = 0
         while (popped := sched.queue.pop_nowait()) is not None:
@@ -194,6 +200,8 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
             if decision is None:
                 continue
             feed_back_status()
+            # Victims terminate and go, as the cluster's kubelets would finish them.
+            placed_now += preemption.evict(sched, decision)
             key = decision.group_key
             if key is not None and isinstance(sched.cache.groups.get(key), InvalidObject):
                 # No status is written to a PodGroup the scheduler cannot read; in a
@@ -215,14 +223,49 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
         clock.now += max(q.pod_max_backoff_seconds, q.max_unschedulable_seconds) + 1.0
 
     return SimulationResult(
-        _pod_results(inp, sched, recorder, placed), _group_results(inp, sched, recorder), rounds, warnings
+        _pod_results(inp, sched, recorder, placed, preemption),
+        _group_results(inp, sched, recorder, preemption),
+        rounds,
+        warnings,
     )
 
 
-def _pod_results(inp: SimulationInput, sched: Scheduler, recorder: Recorder, placed: set[str]) -> list[PodResult]:
+class Preemptions:
+    """Victims evicted during the simulation, and by whom."""
+
+    def __init__(self) -> None:
+        self.by: dict[str, str] = {}  # victim uid -> preemptor
+        self.victims: dict[str, list[str]] = {}  # preemptor -> victims (ns/name)
+        self.groups: dict[tuple[str, str], str] = {}  # victim PodGroup -> preemptor
+
+    def evict(self, sched: Scheduler, decision: GroupDecision) -> int:
+        if not decision.victims:
+            return 0
+        if decision.group_key is not None:
+            preemptor = f"PodGroup {decision.group_key[0]}/{decision.group_key[1]}"
+        else:
+            preemptor = f"pod {decision.unplaced[0][0].key}"
+        for victim in decision.victims:
+            self.by[victim.uid] = preemptor
+            self.victims.setdefault(preemptor, []).append(victim.key)
+            sched.on_pod_deleted({"metadata": {"namespace": victim.namespace, "name": victim.name, "uid": victim.uid}})
+        for key in decision.victim_groups:
+            self.groups[key] = preemptor
+        return len(decision.victims)
+
+
+def _pod_results(
+    inp: SimulationInput, sched: Scheduler, recorder: Recorder, placed: set[str], preemption: Preemptions
+) -> list[PodResult]:
     out = []
     for obj in inp.of_kind("Pod"):
         uid = obj.body["metadata"]["uid"]
+        if uid in preemption.by:
+            meta = obj.body["metadata"]
+            group = (meta.get("labels") or {}).get(C.POD_GROUP_LABEL)
+            by = preemption.by[uid]
+            out.append(PodResult(obj.namespace, obj.name, group, None, f"preempted by {by}", False, True, False, by))
+            continue
         pod = sched.cache.pods[uid]
         node = sched.cache.placed_node(uid) or None
         running_before = bool(obj.body.get("spec", {}).get("nodeName")) and uid not in placed
@@ -244,7 +287,9 @@ def _pod_results(inp: SimulationInput, sched: Scheduler, recorder: Recorder, pla
     return sorted(out, key=lambda p: (p.namespace, p.name))
 
 
-def _group_results(inp: SimulationInput, sched: Scheduler, recorder: Recorder) -> list[GroupResult]:
+def _group_results(
+    inp: SimulationInput, sched: Scheduler, recorder: Recorder, preemption: Preemptions
+) -> list[GroupResult]:
     out = []
     for obj in inp.of_kind("PodGroup"):
         key = (obj.namespace, obj.name)
@@ -261,5 +306,17 @@ def _group_results(inp: SimulationInput, sched: Scheduler, recorder: Recorder) -
                 own = group.condition(C.POD_GROUP_SCHEDULED)
                 if own is not None:
                     condition = GroupCondition(own.status, own.reason, own.message)
-        out.append(GroupResult(obj.namespace, obj.name, policy, min_count, len(members), placed, condition))
+        out.append(
+            GroupResult(
+                obj.namespace,
+                obj.name,
+                policy,
+                min_count,
+                len(members),
+                placed,
+                condition,
+                tuple(preemption.victims.get(f"PodGroup {obj.namespace}/{obj.name}", ())),
+                preemption.groups.get(key),
+            )
+        )
     return sorted(out, key=lambda g: (g.namespace, g.name))

@@ -156,12 +156,20 @@ def test_json_schema_is_exact(capsys, tmp_path):
     )
     assert doc == {
         "pods": [
-            {"namespace": "aa", "name": "a-single", "node": None},
-            {"namespace": "ns", "name": "g-0", "node": "n1"},
-            {"namespace": "ns", "name": "zz-single", "node": None},
+            {"namespace": "aa", "name": "a-single", "node": None, "preemptedBy": None},
+            {"namespace": "ns", "name": "g-0", "node": "n1", "preemptedBy": None},
+            {"namespace": "ns", "name": "zz-single", "node": None, "preemptedBy": None},
         ],
         "podGroups": [
-            {"namespace": "ns", "name": "g", "scheduled": True, "reason": "Scheduled", "message": "1 pod(s) placed"},
+            {
+                "namespace": "ns",
+                "name": "g",
+                "scheduled": True,
+                "reason": "Scheduled",
+                "message": "1 pod(s) placed",
+                "victims": [],
+                "preemptedBy": None,
+            },
         ],
     }
 
@@ -280,7 +288,7 @@ def test_invalid_podgroup_is_a_scheduler_error_not_an_input_error(capsys, tmp_pa
         "Input should be greater than or equal to 1; the scheduler reports it as SchedulerError, as it would in a cluster\n"
     )
     assert json.loads(out) == {
-        "pods": [{"namespace": "ns", "name": "g-0", "node": None}],
+        "pods": [{"namespace": "ns", "name": "g-0", "node": None, "preemptedBy": None}],
         "podGroups": [
             {
                 "namespace": "ns",
@@ -288,6 +296,8 @@ def test_invalid_podgroup_is_a_scheduler_error_not_an_input_error(capsys, tmp_pa
                 "scheduled": False,
                 "reason": "SchedulerError",
                 "message": "PodGroup ns/g is invalid: spec.schedulingPolicy.gang.minCount: Input should be greater than or equal to 1",
+                "victims": [],
+                "preemptedBy": None,
             }
         ],
     }
@@ -307,7 +317,17 @@ def test_podgroup_without_pods_has_no_condition(capsys, tmp_path):
     doc = run_json(capsys, tmp_path, [node("n1"), podgroup("g", 2)])
     assert doc == {
         "pods": [],
-        "podGroups": [{"namespace": "ns", "name": "g", "scheduled": False, "reason": None, "message": None}],
+        "podGroups": [
+            {
+                "namespace": "ns",
+                "name": "g",
+                "scheduled": False,
+                "reason": None,
+                "message": None,
+                "victims": [],
+                "preemptedBy": None,
+            }
+        ],
     }
     rc, out, _ = run(capsys, tmp_path, [node("n1"), podgroup("g", 2)])
     assert (
