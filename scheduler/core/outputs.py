@@ -51,6 +51,7 @@ class StatusWriter(Protocol):
         """A victim: DisruptionTarget=True (PreemptionByScheduler, `message`)
         on the pod, a Preempted event, then delete it (its own grace period)."""
         ...
+
     def group_disrupted(self, group: PodGroup, message: str) -> None:
         """A victim PodGroup: DisruptionTarget=True (PreemptionByScheduler,
         `message`) in its status and a Preempted event on it."""
