@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 import socket
 import time
@@ -48,6 +49,18 @@ GroupKey = tuple[str, str]
 # The victim is not there any more: 404, or 409 when the uid precondition
 # names an older pod of that name.
 _VICTIM_GONE = (404, 409)
+
+
+def _uid_refused(exc: ApiException) -> bool:
+    """The API refused a patch because its metadata.uid is not the object's
+    (422, metadata.uid is immutable): the name belongs to another pod now."""
+    if exc.status != 422:
+        return False
+    try:
+        causes = json.loads(exc.body or b"{}").get("details", {}).get("causes") or []
+    except (ValueError, AttributeError):
+        return False
+    return any(c.get("field") == "metadata.uid" for c in causes if isinstance(c, dict))
 
 
 def _same(condition: dict[str, Any], status: str, reason: str, message: str) -> bool:
@@ -330,7 +343,8 @@ class StatusWriter:
         """A victim: DisruptionTarget=True (PreemptionByScheduler) on the pod,
         then DELETE with its uid as precondition (only this incarnation; its own
         grace period), then a Preempted Event, in upstream's order. A pod
-        already gone (404) or replaced by another of its name (409) is done.
+        already gone (404) or replaced by another of its name (409 to the
+        delete, 422 on metadata.uid to the patch) is done.
 
         Queued under a key of its own, ("preempt", uid): the pod's condition
         writes use ("pod", uid), which a newer PodScheduled write replaces and
@@ -367,7 +381,7 @@ class StatusWriter:
                     f"{path}/status", condition, STRATEGIC_MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS
                 )
             except ApiException as exc:
-                if exc.status in _VICTIM_GONE:
+                if exc.status in _VICTIM_GONE or _uid_refused(exc):
                     return
                 raise
             await self._bucket.acquire()  # a second request: it takes its own token

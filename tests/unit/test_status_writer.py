@@ -34,6 +34,7 @@ class FakeAPI:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.script: dict[tuple[str, str], list[int]] = {}
+        self.causes: list[dict[str, str]] = []  # details.causes of error answers
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -55,7 +56,14 @@ class FakeAPI:
         status = answers[min(n, len(answers)) - 1] if answers else (201 if request.method == "POST" else 200)
         headers = {"Retry-After": "0"} if status == 429 else {}
         if status >= 400:
-            payload = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status, "message": "scripted"}
+            payload = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "code": status,
+                "message": "scripted",
+                "details": {"causes": self.causes},
+            }
         else:
             payload = {"kind": "Status", "apiVersion": "v1", "status": "Success"}
         return web.json_response(payload, status=status, headers=headers)
@@ -164,6 +172,28 @@ async def test_a_victim_gone_before_its_condition_is_not_deleted(api, writer, st
     writer.preempt_pod(victim(), MESSAGE)
     await writer.flush()
     assert api.calls() == [("PATCH", f"{POD_PATH}/status")]
+
+
+async def test_a_patch_refused_for_its_uid_means_the_name_is_another_pods_now(api, writer, caplog):
+    """The real API answers 422 (metadata.uid is immutable) to a status patch
+    carrying an older uid (tests/integration/test_preemption_io.py)."""
+    api.script[("PATCH", f"{POD_PATH}/status")] = [422]
+    api.causes = [{"reason": "FieldValueInvalid", "message": "field is immutable", "field": "metadata.uid"}]
+    with caplog.at_level(logging.WARNING):
+        writer.preempt_pod(victim(), MESSAGE)
+        await writer.flush()
+    assert api.calls() == [("PATCH", f"{POD_PATH}/status")]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+async def test_another_422_is_a_failure(api, writer, caplog):
+    api.script[("PATCH", f"{POD_PATH}/status")] = [422]
+    api.causes = [{"reason": "FieldValueTooLong", "field": "status.conditions[0].message"}]
+    with caplog.at_level(logging.WARNING):
+        writer.preempt_pod(victim(), MESSAGE)
+        await writer.flush()
+    assert api.calls() == [("PATCH", f"{POD_PATH}/status")]
+    assert any("status write failed: 422" in r.getMessage() for r in caplog.records)
 
 
 async def test_a_failed_delete_is_logged_and_posts_no_event(api, writer, caplog):
