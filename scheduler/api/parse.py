@@ -1,4 +1,4 @@
-"""Parsing Pods and Nodes from API bodies into records.
+"""Parsing Pods, Nodes and PodDisruptionBudgets from API bodies into records.
 
 Parsing never raises on fields the scheduler does not use; a field it needs
 but cannot read raises `ObjectError`, which the caller reports instead of
@@ -17,6 +17,7 @@ from .records import (
     NodeSelectorTerm,
     ObjectError,
     PodAffinityTerm,
+    PodDisruptionBudgetInfo,
     PodInfo,
     PreferredTerm,
     Requirement,
@@ -217,4 +218,28 @@ def parse_node(body: Mapping[str, Any]) -> NodeInfo:
         allocatable=allocatable,
         taints=taints,
         unschedulable=bool(spec.get("unschedulable")),
+    )
+
+
+def parse_pdb(body: Mapping[str, Any]) -> PodDisruptionBudgetInfo:
+    """A policy/v1 PodDisruptionBudget. Only its status says how many pods may
+    go now (the disruption controller computes it): no status yet means none."""
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    if not meta.get("uid") or not meta.get("name"):
+        raise ObjectError("metadata.uid and metadata.name are required")
+    try:
+        selector = parse_label_selector(spec.get("selector"))
+        allowed = int(status.get("disruptionsAllowed") or 0)
+        disrupted = frozenset(str(name) for name in status.get("disruptedPods") or {})
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ObjectError(f"spec.selector / status: {exc}") from None
+    return PodDisruptionBudgetInfo(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta["name"]),
+        uid=str(meta["uid"]),
+        selector=selector,
+        disruptions_allowed=allowed,
+        disrupted_pods=disrupted,
     )

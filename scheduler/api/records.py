@@ -124,6 +124,30 @@ class LabelSelector:
 
 
 @dataclass(frozen=True, slots=True)
+class PodDisruptionBudgetInfo:
+    """What preemption reads of a policy/v1 PodDisruptionBudget.
+
+    `selector`: an empty selector (`{}`) selects every pod of the namespace
+    (policy/v1), a missing one (None) selects none. `disrupted_pods`: names in
+    status.disruptedPods, whose eviction the API server has already counted
+    against the budget (upstream preemption does not count them again)."""
+
+    namespace: str
+    name: str
+    uid: str
+    selector: LabelSelector | None
+    disruptions_allowed: int
+    disrupted_pods: frozenset[str] = frozenset()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    def selects(self, pod: PodInfo) -> bool:
+        return self.selector is not None and pod.namespace == self.namespace and self.selector.matches(pod.labels)
+
+
+@dataclass(frozen=True, slots=True)
 class PodAffinityTerm:
     """A required (anti-)affinity term. `namespaces` empty and `namespace_selector`
     None means the pod's own namespace (upstream); an empty `namespace_selector`

@@ -1,4 +1,4 @@
-"""The scheduler's cache: nodes, every scheduler's pods, PodGroups, Workloads.
+"""The scheduler's cache: nodes, every scheduler's pods, PodGroups, Workloads, PDBs.
 
 Fed by the watch handlers; read by the scheduling loop through `snapshot()`.
 Pods placed by troupe are *assumed* onto their node as soon as the decision is
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..api.podgroup import PodGroup, Workload
-from ..api.records import NodeInfo, PodInfo
+from ..api.records import NodeInfo, PodDisruptionBudgetInfo, PodInfo
 from ..api.resources import PODS
 from .nodetable import NodeTable
 from .snapshot import Snapshot
@@ -56,6 +56,8 @@ class ClusterCache:
         self.groups: dict[GroupKey, PodGroup | InvalidObject] = {}
         self.workloads: dict[GroupKey, Workload | InvalidObject] = {}
         self.priority_classes: dict[str, int] = {}
+        # PodDisruptionBudgets by (namespace, name): what preemption weighs victims against.
+        self.pdbs: dict[tuple[str, str], PodDisruptionBudgetInfo] = {}
         self._members: dict[GroupKey, set[str]] = {}
         self._live: dict[GroupKey, int] = {}  # members not terminal and not deleting
 

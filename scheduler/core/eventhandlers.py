@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..api import constants as C
-from ..api.parse import parse_node, parse_pod
+from ..api.parse import parse_node, parse_pdb, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error, parse_podgroup, parse_workload
 from ..api.records import ObjectError, PodInfo
 from ..cluster.cache import ClusterCache, InvalidObject
@@ -235,6 +235,24 @@ class EventHandlers:
             except (TypeError, ValueError):
                 log.warning("ignoring PriorityClass %s: value is not an integer", name)
 
+    # ------------------------------------------------ PodDisruptionBudgets
+
+    def on_pdb(self, body: Mapping[str, Any]) -> None:
+        """Cached for preemption only: a PDB changes no pod's fit, so nothing is requeued."""
+        key = _object_key(body)
+        try:
+            pdb = parse_pdb(body)
+        except ObjectError as exc:
+            # The API validates PDBs, so this is rare; drop what the cache held
+            # rather than weigh victims against an older version of it.
+            log.warning("ignoring PodDisruptionBudget %s/%s: %s", *key, exc)
+            self.cache.pdbs.pop(key, None)
+            return
+        self.cache.pdbs[key] = pdb
+
+    def on_pdb_deleted(self, body: Mapping[str, Any]) -> None:
+        self.cache.pdbs.pop(_object_key(body), None)
+
     # ------------------------------------------------------ the binder's word
 
     def on_bound(self, pod: PodInfo, node: str) -> None:
@@ -272,6 +290,7 @@ class EventHandlers:
             "node": self.on_node_deleted,
             "podgroup": self.on_podgroup_deleted,
             "workload": self.on_workload_deleted,
+            "pdb": self.on_pdb_deleted,
         }[kind](body)
 
 

@@ -90,7 +90,7 @@ async def run(
     if resync_seconds > 0:
         # Pods and Nodes need none: their Informers Replace on every relist.
         resync = asyncio.create_task(
-            Resync(scheduler, api_client, bucket, resync_seconds, kinds=("podgroup", "workload")).run(),
+            Resync(scheduler, api_client, bucket, resync_seconds, kinds=("podgroup", "workload", "pdb")).run(),
             name="resync",
         )
     operator = asyncio.create_task(

@@ -2,7 +2,7 @@
 
 Pods and Nodes, the kinds with the volume, come through troupe's own
 list+watch (`informer.py`); the low-volume kinds (PodGroups, Workloads,
-Namespaces, PriorityClasses) through kopf handlers.
+Namespaces, PriorityClasses, PodDisruptionBudgets) through kopf handlers.
 
 For kopf, only `@kopf.on.event` is used: the other handler kinds write
 annotations or finalizers to the objects they watch. Not `@kopf.index` either: kopf makes every
@@ -36,6 +36,7 @@ Body = Any
 Resource = tuple[str, ...]  # (group, version, plural) or ("v1", plural)
 NODES: Resource = ("v1", "nodes")
 PODS: Resource = ("v1", "pods")
+PDBS: Resource = ("policy", "v1", "poddisruptionbudgets")
 # The kinds an Informer serves instead of kopf.
 INFORMED: tuple[Resource, ...] = (NODES, PODS)
 
@@ -52,6 +53,7 @@ def watched(scheduler: Scheduler) -> list[tuple[Resource, Callable[[Body], None]
             scheduler.on_priority_class,
             lambda body: scheduler.on_priority_class(body, deleted=True),
         ),
+        (PDBS, scheduler.on_pdb, scheduler.on_pdb_deleted),
         ((C.GROUP, C.VERSION, C.WORKLOAD_PLURAL), scheduler.on_workload, scheduler.on_workload_deleted),
         ((C.GROUP, C.VERSION, C.PODGROUP_PLURAL), scheduler.on_podgroup, scheduler.on_podgroup_deleted),
         (PODS, scheduler.on_pod, scheduler.on_pod_deleted),

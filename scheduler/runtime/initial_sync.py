@@ -1,12 +1,12 @@
 """The initial listing: every watched kind listed once, before any watch starts.
 
 When `prime()` returns, the cache holds every node and every pod (so node
-usage is complete) and every PodGroup, Workload, Namespace and PriorityClass:
-the "caches synced" moment after which the scheduling loop may start. Pods
-and Nodes are listed by their Informers, which then watch from the listing's
-resourceVersion. kopf lists the other kinds again and watches them; its
-listing replays the same objects, which the handlers take as idempotent
-upserts. An object of those kinds deleted between the two listings has no
+usage is complete) and every PodGroup, Workload, Namespace, PriorityClass and
+PodDisruptionBudget: the "caches synced" moment after which the scheduling
+loop may start. Pods and Nodes are listed by their Informers, which then
+watch from the listing's resourceVersion. kopf lists the other kinds again and
+watches them; its listing replays the same objects, which the handlers take as
+idempotent upserts. An object of those kinds deleted between the two listings has no
 DELETED event: the periodic resync drops it.
 
 The order is that of `handlers.watched`: nodes first, pods last.

@@ -3,7 +3,8 @@
 kopf lists again when a watch expires (410 Gone) but reports only what the new
 listing holds, never what was deleted in the gap; client-go's reflector
 handles that with Replace. Without it a PodGroup deleted in such a gap would
-stay in the cache for ever, its pods scheduled against it. So every
+stay in the cache for ever, its pods scheduled against it (and a deleted
+PodDisruptionBudget would go on protecting pods from preemption). So every
 `interval` seconds each kopf-watched kind is listed (metadata only, paged) and
 compared with the cache. Pods and Nodes come through Informers, which Replace
 on every relist themselves; `resync("pod")` still works for them.
@@ -50,6 +51,7 @@ KINDS: dict[str, tuple[str, Callable[[Mapping[str, Any]], Hashable]]] = {
         f"/apis/{C.GROUP}/{C.VERSION}/{C.WORKLOAD_PLURAL}",
         lambda m: (m.get("namespace", ""), m.get("name", "")),
     ),
+    "pdb": ("/apis/policy/v1/poddisruptionbudgets", lambda m: (m.get("namespace", ""), m.get("name", ""))),
 }
 
 
@@ -68,7 +70,11 @@ def cached_objects(scheduler: Scheduler, kind: str) -> dict[Hashable, object]:
         return nodes
     if kind == "podgroup":
         return dict(cache.groups)
-    return dict(cache.workloads)
+    if kind == "pdb":
+        return dict(cache.pdbs)
+    if kind == "workload":
+        return dict(cache.workloads)
+    raise KeyError(kind)
 
 
 def stale(before: dict[Hashable, object], listed: set[Hashable], now: dict[Hashable, object]) -> list[Hashable]:

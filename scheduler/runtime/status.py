@@ -4,13 +4,15 @@ pod conditions and Events.
 Writes are queued and done by a few workers so they never block the
 scheduling loop; a newer write to the same object replaces a queued older
 one; writes that would change nothing are skipped (as upstream, which patches
-a pod condition only when it changes).
+a pod condition only when it changes). Preemption victims are written here
+too: their DisruptionTarget condition, then their deletion.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 import socket
 import time
@@ -36,6 +38,35 @@ EVENT_DEDUPE_SECONDS = 600.0
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 MAX_NOTE = 1024
+MAX_MESSAGE = 32768
+# PodGroups whose conditions troupe remembers having written (see _group_write).
+MAX_GROUP_RECORDS = 10_000
+DELETE_OPTIONS = "DeleteOptions"
+
+GroupKey = tuple[str, str]
+
+
+# The victim is not there any more: 404, or 409 when the uid precondition
+# names an older pod of that name.
+_VICTIM_GONE = (404, 409)
+
+
+def _uid_refused(exc: ApiException) -> bool:
+    """The API refused a patch because its metadata.uid is not the object's
+    (422, metadata.uid is immutable): the name belongs to another pod now."""
+    if exc.status != 422:
+        return False
+    try:
+        causes = json.loads(exc.body or b"{}").get("details", {}).get("causes") or []
+    except (ValueError, AttributeError):
+        return False
+    return any(c.get("field") == "metadata.uid" for c in causes if isinstance(c, dict))
+
+
+def _same(condition: dict[str, Any], status: str, reason: str, message: str) -> bool:
+    return (
+        condition.get("status") == status and condition.get("reason") == reason and condition.get("message") == message
+    )
 
 
 def now_rfc3339() -> str:
@@ -65,6 +96,8 @@ class StatusWriter:
         self._writing: set[tuple[str, ...]] = set()
         self._workers = [asyncio.create_task(self._work(), name=f"status writer {i}") for i in range(workers)]
         self._pod_conditions: dict[str, tuple[str, str]] = {}
+        # (namespace, name) -> (uid, {condition type: the condition as troupe last queued it})
+        self._group_conditions: OrderedDict[GroupKey, tuple[str, dict[str, dict[str, Any]]]] = OrderedDict()
         self._events_seen: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         self._busy = 0
         self.instance = f"troupe-scheduler-{socket.gethostname()}"
@@ -136,42 +169,124 @@ class StatusWriter:
     # ------------------------------------------------------------- PodGroups
 
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
-        current = group.condition(C.POD_GROUP_SCHEDULED)
         generation = group.metadata.generation
+        message = message[:MAX_MESSAGE]
+        current = self._group_current(group, C.POD_GROUP_SCHEDULED)
         if (
             current is not None
-            and current.status == status
-            and current.reason == reason
-            and current.message == message
-            and current.observed_generation == generation
+            and _same(current, status, reason, message)
+            and current.get("observedGeneration") == generation
         ):
             return
-        transition = current.last_transition_time if current is not None and current.status == status else None
-        condition = {
-            "type": C.POD_GROUP_SCHEDULED,
-            "status": status,
-            "reason": reason,
-            "message": message[:32768],
-            "observedGeneration": generation,
-            "lastTransitionTime": transition or now_rfc3339(),
-        }
-        others = [
-            c.model_dump(by_alias=True, exclude_none=True)
-            for c in group.status.conditions
-            if c.type != C.POD_GROUP_SCHEDULED
+        transition = (
+            current.get("lastTransitionTime") if current is not None and current.get("status") == status else None
+        )
+        self._group_write(
+            group,
+            {
+                "type": C.POD_GROUP_SCHEDULED,
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "observedGeneration": generation,
+                "lastTransitionTime": transition or now_rfc3339(),
+            },
+        )
+
+    def group_disrupted(self, group: PodGroup, message: str) -> None:
+        """DisruptionTarget=True (PreemptionByScheduler) in the PodGroup's
+        status, next to its PodGroupScheduled condition, and a Preempted Event."""
+        message = message[:MAX_MESSAGE]
+        current = self._group_current(group, C.DISRUPTION_TARGET)
+        if current is None or not _same(current, "True", C.REASON_PREEMPTION_BY_SCHEDULER, message):
+            transition = (
+                current.get("lastTransitionTime") if current is not None and current.get("status") == "True" else None
+            )
+            self._group_write(
+                group,
+                {
+                    "type": C.DISRUPTION_TARGET,
+                    "status": "True",
+                    "reason": C.REASON_PREEMPTION_BY_SCHEDULER,
+                    "message": message,
+                    "observedGeneration": group.metadata.generation,
+                    "lastTransitionTime": transition or now_rfc3339(),
+                },
+            )
+        self.group_event(group, "Normal", C.EVENT_PREEMPTED, message, "Preempting")
+
+    def _group_owned(self, group: PodGroup) -> dict[str, dict[str, Any]]:
+        """The conditions troupe queued or wrote for this PodGroup that the
+        cached `group` does not show yet (the watch lags our writes)."""
+        entry = self._group_conditions.get(group.key)
+        if entry is None:
+            return {}
+        uid, owned = entry
+        if uid != group.metadata.uid:  # another PodGroup of the same name
+            del self._group_conditions[group.key]
+            return {}
+        for type_, written in list(owned.items()):
+            cached = group.condition(type_)
+            if cached is not None and _same(written, cached.status, cached.reason, cached.message):
+                del owned[type_]  # the cache has caught up: it is the reference again
+        if not owned:
+            del self._group_conditions[group.key]
+        return owned
+
+    def _group_current(self, group: PodGroup, type_: str) -> dict[str, Any] | None:
+        """A condition as it is or will be once our queued writes land."""
+        owned = self._group_owned(group).get(type_)
+        if owned is not None:
+            return owned
+        cached = group.condition(type_)
+        return None if cached is None else cached.model_dump(by_alias=True, exclude_none=True)
+
+    def _group_write(self, group: PodGroup, condition: dict[str, Any]) -> None:
+        """Patch status.conditions with `condition` in place of its type.
+
+        A merge patch replaces the whole list (CRDs take no strategic merge),
+        so the list sent is the cached one with every condition troupe has
+        queued or written and the cache does not show yet: PodGroupScheduled
+        and DisruptionTarget written a moment apart do not erase each other,
+        and one queued write replacing another (same key) loses neither."""
+        ns, name = key = group.key
+        owned = dict(self._group_owned(group))
+        owned[condition["type"]] = condition
+        self._group_conditions[key] = (group.metadata.uid, owned)
+        self._group_conditions.move_to_end(key)
+        while len(self._group_conditions) > MAX_GROUP_RECORDS:  # long caught up, or the group is gone
+            self._group_conditions.popitem(last=False)
+        conditions = [
+            owned.get(c.type) or c.model_dump(by_alias=True, exclude_none=True) for c in group.status.conditions
         ]
-        body = encode({"status": {"conditions": others + [condition]}})
-        ns, name = group.key
+        cached_types = {c.type for c in group.status.conditions}
+        conditions += [c for type_, c in owned.items() if type_ not in cached_types]
+        body = encode({"status": {"conditions": conditions}})
         path = f"/apis/{C.GROUP}/{C.VERSION}/namespaces/{ns}/{C.PODGROUP_PLURAL}/{name}/status"
 
         async def write() -> None:
             try:
                 await self._rest.patch(path, body, MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS)
             except ApiException as exc:
-                if exc.status != 404:  # deleted meanwhile: nothing to report on
-                    raise
+                if exc.status == 404:  # deleted meanwhile: nothing to report on
+                    return
+                if exc.status != 429:  # 429: the worker writes it again
+                    self._forget_group_write(key, condition)
+                raise
+            except BaseException:
+                self._forget_group_write(key, condition)
+                raise
 
         self._enqueue(("podgroup", ns, name), write)
+
+    def _forget_group_write(self, key: GroupKey, condition: dict[str, Any]) -> None:
+        """A group write failed: the condition it set is not in the API, so the
+        next call compares with the cache again (and writes)."""
+        entry = self._group_conditions.get(key)
+        if entry is not None and entry[1].get(condition["type"]) is condition:
+            del entry[1][condition["type"]]
+            if not entry[1]:
+                del self._group_conditions[key]
 
     # ------------------------------------------------------------------ pods
 
@@ -223,6 +338,62 @@ class StatusWriter:
                     raise
 
         self._enqueue(("nominate", pod.uid), write)
+
+    def preempt_pod(self, victim: PodInfo, message: str) -> None:
+        """A victim: DisruptionTarget=True (PreemptionByScheduler) on the pod,
+        then DELETE with its uid as precondition (only this incarnation; its own
+        grace period), then a Preempted Event, in upstream's order. A pod
+        already gone (404) or replaced by another of its name (409 to the
+        delete, 422 on metadata.uid to the patch) is done.
+
+        Queued under a key of its own, ("preempt", uid): the pod's condition
+        writes use ("pod", uid), which a newer PodScheduled write replaces and
+        `forget_pod` (on bind, on deletion) drops; neither may cancel an
+        eviction. Both kinds patch pods/status with a strategic merge, which
+        merges conditions by type, so running side by side they keep each
+        other's condition. A second preemption of the same victim replaces the
+        queued one: the same deletion."""
+        message = message[:MAX_MESSAGE]
+        condition = encode(
+            {
+                # A uid in the patch makes the API refuse it if the name now
+                # belongs to another pod: that one is not our victim.
+                "metadata": {"uid": victim.uid},
+                "status": {
+                    "conditions": [
+                        {
+                            "type": C.DISRUPTION_TARGET,
+                            "status": "True",
+                            "reason": C.REASON_PREEMPTION_BY_SCHEDULER,
+                            "message": message,
+                            "lastTransitionTime": now_rfc3339(),
+                        }
+                    ]
+                },
+            }
+        )
+        options = encode({"kind": DELETE_OPTIONS, "apiVersion": "v1", "preconditions": {"uid": victim.uid}})
+        path = f"/api/v1/namespaces/{victim.namespace}/pods/{victim.name}"
+
+        async def write() -> None:
+            try:
+                await self._rest.patch(
+                    f"{path}/status", condition, STRATEGIC_MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS
+                )
+            except ApiException as exc:
+                if exc.status in _VICTIM_GONE or _uid_refused(exc):
+                    return
+                raise
+            await self._bucket.acquire()  # a second request: it takes its own token
+            try:
+                await self._rest.delete(path, options, timeout=REQUEST_TIMEOUT_SECONDS)
+            except ApiException as exc:
+                if exc.status in _VICTIM_GONE:
+                    return
+                raise
+            self.pod_event(victim, "Normal", C.EVENT_PREEMPTED, message, "Preempting")
+
+        self._enqueue(("preempt", victim.uid), write)
 
     # ---------------------------------------------------------------- events
 

@@ -25,6 +25,8 @@ Check = tuple[str, str, str | None, str | None]
 
 GRANTED: list[Check] = [
     *[(v, "pods", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
+    ("delete", "pods", None, OTHER_NS),  # preemption victims
+    *[(v, "poddisruptionbudgets.policy", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
     ("create", "pods", "binding", None),
     ("create", "pods", "binding", OTHER_NS),
     ("patch", "pods", "status", OTHER_NS),
@@ -46,8 +48,10 @@ GRANTED: list[Check] = [
 DENIED: list[Check] = [
     # secrets, anywhere
     *[(v, "secrets", None, ns) for v in ("get", "list", "watch") for ns in (None, SYSTEM_NS, OTHER_NS)],
-    # pods: never created, deleted or rewritten by the scheduler
-    *[(v, "pods", None, OTHER_NS) for v in ("create", "delete", "deletecollection", "update", "patch")],
+    # pods: never created or rewritten by the scheduler, deleted only one by one (victims)
+    *[(v, "pods", None, OTHER_NS) for v in ("create", "deletecollection", "update", "patch")],
+    # PodDisruptionBudgets are only read
+    *[(v, "poddisruptionbudgets.policy", None, OTHER_NS) for v in ("create", "update", "patch", "delete")],
     ("update", "pods", "status", OTHER_NS),
     ("create", "pods", "eviction", OTHER_NS),
     ("create", "pods", "exec", OTHER_NS),

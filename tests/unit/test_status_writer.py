@@ -1,0 +1,316 @@
+"""StatusWriter's preemption writes against a small local HTTP server: the exact
+requests (victim condition patch, delete with a uid precondition, Events,
+PodGroup conditions), their order, and how it takes 404 / 409 / 500 answers.
+This tests the client's logic; the real API server is in
+tests/integration/test_preemption_io.py."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from aiohttp import web
+from kubernetes_asyncio import client
+
+from scheduler.api import constants as C
+from scheduler.api.podgroup import PodGroup, parse_podgroup
+from scheduler.runtime.kube import RestClient
+from scheduler.runtime.ratelimit import TokenBucket
+from scheduler.runtime.status import MERGE_PATCH, STRATEGIC_MERGE_PATCH, StatusWriter
+
+from .builders import make_pod, podgroup_body
+
+POD_PATH = "/api/v1/namespaces/team/pods/victim"
+GROUP_PATH = f"/apis/{C.GROUP}/{C.VERSION}/namespaces/team/{C.PODGROUP_PLURAL}/low/status"
+EVENTS_PATH = "/apis/events.k8s.io/v1/namespaces/team/events"
+
+
+class FakeAPI:
+    """Records every request; answers from `script[(method, path)]` (a list of
+    statuses, the last one repeated), 200 otherwise (201 for a POST)."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.script: dict[tuple[str, str], list[int]] = {}
+        self.causes: list[dict[str, str]] = []  # details.causes of error answers
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    def calls(self, method: str | None = None) -> list[tuple[str, str]]:
+        return [(r["method"], r["path"]) for r in self.requests if method is None or r["method"] == method]
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        self.requests.append(
+            {
+                "method": request.method,
+                "path": request.path,
+                "content_type": request.headers.get("Content-Type"),
+                "body": json.loads(raw) if raw else None,
+            }
+        )
+        answers = self.script.get((request.method, request.path))
+        n = sum(1 for r in self.requests if (r["method"], r["path"]) == (request.method, request.path))
+        status = answers[min(n, len(answers)) - 1] if answers else (201 if request.method == "POST" else 200)
+        headers = {"Retry-After": "0"} if status == 429 else {}
+        if status >= 400:
+            payload = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "code": status,
+                "message": "scripted",
+                "details": {"causes": self.causes},
+            }
+        else:
+            payload = {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+        return web.json_response(payload, status=status, headers=headers)
+
+    async def start(self) -> FakeAPI:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+@pytest.fixture
+async def api():
+    s = await FakeAPI().start()
+    yield s
+    await s.stop()
+
+
+@pytest.fixture
+async def writer(api):
+    api_client = client.ApiClient(client.Configuration(host=api.url))
+    rest = RestClient(api_client)
+    w = StatusWriter(rest, TokenBucket(1000, 1000), workers=2)
+    yield w
+    await w.close()
+    await rest.close()
+    await api_client.close()
+
+
+def victim():
+    return make_pod("victim", namespace="team", uid="uid-victim", node_name="n1", priority=1)
+
+
+def group(conditions: list[dict[str, Any]] | None = None) -> PodGroup:
+    body = podgroup_body("low", 2, namespace="team")
+    if conditions is not None:
+        body["status"] = {"conditions": conditions}
+    return parse_podgroup(body)
+
+
+SCHEDULED = {
+    "type": C.POD_GROUP_SCHEDULED,
+    "status": "True",
+    "reason": C.REASON_SCHEDULED,
+    "message": "all bound",
+    "observedGeneration": 1,
+    "lastTransitionTime": "2026-01-01T00:00:00Z",
+}
+MESSAGE = "troupe-scheduler: preempting to accommodate a higher priority pod"
+
+
+# -------------------------------------------------------------- victim pods
+
+
+async def test_a_victim_gets_its_condition_then_a_delete_with_its_uid_then_an_event(api, writer):
+    writer.preempt_pod(victim(), MESSAGE)
+    await writer.flush()
+    assert api.calls() == [("PATCH", f"{POD_PATH}/status"), ("DELETE", POD_PATH), ("POST", EVENTS_PATH)]
+    patch, delete, event = api.requests
+    assert patch["content_type"] == STRATEGIC_MERGE_PATCH
+    (cond,) = patch["body"]["status"]["conditions"]
+    assert {k: v for k, v in cond.items() if k != "lastTransitionTime"} == {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": MESSAGE,
+    }
+    assert cond["lastTransitionTime"].endswith("Z")
+    assert patch["body"]["metadata"] == {"uid": "uid-victim"}
+    # Only this incarnation, and its own grace period (no gracePeriodSeconds).
+    assert delete["body"] == {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "uid-victim"}}
+    assert delete["content_type"] == "application/json"
+    ev = event["body"]
+    assert (ev["reason"], ev["type"], ev["note"], ev["action"]) == ("Preempted", "Normal", MESSAGE, "Preempting")
+    assert ev["regarding"] == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": "team",
+        "name": "victim",
+        "uid": "uid-victim",
+    }
+
+
+@pytest.mark.parametrize("status", [404, 409])
+async def test_a_victim_already_gone_or_replaced_at_delete_is_done(api, writer, caplog, status):
+    api.script[("DELETE", POD_PATH)] = [status]
+    with caplog.at_level(logging.WARNING):
+        writer.preempt_pod(victim(), MESSAGE)
+        await writer.flush()
+    # Sent once, not retried, nothing logged, and no Preempted event for a pod we did not delete.
+    assert api.calls() == [("PATCH", f"{POD_PATH}/status"), ("DELETE", POD_PATH)]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize("status", [404, 409])
+async def test_a_victim_gone_before_its_condition_is_not_deleted(api, writer, status):
+    api.script[("PATCH", f"{POD_PATH}/status")] = [status]
+    writer.preempt_pod(victim(), MESSAGE)
+    await writer.flush()
+    assert api.calls() == [("PATCH", f"{POD_PATH}/status")]
+
+
+async def test_a_patch_refused_for_its_uid_means_the_name_is_another_pods_now(api, writer, caplog):
+    """The real API answers 422 (metadata.uid is immutable) to a status patch
+    carrying an older uid (tests/integration/test_preemption_io.py)."""
+    api.script[("PATCH", f"{POD_PATH}/status")] = [422]
+    api.causes = [{"reason": "FieldValueInvalid", "message": "field is immutable", "field": "metadata.uid"}]
+    with caplog.at_level(logging.WARNING):
+        writer.preempt_pod(victim(), MESSAGE)
+        await writer.flush()
+    assert api.calls() == [("PATCH", f"{POD_PATH}/status")]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+async def test_another_422_is_a_failure(api, writer, caplog):
+    api.script[("PATCH", f"{POD_PATH}/status")] = [422]
+    api.causes = [{"reason": "FieldValueTooLong", "field": "status.conditions[0].message"}]
+    with caplog.at_level(logging.WARNING):
+        writer.preempt_pod(victim(), MESSAGE)
+        await writer.flush()
+    assert api.calls() == [("PATCH", f"{POD_PATH}/status")]
+    assert any("status write failed: 422" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_failed_delete_is_logged_and_posts_no_event(api, writer, caplog):
+    api.script[("DELETE", POD_PATH)] = [500]
+    with caplog.at_level(logging.WARNING):
+        writer.preempt_pod(victim(), MESSAGE)
+        await writer.flush()
+    assert api.calls() == [("PATCH", f"{POD_PATH}/status"), ("DELETE", POD_PATH)]
+    assert any("status write failed: 500" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_throttled_delete_is_sent_again(api, writer):
+    api.script[("DELETE", POD_PATH)] = [429, 200]
+    writer.preempt_pod(victim(), MESSAGE)
+    await writer.flush()
+    assert api.calls("DELETE") == [("DELETE", POD_PATH), ("DELETE", POD_PATH)]
+    assert api.calls("POST") == [("POST", EVENTS_PATH)]
+
+
+async def test_the_pods_other_writes_do_not_cancel_its_eviction(api, writer):
+    pod = victim()
+    writer.preempt_pod(pod, MESSAGE)
+    # Before any worker runs: a PodScheduled write of the same pod, and the
+    # writer told to forget the pod (as on bind or on a DELETED event).
+    writer.pod_unschedulable(pod, "0/1 nodes are available")
+    writer.forget_pod(pod.uid)
+    writer.pod_unschedulable(pod, "0/2 nodes are available")
+    await writer.flush()
+    assert ("DELETE", POD_PATH) in api.calls()
+    reasons = [c["reason"] for r in api.requests if r["method"] == "PATCH" for c in (r["body"]["status"]["conditions"])]
+    assert sorted(reasons) == ["PreemptionByScheduler", "Unschedulable"]
+
+
+# ------------------------------------------------------------ victim groups
+
+
+async def test_a_victim_group_gets_disruption_target_next_to_its_scheduled_condition_and_an_event(api, writer):
+    writer.group_disrupted(group([SCHEDULED]), "preempted by PodGroup team/high")
+    await writer.flush()
+    patches = [r for r in api.requests if r["method"] == "PATCH"]
+    assert [r["path"] for r in patches] == [GROUP_PATH]
+    assert patches[0]["content_type"] == MERGE_PATCH
+    scheduled, disrupted = patches[0]["body"]["status"]["conditions"]
+    assert scheduled == SCHEDULED
+    assert {k: v for k, v in disrupted.items() if k != "lastTransitionTime"} == {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": "preempted by PodGroup team/high",
+        "observedGeneration": 1,
+    }
+    (event,) = [r["body"] for r in api.requests if r["method"] == "POST"]
+    assert (event["reason"], event["type"], event["note"]) == ("Preempted", "Normal", "preempted by PodGroup team/high")
+    assert event["regarding"]["kind"] == "PodGroup" and event["regarding"]["name"] == "low"
+
+
+async def test_a_group_marked_already_is_not_patched_again(api, writer):
+    marked = dict(SCHEDULED, type=C.DISRUPTION_TARGET, reason=C.REASON_PREEMPTION_BY_SCHEDULER, message="m")
+    writer.group_disrupted(group([SCHEDULED, marked]), "m")
+    await writer.flush()
+    assert api.calls("PATCH") == []
+
+
+def _types(request: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in request["body"]["status"]["conditions"]}
+
+
+async def test_a_group_condition_queued_before_the_disruption_is_not_lost(api, writer):
+    """Both writes have one key, so the second replaces the first in the queue;
+    it must carry the first's condition, which the cache does not show yet."""
+    stale = group([SCHEDULED])
+    writer.group_condition(stale, "False", C.REASON_UNSCHEDULABLE, "waiting")
+    writer.group_disrupted(stale, "preempted")
+    await writer.flush()
+    last = [r for r in api.requests if r["method"] == "PATCH"][-1]
+    assert _types(last) == {
+        C.POD_GROUP_SCHEDULED: ("False", C.REASON_UNSCHEDULABLE),
+        C.DISRUPTION_TARGET: ("True", C.REASON_PREEMPTION_BY_SCHEDULER),
+    }
+
+
+async def test_a_group_condition_after_the_disruption_keeps_it_while_the_cache_lags(api, writer):
+    stale = group([SCHEDULED])
+    writer.group_disrupted(stale, "preempted")
+    await writer.flush()
+    writer.group_condition(stale, "False", C.REASON_UNSCHEDULABLE, "waiting")  # the watch has not caught up
+    await writer.flush()
+    patches = [r for r in api.requests if r["method"] == "PATCH"]
+    assert len(patches) == 2
+    assert _types(patches[1]) == {
+        C.POD_GROUP_SCHEDULED: ("False", C.REASON_UNSCHEDULABLE),
+        C.DISRUPTION_TARGET: ("True", C.REASON_PREEMPTION_BY_SCHEDULER),
+    }
+    # Once the cache shows it, the cache is the reference again.
+    seen = group([patches[1]["body"]["status"]["conditions"][0], patches[1]["body"]["status"]["conditions"][1]])
+    writer.group_condition(seen, "False", C.REASON_UNSCHEDULABLE, "waiting")
+    await writer.flush()
+    assert len(api.calls("PATCH")) == 2
+    assert writer._group_conditions == {}
+
+
+async def test_a_failed_group_write_is_written_again_on_the_next_call(api, writer):
+    api.script[("PATCH", GROUP_PATH)] = [500, 200]
+    g = group([SCHEDULED])
+    writer.group_condition(g, "False", C.REASON_UNSCHEDULABLE, "waiting")
+    await writer.flush()
+    writer.group_condition(g, "False", C.REASON_UNSCHEDULABLE, "waiting")
+    await writer.flush()
+    assert api.calls("PATCH") == [("PATCH", GROUP_PATH), ("PATCH", GROUP_PATH)]
+
+
+async def test_an_unchanged_group_condition_is_not_written_twice(api, writer):
+    g = group([SCHEDULED])
+    writer.group_condition(g, "False", C.REASON_UNSCHEDULABLE, "waiting")
+    await writer.flush()
+    writer.group_condition(g, "False", C.REASON_UNSCHEDULABLE, "waiting")  # the cache still lags
+    await writer.flush()
+    writer.group_condition(g, "True", C.REASON_SCHEDULED, "all bound")  # what the cache shows: changed from waiting
+    await writer.flush()
+    assert len(api.calls("PATCH")) == 2
