@@ -272,3 +272,37 @@ def test_the_search_takes_fewer_victims_than_remove_all_then_reprieve(s: Any) ->
     assert sorted(p.name for p in baseline.pods) == ["big-b", "small-0", "small-1", "small-2", "small-3"]
     assert sorted(p.name for p in ranked.pods) == ["big-a", "big-b"]
     assert sorted(p.name for p in exact.pods) == ["big-a", "big-b"]
+
+
+def pdb(name: str, match: dict[str, str], allowed: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": NS, "uid": f"uid-pdb-{name}"},
+        "spec": {"selector": {"matchLabels": match}},
+        "status": {"disruptionsAllowed": allowed},
+    }
+
+
+def test_a_pdb_is_honoured_where_another_choice_exists(s: Any) -> None:
+    sched, rec = s
+    sched.on_node(node("a", cpu="1"))
+    sched.on_node(node("b", cpu="1"))
+    guarded = pod("guarded", node_name="a", priority=1)
+    guarded["metadata"]["labels"]["app"] = "db"
+    sched.on_pod(guarded)
+    sched.on_pod(pod("free", node_name="b", priority=5))  # higher priority, but no budget
+    sched.on_pdb(pdb("db", {"app": "db"}, 0))
+    sched.on_pod(pod("high", priority=100))
+    drain(sched)
+    assert list(rec.preempted) == ["free"] and rec.nominated == {"high": "b"}
+
+
+def test_a_pdb_gives_way_when_nothing_else_makes_room(s: Any) -> None:
+    sched, rec = s
+    sched.on_node(node("a", cpu="1"))
+    guarded = pod("guarded", node_name="a", priority=1)
+    guarded["metadata"]["labels"]["app"] = "db"
+    sched.on_pod(guarded)
+    sched.on_pdb(pdb("db", {"app": "db"}, 0))
+    sched.on_pod(pod("high", priority=100))
+    drain(sched)
+    assert list(rec.preempted) == ["guarded"]  # as upstream: violations are avoided, not forbidden

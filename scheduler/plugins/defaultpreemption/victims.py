@@ -14,22 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 from ...api.podgroup import PodGroup
-from ...api.records import PodInfo
+from ...api.records import LabelSelector, PodDisruptionBudgetInfo, PodInfo
 from ...cluster.cache import ClusterCache
 from ...cluster.snapshot import Snapshot
 
 GroupKey = tuple[str, str]
 
 
-class Budget(Protocol):
-    """A PodDisruptionBudget as the cache keeps it."""
-
-    disruptions_allowed: int
-
-    def selects(self, pod: PodInfo) -> bool: ...
+Budget = PodDisruptionBudgetInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,14 +108,17 @@ def _gang_unit(cache: ClusterCache, snapshot: Snapshot, key: GroupKey, group: Po
     return Unit(f"PodGroup {key[0]}/{key[1]}", tuple(members), priority, key, frozenset(rows), start)
 
 
-def budgets(cache: ClusterCache) -> Sequence[Budget]:
-    pdbs: Mapping[Any, Budget] = getattr(cache, "pdbs", {})
-    return list(pdbs.values())
+def budgets(cache: ClusterCache) -> list[Budget]:
+    """The PodDisruptionBudgets preemption counts. As upstream's preemption,
+    one with an empty selector is skipped (policy/v1 eviction would count it
+    for every pod of its namespace; kube-scheduler does not)."""
+    return [b for b in cache.pdbs.values() if b.selector is not None and b.selector != LabelSelector()]
 
 
 def pdb_violations(pods: Iterable[PodInfo], pdbs: Sequence[Budget]) -> int:
     """How many of `pods` would be evicted past a PodDisruptionBudget's
-    `disruptionsAllowed` (upstream's filterPodsWithPDBViolation, counting)."""
+    `disruptionsAllowed` (upstream's filterPodsWithPDBViolation, counting; a
+    pod the budget already lists as disrupted is not counted again)."""
     if not pdbs:
         return 0
     allowed = [b.disruptions_allowed for b in pdbs]
@@ -129,7 +126,7 @@ def pdb_violations(pods: Iterable[PodInfo], pdbs: Sequence[Budget]) -> int:
     for pod in pods:
         hit = False
         for i, b in enumerate(pdbs):
-            if b.selects(pod):
+            if b.selects(pod) and pod.name not in b.disrupted_pods:
                 allowed[i] -= 1
                 hit = hit or allowed[i] < 0
         violating += hit
