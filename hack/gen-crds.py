@@ -361,9 +361,10 @@ podgroup_spec = {
             "field is immutable."
         ),
         "disruptionMode": disruption_mode(
-            "DisruptionMode defines the mode in which this PodGroup can be disrupted. One of Pod, "
-            "PodGroup. Defaults to Pod. This field is immutable.",
-            default="Pod",
+            "DisruptionMode defines the mode in which this PodGroup can be disrupted by preemption. "
+            "Pod: its pods may be taken one at a time. PodGroup: its running pods are taken together. "
+            "Unset: a gang is taken whole (a gang left below minCount is useless) and a basic group "
+            "pod by pod; upstream defaults the field to Pod, troupe leaves it unset. This field is immutable.",
         ),
         "priorityClassName": priority_class_name(
             "PriorityClassName defines the priority that should be considered when scheduling this pod "

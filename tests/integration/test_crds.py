@@ -139,8 +139,8 @@ def test_valid_podgroup_is_accepted(installed, namespace, name):
     stored = get(installed, namespace, "podgroups.scheduling.troupe.dev", name)
     for field, value in obj["spec"].items():
         assert stored["spec"][field] == value, field
-    # Upstream defaults disruptionMode to Pod.
-    assert stored["spec"]["disruptionMode"] == obj["spec"].get("disruptionMode", "Pod")
+    # Upstream defaults disruptionMode to Pod; troupe leaves it unset (a gang is then taken whole).
+    assert stored["spec"].get("disruptionMode") == obj["spec"].get("disruptionMode")
 
 
 def test_valid_workload_is_accepted(installed, namespace):

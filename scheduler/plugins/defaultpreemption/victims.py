@@ -1,9 +1,9 @@
 """Who may be evicted for a preemptor, in units that are evicted together.
 
-A unit is either a gang PodGroup's running pods, taken whole (a gang left
-below minCount is useless, and upstream's workload-aware preemption takes a
-PodGroup whole unless its `disruptionMode` is `Pod`), or one pod: a lone pod,
-a pod of a `basic` group, or a pod of a gang whose `disruptionMode` is `Pod`.
+A unit is either a PodGroup's running pods, taken whole (`disruptionMode:
+PodGroup`, or a gang that leaves the field unset: a gang left below minCount
+is useless), or one pod: a lone pod, a pod of a `basic` group without
+`disruptionMode: PodGroup`, or a pod of a group whose `disruptionMode` is `Pod`.
 A unit is a candidate only if its priority and every one of its pods'
 priorities are below the preemptor's: nothing of equal or higher priority is
 ever taken. Pods already terminating are not candidates (their room is on
@@ -54,6 +54,12 @@ def group_priority(group: PodGroup | None, pods: Iterable[PodInfo], classes: Map
     return max((p.priority for p in pods), default=0)
 
 
+def taken_whole(group: PodGroup) -> bool:
+    """`disruptionMode: PodGroup`, or unset on a gang: its pods go together."""
+    mode = group.spec.disruption_mode
+    return mode == "PodGroup" or (mode is None and group.is_gang)
+
+
 def _started(pod: PodInfo) -> str:
     return pod.start_time or pod.creation_timestamp
 
@@ -74,7 +80,7 @@ def victim_units(cache: ClusterCache, snapshot: Snapshot, below: int, exclude: G
             if key is not None and key == exclude:
                 continue
             group = cache.groups.get(key) if key is not None else None
-            if isinstance(group, PodGroup) and group.is_gang and group.spec.disruption_mode != "Pod":
+            if isinstance(group, PodGroup) and taken_whole(group):
                 assert key is not None
                 if key in seen:
                     continue
