@@ -30,17 +30,20 @@ def render_table(result: SimulationResult) -> str:
         rows = []
         for g in result.groups:
             cond = g.condition
-            message = (
-                cond.message if cond is not None else "no pods of this PodGroup in the input" if not g.pods else ""
-            )
-            if g.preempted_by:
-                message = f"preempted by {g.preempted_by} (DisruptionTarget); {message}".rstrip("; ")
+            if g.preempted_by:  # its pods are gone: what happened to it is the news
+                message = f"preempted by {g.preempted_by} (DisruptionTarget)"
+                if cond is not None:
+                    message += f"; {cond.message}"
+            elif cond is not None:
+                message = cond.message
+            else:
+                message = "no pods of this PodGroup in the input" if not g.pods else ""
             row = [
                 f"{g.namespace}/{g.name}",
                 g.policy or "-",
                 str(g.pods),
                 f"{g.placed}/{g.min_count if g.min_count is not None else '-'}",
-                cond.reason if cond is not None else "-",
+                cond.reason if cond is not None else "Preempted" if g.preempted_by else "-",
             ]
             if preempting:
                 row.append(str(len(g.victims)) if g.victims else "-")
@@ -69,9 +72,11 @@ def summary(result: SimulationResult) -> str:
     if result.groups:
         counts: dict[str, int] = {}
         for g in result.groups:
-            reason = g.condition.reason if g.condition is not None else "no condition"
+            reason = (
+                g.condition.reason if g.condition is not None else "Preempted" if g.preempted_by else "no condition"
+            )
             counts[reason] = counts.get(reason, 0) + 1
-        order = ["Scheduled", "Unschedulable", "SchedulerError"]
+        order = ["Scheduled", "Unschedulable", "SchedulerError", "Preempted"]
         parts = [f"{counts[r]} {r}" for r in sorted(counts, key=lambda r: (order.index(r) if r in order else 3, r))]
         text += f"; PodGroups: {', '.join(parts)}"
     return text + "."

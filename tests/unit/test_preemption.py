@@ -306,3 +306,20 @@ def test_a_pdb_gives_way_when_nothing_else_makes_room(s: Any) -> None:
     sched.on_pod(pod("high", priority=100))
     drain(sched)
     assert list(rec.preempted) == ["guarded"]  # as upstream: violations are avoided, not forbidden
+
+
+def test_preemption_metrics_have_upstream_names(s: Any) -> None:
+    from prometheus_client import REGISTRY
+
+    def sample(name: str) -> float:
+        return REGISTRY.get_sample_value(name) or 0.0
+
+    attempts, victims = sample("scheduler_preemption_attempts_total"), sample("scheduler_preemption_victims_sum")
+    sched, rec = s
+    sched.on_node(node("a", cpu="2"))
+    sched.on_pod(pod("low-0", node_name="a"))
+    sched.on_pod(pod("low-1", node_name="a"))
+    sched.on_pod(pod("high", cpu="2", priority=100))
+    drain(sched)
+    assert sample("scheduler_preemption_attempts_total") == attempts + 1
+    assert sample("scheduler_preemption_victims_sum") == victims + 2

@@ -537,3 +537,31 @@ def test_bad_config_is_exit_2(capsys, tmp_path):
         "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientConnection, "
         "healthBindAddress, stallSeconds, waitingReport, watch\n",
     )
+
+
+def test_simulate_shows_what_a_high_priority_gang_would_evict(capsys, tmp_path):
+    """A low gang runs on both nodes; a high gang of the same size arrives: the
+    low gang is evicted whole (VICTIMS, preemptedBy) and the high gang placed."""
+    docs = [priority_class("low", 10), priority_class("high", 1000), node("n1"), node("n2")]
+    docs += [podgroup("low", 2)] + [
+        pod(f"low-{i}", "low", "2", nodeName=f"n{i + 1}", priorityClassName="low") for i in range(2)
+    ]
+    docs += [podgroup("high", 2)] + [pod(f"high-{i}", "high", "2", priorityClassName="high") for i in range(2)]
+    doc = run_json(capsys, tmp_path, docs)
+    groups = {g["name"]: g for g in doc["podGroups"]}
+    assert groups["high"]["scheduled"] and groups["high"]["victims"] == ["ns/low-0", "ns/low-1"]
+    assert groups["low"]["preemptedBy"] == "PodGroup ns/high" and groups["low"]["victims"] == []
+    pods = {p["name"]: p for p in doc["pods"]}
+    assert {pods[f"low-{i}"]["preemptedBy"] for i in range(2)} == {"PodGroup ns/high"}
+    assert sorted(pods[f"high-{i}"]["node"] for i in range(2)) == ["n1", "n2"]
+    rc, out, _ = run(capsys, tmp_path, docs)
+    assert rc == 0
+    header = out.splitlines()[0].split()
+    assert header == ["PODGROUP", "POLICY", "PODS", "PLACED/MIN", "CONDITION", "VICTIMS", "MESSAGE"]
+    assert "preempted by PodGroup ns/high" in out
+    low_row = (
+        "ns/low     gang     0      0/2          Preempted   -         preempted by PodGroup ns/high (DisruptionTarget)"
+    )
+    assert low_row in out.splitlines()
+    summary = "2/2 pending pods placed; 2 running pods preempted; PodGroups: 1 Scheduled, 1 Preempted."
+    assert out.rstrip().endswith(summary)
