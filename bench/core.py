@@ -25,6 +25,11 @@ decision-time budget is spent and is extrapolated per pod beyond that (the
 table says how many pods were measured). The `full` run's placements are
 compared with the reference's, pod by pod, over the pods the reference placed.
 
+Shape `p` (bench/preemption.py, not in the default `--shapes`): 5000 nodes
+full of running low-priority 3-pod gangs, then 100 high-priority 8-pod gangs
+that must preempt; DefaultPreemption's gang search against the "remove all,
+then reprieve" baseline, which gets a search-time budget (`--preempt-budget`).
+
 `--profile` adds cProfile listings (bench/out/core_profile_*.txt) of the
 largest gang's cycle, the small-gang decision loop and the feed.
 """
@@ -48,7 +53,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .shapes import Shape, node_body, pod_body, pod_index, podgroup_body, shapes
+from .shapes import Shape, node_body, pod_body, pod_index, podgroup_body, preempt_shape, shapes
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 TARGET_PODS_PER_S = 5000
@@ -276,6 +281,12 @@ def run_profile(shape: Shape, what: str, top: int = 10) -> dict[str, Any]:
 
 
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    if spec["shape"] == "p":
+        from . import preemption
+
+        rss_base = _rss_now_mib()
+        got = preemption.run(preempt_shape(spec["quick"]), spec["search"], spec.get("budget_s"))
+        return {**got, "rss_base_mib": rss_base, "peak_rss_mib": _peak_rss_mib()}
     shape = shapes(spec["quick"])[spec["shape"]]
     if spec["variant"] == "profile":
         return run_profile(shape, spec["what"])
@@ -382,13 +393,14 @@ def render(result: dict[str, Any]) -> str:
                 _fmt(d["rss_base_mib"]),
             ]
         )
-    out.append(
-        "troupe, default configuration (default profile, percentageOfNodesToScore adaptive; `scored` = nodes scored per pod;"
-    )
-    out.append(f"pods/s = the median of {result['repeat']} fresh runs, range = slowest-fastest;")
-    out.append("unit ms = schedule_unit of one of the largest units, median and max over them):")
-    out.append(_table(headers, rows))
-    out.append("")
+    if rows:
+        out.append(
+            "troupe, default configuration (default profile, percentageOfNodesToScore adaptive; `scored` = nodes scored per pod;"
+        )
+        out.append(f"pods/s = the median of {result['repeat']} fresh runs, range = slowest-fastest;")
+        out.append("unit ms = schedule_unit of one of the largest units, median and max over them):")
+        out.append(_table(headers, rows))
+        out.append("")
     headers = [
         "shape",
         "full pods/s",
@@ -444,6 +456,9 @@ def render(result: dict[str, Any]) -> str:
             for r in gangs
         )
         out.append(f"target >= {TARGET_PODS_PER_S} pods/s at 5000 nodes, homogeneous gangs (default config): {verdict}")
+    if result.get("preemption"):
+        out.append("")
+        out.append(render_preemption(result["preemption"]))
     for p in result.get("profiles", []):
         out.append("")
         out.append(
@@ -459,10 +474,132 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def render_preemption(entry: dict[str, Any]) -> str:
+    """Shape p: the gang search and the baseline side by side."""
+    g, b, c = entry["gang"], entry["baseline"], entry["compare"]
+
+    def cell(v: Any, spec: str) -> str:
+        return v if isinstance(v, str) else _fmt(v, spec)
+
+    def row(what: str, gv: Any, bv: Any, spec: str = ".1f", faster: bool = False) -> list[str]:
+        """`faster`: the ratio is the search's advantage (search / baseline, for rates)."""
+        num, den = (gv, bv) if faster else (bv, gv)
+        numeric = isinstance(num, (int, float)) and isinstance(den, (int, float)) and den
+        return [what, cell(gv, spec), cell(bv, spec), _fmt(num / den, ".3g") + "x" if numeric else ""]
+
+    first = c["first_victims"] or [None, None]
+    rows = [
+        row("preemptors decided", f"{g['preemptors']}/{g['high_gangs']}", f"{b['preemptors']}/{b['high_gangs']}"),
+        row("preemption decisions/s", g["decisions_per_s"], b["decisions_per_s"], ".3g", faster=True),
+        row("decision ms (median)", g["decision_ms_median"], b["decision_ms_median"], ".0f"),
+        row("decision ms (max)", g["decision_ms_max"], b["decision_ms_max"], ".0f"),
+        row("search's gang cycles per decision (mean)", g["trials_mean"], b["trials_mean"], ".0f"),
+        row(f"victims of the first preemptor ({c['first']}: same cluster)", first[0], first[1], ".0f"),
+        row(
+            f"victims per preemptor, the {c['preemptors']} both decided (mean)",
+            c["gang_victims_mean"],
+            c["baseline_victims_mean"],
+            ".2f",
+        ),
+        row("victims per preemptor, all decided (mean)", g["victims_mean"], b["victims_mean"], ".2f"),
+        row("victims per preemptor, all decided (max)", g["victims_max"], b["victims_max"], ".0f"),
+        row(
+            "high gangs bound whole",
+            f"{g['high_bound_whole']}/{g['high_gangs']}",
+            f"{b['high_bound_whole']}/{b['high_gangs']}",
+        ),
+        row(
+            "low gangs left partly evicted",
+            str(len(g["low_gangs_partly_evicted"])),
+            str(len(b["low_gangs_partly_evicted"])),
+        ),
+        row("cycles (all units, all rounds)", str(g["cycles"]), str(b["cycles"])),
+        row("peak RSS MiB", g["peak_rss_mib"], b["peak_rss_mib"], ".0f"),
+    ]
+    budget = b["budget_s"]
+    lines = [
+        f"preemption, shape {entry['key']} {entry['name']}: {entry['nodes']} nodes of {entry['node_cpu']} CPU full of "
+        f"{entry['low_gangs']} running low-priority 3-pod gangs ({entry['low_cpu']} CPU a pod), then "
+        f"{entry['high_gangs']} priority-{entry['high_priority']} gangs of {entry['high_size']} x {entry['high_cpu']} CPU;",
+        "a decision = a cycle whose PostFilter chose victims (schedule_unit time); victims are deleted at once and",
+        "the preemptor retried after its backoff. `baseline` = remove_all_then_reprieve in place of the gang search"
+        + (
+            f", search budget {budget:.0f} s (spent: the remaining preemptors got no victims)"
+            if b["budget_spent"]
+            else (f", search budget {budget:.0f} s (not spent)" if budget is not None else "")
+        )
+        + ":",
+        _table(["", "gang search", "baseline", "search advantage"], rows),
+    ]
+    problems = [
+        f"{name}: {what}"
+        for name, r in (("gang search", g), ("baseline", b))
+        for what, bad in (
+            ("preemptors not bound whole", r["covered_not_bound"]),
+            ("high gangs partly bound", r["high_partly_bound"]),
+            ("low gangs partly evicted", r["low_gangs_partly_evicted"]),
+        )
+        if bad
+    ]
+    if g["high_bound_whole"] != g["high_gangs"]:
+        problems.append(f"gang search: only {g['high_bound_whole']} of {g['high_gangs']} high gangs bound")
+    lines.append(
+        "PROBLEMS: " + "; ".join(problems)
+        if problems
+        else "checks: every preemptor bound whole, victim gangs evicted whole"
+    )
+    return "\n".join(lines)
+
+
+def run_preemption(quick: bool, budget_s: float, started: float) -> dict[str, Any]:
+    shape = preempt_shape(quick)
+    entry: dict[str, Any] = {
+        "key": shape.key,
+        "name": shape.name,
+        "nodes": shape.nodes,
+        "low_gangs": shape.low_gangs,
+        "low_pods": shape.low_pods,
+        "high_gangs": shape.high_gangs,
+        "high_size": shape.high_size,
+        "high_priority": shape.high_priority,
+        "node_cpu": shape.node_cpu,
+        "low_cpu": shape.low_cpu,
+        "high_cpu": shape.high_cpu,
+    }
+    for search, budget in (("gang", None), ("baseline", budget_s)):
+        print(
+            f"[{time.perf_counter() - started:6.1f}s] shape p {shape.name}: {search}"
+            + (f" (search budget {budget:.0f} s)" if budget is not None else ""),
+            file=sys.stderr,
+            flush=True,
+        )
+        entry[search] = _spawn({"shape": "p", "quick": quick, "search": search, "budget_s": budget})
+    from .preemption import compare
+
+    entry["compare"] = compare(entry["gang"], entry["baseline"])
+    return entry
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench core", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shapes", default="a,b,c,d", help="comma-separated shape keys (a,b,c,d); default all")
-    parser.add_argument("--quick", action="store_true", help="500 nodes and a tenth of the pods: a sanity run")
+    parser.add_argument(
+        "--shapes",
+        default="a,b,c,d",
+        help="comma-separated shape keys (a,b,c,d,p); default a,b,c,d. p (preemption: 5000 nodes full of "
+        "low-priority gangs, 100 high-priority 8-pod gangs, gang search vs remove-all-then-reprieve) is not in the "
+        "default: it adds about 2 minutes, most of it the baseline's budget",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="500 nodes and a tenth of the pods (p: 10 high gangs): a sanity run"
+    )
+    parser.add_argument(
+        "--preempt-budget",
+        type=float,
+        default=None,
+        metavar="S",
+        help="shape p: search-time budget of the remove-all-then-reprieve baseline; the decision under way is "
+        "finished, later preemptors get no victims (default 60, --quick 8)",
+    )
     parser.add_argument(
         "--ref-budget",
         type=float,
@@ -494,9 +631,12 @@ def main(argv: list[str] | None = None) -> int:
 
     table = shapes(args.quick)
     keys = [k.strip() for k in args.shapes.split(",") if k.strip()]
-    unknown = [k for k in keys if k not in table]
+    unknown = [k for k in keys if k not in table and k != "p"]
     if unknown:
-        parser.error(f"unknown shape(s) {', '.join(unknown)}; choose from {', '.join(table)}")
+        parser.error(f"unknown shape(s) {', '.join(unknown)}; choose from {', '.join(table)}, p")
+    preempt = "p" in keys
+    keys = [k for k in keys if k != "p"]
+    preempt_budget = args.preempt_budget if args.preempt_budget is not None else (8.0 if args.quick else 60.0)
     budget = args.ref_budget if args.ref_budget is not None else (2.0 if args.quick else 30.0)
     import numpy
 
@@ -559,6 +699,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"warning: shape {key} {v}: placed {got['pods_placed']} of {shape.pods} pods", file=sys.stderr
                     )
             result["shapes"].append(entry)
+        if preempt:
+            result["preemption"] = run_preemption(args.quick, preempt_budget, started)
         if args.profile:
             result["profiles"] = []
             for what, (pkey, _) in PROFILES.items():

@@ -131,3 +131,138 @@ def pod_body(shape: Shape, i: int, node_name: str = "") -> dict[str, Any]:
         "spec": spec,
         "status": {"phase": "Pending"},
     }
+
+
+# ------------------------------------------------------------- preemption (p)
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptShape:
+    """Shape p: every node full of running low-priority 3-pod gangs, then
+    high-priority gangs that can only fit by evicting some of them.
+
+    Nodes have 4 CPU; low pods ask for 1 CPU, high pods for 4: a high pod
+    needs a whole node, a high gang of 8 needs 8 freed nodes. Half of the
+    nodes hold gangs packed on consecutive slots (4 gangs fill 3 nodes, so
+    8 nodes cost 11 gangs, 33 pods); the other half hold gangs spread one pod
+    per node over 3 consecutive nodes (round robin: a node carries pods of 4
+    gangs, and freeing 8 nodes there takes about 14 gangs). So which gangs
+    are chosen matters. 4 x nodes is not a multiple of 3: the last slots
+    hold lone low-priority pods.
+    """
+
+    key: str
+    name: str
+    nodes: int
+    high_gangs: int
+    high_size: int = 8
+    low_size: int = 3
+    node_cpu: int = 4
+    low_cpu: int = 1
+    high_cpu: int = 4
+    low_priority: int = 0
+    high_priority: int = 1000
+
+    @property
+    def slots(self) -> int:
+        return self.nodes * self.node_cpu // self.low_cpu
+
+    @property
+    def low_gangs(self) -> int:
+        return self.slots // self.low_size
+
+    @property
+    def low_pods(self) -> int:
+        return self.slots  # gang members, then lone pods in the leftover slots
+
+    @property
+    def high_pods(self) -> int:
+        return self.high_gangs * self.high_size
+
+    @property
+    def spread_nodes(self) -> int:
+        return self.nodes // 2
+
+    def low_node(self, i: int) -> int:
+        """The node low pod i runs on (i = slot index, in creation order).
+
+        The packed gangs come first by name but run on the second half of the
+        nodes: the baseline's reprieve (ties broken by name) spares packed
+        gangs first, the gang search's ranking (ties broken by node row)
+        looks at spread nodes first. Neither gets its easy side for free."""
+        per_node = self.node_cpu // self.low_cpu
+        packed_slots = (self.nodes - self.spread_nodes) * per_node
+        if i < packed_slots:
+            return self.spread_nodes + i // per_node  # a gang on 1 or 2 nodes
+        return (i - packed_slots) % self.spread_nodes  # a gang's 3 pods on 3 consecutive nodes
+
+    def low_group(self, i: int) -> str | None:
+        g = i // self.low_size
+        return f"low-{g:05d}" if g < self.low_gangs else None
+
+
+PREEMPT_FULL = PreemptShape("p", "5000Nodes_Preempt_100Gangs_x8", 5000, 100)
+PREEMPT_QUICK = PreemptShape("p", "500Nodes_Preempt_10Gangs_x8", 500, 10)
+
+
+def preempt_shape(quick: bool) -> PreemptShape:
+    return PREEMPT_QUICK if quick else PREEMPT_FULL
+
+
+def preempt_node_body(shape: PreemptShape, i: int) -> dict[str, Any]:
+    body = node_body(i)
+    cap = {"pods": "110", "cpu": str(shape.node_cpu), "memory": "64Gi"}
+    body["status"]["capacity"] = dict(cap)
+    body["status"]["allocatable"] = dict(cap)
+    return body
+
+
+def preempt_podgroup_body(name: str, size: int, priority: int, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": uid, "generation": 1},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": size}}, "priority": priority},
+    }
+
+
+def _preempt_pod(name: str, group: str | None, cpu: int, priority: int, node_name: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": DEFAULT_SCHEDULER_NAME,
+        "priority": priority,
+        "containers": [
+            {
+                "name": "pause",
+                "image": "registry.k8s.io/pause:3.10.1",
+                "resources": {"requests": {"cpu": str(cpu), "memory": "1Gi"}},
+            }
+        ],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": f"uid-{name}",
+            "labels": {POD_GROUP_LABEL: group} if group else {},
+        },
+        "spec": spec,
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
+
+
+def low_pod_body(shape: PreemptShape, i: int) -> dict[str, Any]:
+    """Low pod i, running (spec.nodeName set): it was there before the bench."""
+    node = f"node-{shape.low_node(i):05d}"
+    return _preempt_pod(f"low-{i:06d}", shape.low_group(i), shape.low_cpu, shape.low_priority, node)
+
+
+def high_name(g: int) -> str:
+    return f"high-{g:03d}"
+
+
+def high_pod_body(shape: PreemptShape, g: int, j: int, node_name: str = "") -> dict[str, Any]:
+    return _preempt_pod(f"{high_name(g)}-{j}", high_name(g), shape.high_cpu, shape.high_priority, node_name)
