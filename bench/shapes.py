@@ -146,7 +146,7 @@ class PreemptShape:
     nodes hold gangs packed on consecutive slots (4 gangs fill 3 nodes, so
     8 nodes cost 11 gangs, 33 pods); the other half hold gangs spread one pod
     per node over 3 consecutive nodes (round robin: a node carries pods of 4
-    gangs, and freeing 8 nodes there takes about 14 gangs). So which gangs
+    gangs, so freeing whole nodes there costs more gangs). So which gangs
     are chosen matters. 4 x nodes is not a multiple of 3: the last slots
     hold lone low-priority pods.
     """
