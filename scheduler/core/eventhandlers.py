@@ -248,7 +248,11 @@ class EventHandlers:
             log.warning("ignoring PodDisruptionBudget %s/%s: %s", *key, exc)
             self.cache.pdbs.pop(key, None)
             return
+        old = self.cache.pdbs.get(key)
         self.cache.pdbs[key] = pdb
+        if old is None or old.disruptions_allowed != pdb.disruptions_allowed:
+            # Few objects that change rarely; what preemption will weigh is worth a line.
+            log.info("PodDisruptionBudget %s/%s: %d disruption(s) allowed", *key, pdb.disruptions_allowed)
 
     def on_pdb_deleted(self, body: Mapping[str, Any]) -> None:
         self.cache.pdbs.pop(_object_key(body), None)

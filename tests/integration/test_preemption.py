@@ -23,6 +23,7 @@ pytestmark = pytest.mark.integration
 
 CLASSES = {"troupe-test-low": (10, "PreemptLowerPriority"), "troupe-test-high": (1000, "PreemptLowerPriority")}
 CLASSES["troupe-test-high-never"] = (1000, "Never")
+CLASSES["troupe-test-mid"] = (500, "PreemptLowerPriority")
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +128,7 @@ def test_an_equal_priority_gang_does_not_preempt(installed, troupe, nodes, names
     create(installed, *gang(ns, "low", 2, "troupe-test-low", "1", nodes=["eq-0", "eq-0"]))
     create(installed, *gang(ns, "same", 2, "troupe-test-low", "1"))
     cond = wait_condition(installed, ns, "same", "False", "Unschedulable")
-    assert "preemption" not in cond["message"] or "preempting" not in cond["message"]
+    assert "preempting" not in cond["message"]
     assert terminating(installed, ns, "low-") == {}
     assert disruption_target(installed.get_json("podgroup", "-n", ns, "low")) is None
 
@@ -151,9 +152,10 @@ def test_a_pdb_is_honoured_where_another_choice_exists(installed, troupe, nodes,
     ns = namespace
     nodes("pdb-0", cpu="1")
     nodes("pdb-1", cpu="1")
+    # Without the budget the guarded pod is the cheaper victim (lower priority).
     guarded = member(ns, "low-guarded", "troupe-test-low", node_name="pdb-0")
     guarded["metadata"]["labels"]["app"] = "db"
-    create(installed, guarded, member(ns, "low-free", "troupe-test-low", node_name="pdb-1"))
+    create(installed, guarded, member(ns, "low-free", "troupe-test-mid", node_name="pdb-1"))
     # No disruption controller runs here, so the budget's status never says any
     # disruption is allowed: evicting the guarded pod would violate it.
     pdb = {
@@ -163,8 +165,12 @@ def test_a_pdb_is_honoured_where_another_choice_exists(installed, troupe, nodes,
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
     }
     create(installed, pdb)
-    # The PDB reaches troupe through its watch before the preemptor does (created later, watched separately).
-    wait_for(lambda: troupe.log_path.exists(), timeout=5)
+    # The PDB and the pods come through different watches: the preemptor is created once troupe has the PDB.
+    wait_for(
+        lambda: f"PodDisruptionBudget {ns}/db: 0 disruption(s) allowed" in troupe.log_path.read_text(),
+        timeout=15,
+        message="troupe saw the PDB",
+    )
     create(installed, member(ns, "high", "troupe-test-high"))
     victims = wait_for(lambda: terminating(installed, ns, "low-"), timeout=30, message="a victim terminating")
     assert list(victims) == ["low-free"]
