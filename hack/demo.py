@@ -5,7 +5,9 @@ Starts a throwaway control plane (etcd + kube-apiserver, no kubelet), installs
 troupe's CRDs and manifests with kubectl, registers two simulated nodes with
 2 CPUs each, starts troupe with its ServiceAccount's permissions, and submits
 examples/two-training-jobs.yaml: two gangs of 4 one-CPU workers, minCount 4,
-created interleaved. Then it shows what a user would look at.
+created interleaved. Then it shows what a user would look at, and what
+happens when an urgent job with a higher PriorityClass arrives
+(examples/urgent-job.yaml): the running gang is preempted whole.
 """
 
 from __future__ import annotations
@@ -57,6 +59,25 @@ def wait_until(what: str, predicate, timeout: float = 60) -> None:
             return
         time.sleep(0.2)
     raise SystemExit(f"demo: timed out after {timeout:.0f}s waiting for {what}")
+
+
+def has_condition(cluster: LocalCluster, name: str, type_: str) -> bool:
+    pg = cluster.get_json("podgroup", "-n", NS, name)
+    return any(c["type"] == type_ for c in pg.get("status", {}).get("conditions", []))
+
+
+def group_message(cluster: LocalCluster, name: str) -> str:
+    pg = cluster.get_json("podgroup", "-n", NS, name)
+    return next(
+        (c.get("message", "") for c in pg.get("status", {}).get("conditions", []) if c["type"] == "PodGroupScheduled"),
+        "",
+    )
+
+
+def terminating(cluster: LocalCluster) -> list[str]:
+    """Pods with a deletionTimestamp: evicted, waiting for a kubelet that this demo has not."""
+    pods = cluster.get_json("pods", "-n", NS)["items"]
+    return [p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp")]
 
 
 def tables(cluster: LocalCluster) -> None:
@@ -121,6 +142,36 @@ def main() -> int:
         say(f"{winner} finishes (its pods are deleted): {loser} gets the room, all 4 pods at once")
         cluster.kubectl("delete", "pods", "-n", NS, "-l", f"app={winner}", "--grace-period=0", "--force")
         wait_until(f"{loser} scheduled", lambda: group_reason(cluster, loser) == "Scheduled")
+        show(cluster, "get", "pods", "-n", NS, "-o", "wide")
+
+        say(f"an urgent job arrives with a higher PriorityClass: troupe preempts {loser} whole to make room")
+        show(cluster, "apply", "-f", str(ROOT / "examples" / "urgent-job.yaml"))
+        wait_until(f"{loser}'s pods terminating", lambda: len(terminating(cluster)) == 4)
+        wait_until(f"{loser} marked DisruptionTarget", lambda: has_condition(cluster, loser, "DisruptionTarget"))
+        wait_until("urgent told it waits for its victims", lambda: "waiting for" in group_message(cluster, "urgent"))
+        show(
+            cluster,
+            "get",
+            "podgroup",
+            "-n",
+            NS,
+            loser,
+            "-o",
+            'jsonpath={range .status.conditions[?(@.type=="DisruptionTarget")]}{.type}={.status} {.reason}: {.message}{"\\n"}{end}',
+        )
+        show(
+            cluster,
+            "get",
+            "podgroup",
+            "-n",
+            NS,
+            "urgent",
+            "-o",
+            'jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\\n"}{end}',
+        )
+        say("no kubelet here: the demo finishes the terminating pods as kubelets would; the urgent job binds whole")
+        cluster.kubectl("delete", "pods", "-n", NS, *terminating(cluster), "--grace-period=0", "--force")
+        wait_until("urgent scheduled", lambda: group_reason(cluster, "urgent") == "Scheduled")
         show(cluster, "get", "pods", "-n", NS, "-o", "wide")
 
         say("the same without any cluster: troupe simulate (same core, a YAML file in, the placement out)")
