@@ -87,6 +87,13 @@ class GroupDecision:
     def scheduled(self) -> bool:
         return self.outcome is Outcome.SCHEDULED
 
+    @property
+    def preemptor(self) -> str:
+        """Who preempts, in messages: "PodGroup ns/name" or "pod ns/name"."""
+        if self.group_key is not None:
+            return f"PodGroup {self.group_key[0]}/{self.group_key[1]}"
+        return f"pod {self.unplaced[0][0].key}" if self.unplaced else "pod"
+
 
 @dataclass(slots=True)
 class _Trial:
@@ -290,17 +297,19 @@ def _preemption(decision: GroupDecision, victims: Sequence[PodInfo], groups: Seq
     decision.victim_groups.extend(groups)
     if message:
         decision.preemption_message = message
-        decision.message = f"{decision.message}; preemption: {message}"
-        decision.unplaced = [(p, f"{why}; preemption: {message}") for p, why in decision.unplaced]
+        _append_preemption(decision, message)
 
 
 def _tell(decision: GroupDecision, status: Status) -> None:
     """Why preemption did not help, after the fit error (upstream's "preemption: ..." suffix)."""
     if status.is_skip or not status.message:
         return
-    why = f"{status.plugin}: {status.message}" if status.plugin else status.message
-    decision.message = f"{decision.message}; preemption: {why}"
-    decision.unplaced = [(p, f"{msg}; preemption: {why}") for p, msg in decision.unplaced]
+    _append_preemption(decision, f"{status.plugin}: {status.message}" if status.plugin else status.message)
+
+
+def _append_preemption(decision: GroupDecision, text: str) -> None:
+    decision.message = f"{decision.message}; preemption: {text}"
+    decision.unplaced = [(p, f"{why}; preemption: {text}") for p, why in decision.unplaced]
 
 
 def trial_place(

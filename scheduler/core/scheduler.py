@@ -270,15 +270,12 @@ class Scheduler(EventHandlers):
     def _preempt(self, decision: GroupDecision) -> None:
         """Carry out what PostFilter chose: DisruptionTarget and delete on each
         victim pod, DisruptionTarget on each PodGroup taken whole."""
+        preemptor = decision.preemptor
+        scheduler = decision.unplaced[0][0].scheduler_name if decision.unplaced else ""
         if decision.group_key is not None:
-            ns, name = decision.group_key
-            preemptor = f"PodGroup {ns}/{name}"
-            scheduler = decision.unplaced[0][0].scheduler_name if decision.unplaced else ""
             pod_message = f"{scheduler}: preempting to accommodate higher priority {preemptor}"
         else:
-            pod = decision.unplaced[0][0]
-            preemptor = f"pod {pod.key}"
-            pod_message = f"{pod.scheduler_name}: preempting to accommodate a higher priority pod"  # upstream's text
+            pod_message = f"{scheduler}: preempting to accommodate a higher priority pod"  # upstream's text
         metrics.PREEMPTION_VICTIMS.observe(len(decision.victims))
         log.info("%s preempts %d pod(s): %s", preemptor, len(decision.victims), decision.preemption_message)
         for victim in decision.victims:

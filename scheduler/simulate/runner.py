@@ -241,10 +241,7 @@ class Preemptions:
     def evict(self, sched: Scheduler, decision: GroupDecision) -> int:
         if not decision.victims:
             return 0
-        if decision.group_key is not None:
-            preemptor = f"PodGroup {decision.group_key[0]}/{decision.group_key[1]}"
-        else:
-            preemptor = f"pod {decision.unplaced[0][0].key}"
+        preemptor = decision.preemptor
         for victim in decision.victims:
             self.by[victim.uid] = preemptor
             self.victims.setdefault(preemptor, []).append(victim.key)

@@ -415,7 +415,8 @@ class _GatePreBind(PreBindPlugin):
         return Status.unschedulable("not today") if pod.name in self.refuse else Status.success()
 
 
-async def test_prebind_runs_for_every_pod_before_any_bind_and_a_refusal_fails_only_its_pod(server, core, monkeypatch):
+def _gated(server, core, monkeypatch) -> tuple[Framework, Binder, Calls, list[Assignment]]:
+    """A profile with GatePreBind refusing "q", a binder, and assignments of p, q and r."""
     monkeypatch.setattr(_GatePreBind, "refuse", {"q"})
     monkeypatch.setattr(_GatePreBind, "seen", [])
     monkeypatch.setattr(_GatePreBind, "server", server)
@@ -423,9 +424,13 @@ async def test_prebind_runs_for_every_pod_before_any_bind_and_a_refusal_fails_on
     registry.register(_GatePreBind)
     profile = Profile.model_validate({"plugins": {"preBind": {"enabled": [{"name": "GatePreBind"}]}}})
     fwk = Framework(profile, registry, Handle(ClusterCache()))
-    calls = Calls()
     binder = Binder(core, TokenBucket(1000, 1000), 4)
     assignments = [Assignment(parse_pod(pod_body(n)), "node-a") for n in ("p", "q", "r")]
+    return fwk, binder, Calls(), assignments
+
+
+async def test_prebind_runs_for_every_pod_before_any_bind_and_a_refusal_fails_only_its_pod(server, core, monkeypatch):
+    fwk, binder, calls, assignments = _gated(server, core, monkeypatch)
     binder.bind(fwk, assignments, calls)
     await asyncio.wait_for(binder.drain(), 10)
     assert sorted(_GatePreBind.seen) == [("p", 0), ("q", 0), ("r", 0)]  # no bind before the last PreBind
@@ -438,16 +443,7 @@ async def test_prebind_runs_for_every_pod_before_any_bind_and_a_refusal_fails_on
 async def test_a_prebind_failure_that_leaves_a_gang_below_minCount_binds_none_of_it(
     server, core, monkeypatch, at_least, bound
 ):
-    monkeypatch.setattr(_GatePreBind, "refuse", {"q"})
-    monkeypatch.setattr(_GatePreBind, "seen", [])
-    monkeypatch.setattr(_GatePreBind, "server", server)
-    registry = in_tree_registry()
-    registry.register(_GatePreBind)
-    profile = Profile.model_validate({"plugins": {"preBind": {"enabled": [{"name": "GatePreBind"}]}}})
-    fwk = Framework(profile, registry, Handle(ClusterCache()))
-    calls = Calls()
-    binder = Binder(core, TokenBucket(1000, 1000), 4)
-    assignments = [Assignment(parse_pod(pod_body(n)), "node-a") for n in ("p", "q", "r")]
+    fwk, binder, calls, assignments = _gated(server, core, monkeypatch)
     binder.bind(fwk, assignments, calls, at_least)
     await asyncio.wait_for(binder.drain(), 10)
     assert sorted(p for p, _ in calls.bound) == bound

@@ -26,18 +26,17 @@ the preference order instead, so the choice is the best one.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...api.records import PodInfo
 from ...cluster.snapshot import Snapshot
+from ...framework.interface import PlaceFn
 from .victims import Budget, Unit, more_important_first, pdb_violations
 
 EXACT_UNITS = 10  # up to 2**10 subsets, ranked without trials; most are never tried
-
-Place = Callable[[Snapshot, Sequence[PodInfo], "np.ndarray | None"], list[tuple[PodInfo, int]]]
 
 
 @dataclass(slots=True)
@@ -67,7 +66,7 @@ class Choice:
 class _Trials:
     """Runs `place` with units removed, restoring the snapshot each time."""
 
-    def __init__(self, snapshot: Snapshot, place: Place, pods: Sequence[PodInfo]) -> None:
+    def __init__(self, snapshot: Snapshot, place: PlaceFn, pods: Sequence[PodInfo]) -> None:
         self.snapshot, self.place, self.pods = snapshot, place, pods
         self.count = 0
 
@@ -82,6 +81,15 @@ class _Trials:
             return self.place(snapshot, self.pods, allowed)
         finally:
             snapshot.restore(mark)
+
+
+def _by_row(units: Iterable[Unit]) -> dict[int, list[Unit]]:
+    """Row -> the units with a pod on it."""
+    by_row: dict[int, list[Unit]] = {}
+    for unit in units:
+        for row in unit.rows:
+            by_row.setdefault(row, []).append(unit)
+    return by_row
 
 
 def _reprieve_order(units: Iterable[Unit], pdbs: Sequence[Budget]) -> list[Unit]:
@@ -108,7 +116,7 @@ def _reprieve(
 
 def remove_all_then_reprieve(
     snapshot: Snapshot,
-    place: Place,
+    place: PlaceFn,
     pods: Sequence[PodInfo],
     needed: int,
     units: Sequence[Unit],
@@ -125,7 +133,7 @@ def remove_all_then_reprieve(
 
 def exact_group(
     snapshot: Snapshot,
-    place: Place,
+    place: PlaceFn,
     pods: Sequence[PodInfo],
     needed: int,
     units: Sequence[Unit],
@@ -146,7 +154,7 @@ def exact_group(
 
 def search_group(
     snapshot: Snapshot,
-    place: Place,
+    place: PlaceFn,
     pods: Sequence[PodInfo],
     needed: int,
     units: Sequence[Unit],
@@ -157,10 +165,7 @@ def search_group(
     if len(units) <= exact_units:
         return exact_group(snapshot, place, pods, needed, units, pdbs)
     trials = _Trials(snapshot, place, pods)
-    by_row: dict[int, list[Unit]] = {}
-    for unit in units:
-        for row in unit.rows:
-            by_row.setdefault(row, []).append(unit)
+    by_row = _by_row(units)
     violating = {id(u): pdb_violations(u.pods, pdbs) > 0 for u in units}
 
     def cost(row: int) -> tuple[int, int, int]:
@@ -240,7 +245,7 @@ class NodeCandidate:
 
 def search_pod(
     snapshot: Snapshot,
-    place: Place,
+    place: PlaceFn,
     pod: PodInfo,
     units: Sequence[Unit],
     rows: Iterable[int],
@@ -249,10 +254,7 @@ def search_pod(
 ) -> list[NodeCandidate]:
     """Candidates for one pod among `rows` (in the order given), at most `limit`."""
     trials = _Trials(snapshot, place, [pod])
-    by_row: dict[int, list[Unit]] = {}
-    for unit in units:
-        for row in unit.rows:
-            by_row.setdefault(row, []).append(unit)
+    by_row = _by_row(units)
     found: list[NodeCandidate] = []
     for row in rows:
         here = by_row.get(row)
