@@ -106,17 +106,24 @@ def pod_index(name: str) -> int:
 
 def pod_body(shape: Shape, i: int, node_name: str = "") -> dict[str, Any]:
     name = pod_name(i)
-    group = shape.group_of(i)
+    return api_pod(name, shape.group_of(i), {"cpu": "100m", "memory": "100Mi"}, node_name, "Pending")
+
+
+def api_pod(
+    name: str,
+    group: str | None,
+    requests: dict[str, str],
+    node_name: str,
+    phase: str,
+    priority: int | None = None,
+) -> dict[str, Any]:
+    """A Pod as the API returns it: one pause container asking `requests`."""
     spec: dict[str, Any] = {
         "schedulerName": DEFAULT_SCHEDULER_NAME,
-        "containers": [
-            {
-                "name": "pause",
-                "image": "registry.k8s.io/pause:3.10.1",
-                "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}},
-            }
-        ],
+        "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10.1", "resources": {"requests": requests}}],
     }
+    if priority is not None:
+        spec["priority"] = priority
     if node_name:
         spec["nodeName"] = node_name
     return {
@@ -129,7 +136,7 @@ def pod_body(shape: Shape, i: int, node_name: str = "") -> dict[str, Any]:
             "labels": {POD_GROUP_LABEL: group} if group else {},
         },
         "spec": spec,
-        "status": {"phase": "Pending"},
+        "status": {"phase": phase},
     }
 
 
@@ -227,31 +234,8 @@ def preempt_podgroup_body(name: str, size: int, priority: int, uid: str) -> dict
 
 
 def _preempt_pod(name: str, group: str | None, cpu: int, priority: int, node_name: str) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "schedulerName": DEFAULT_SCHEDULER_NAME,
-        "priority": priority,
-        "containers": [
-            {
-                "name": "pause",
-                "image": "registry.k8s.io/pause:3.10.1",
-                "resources": {"requests": {"cpu": str(cpu), "memory": "1Gi"}},
-            }
-        ],
-    }
-    if node_name:
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "uid": f"uid-{name}",
-            "labels": {POD_GROUP_LABEL: group} if group else {},
-        },
-        "spec": spec,
-        "status": {"phase": "Running" if node_name else "Pending"},
-    }
+    requests = {"cpu": str(cpu), "memory": "1Gi"}
+    return api_pod(name, group, requests, node_name, "Running" if node_name else "Pending", priority)
 
 
 def low_pod_body(shape: PreemptShape, i: int) -> dict[str, Any]:
