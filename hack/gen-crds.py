@@ -88,10 +88,18 @@ def scheduling_constraints(desc):
         "properties": {
             "topology": {
                 "type": "array",
-                "description": "Topology defines the topology constraints for the pod group. Currently "
-                "only a single topology constraint can be specified.",
-                "maxItems": 1,
+                "description": "Topology defines the topology constraints for the pod group: all its pods "
+                "are placed within one domain of a key. Upstream allows one entry; troupe allows up to 4, most "
+                "preferred first (e.g. rack, block, zone): the group goes into one domain of the first key "
+                "that has a domain it fits, and must fit one domain of the last.",
+                "maxItems": 4,
                 "x-kubernetes-list-type": "atomic",
+                "x-kubernetes-validations": [
+                    {
+                        "rule": "self.all(x, self.exists_one(y, y.key == x.key))",
+                        "message": "topology: each key may appear only once",
+                    }
+                ],
                 "items": {
                     "type": "object",
                     "description": "TopologyConstraint defines a topology constraint for a PodGroup.",

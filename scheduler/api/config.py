@@ -127,12 +127,30 @@ class PluginConfig(_Strict):
     args: dict[str, Any] = Field(default_factory=dict)
 
 
+class PodGroupScheduling(_Strict):
+    """How a profile places a PodGroup (troupe's; upstream has no such block)."""
+
+    # Placement: generate candidate placements (PlacementGenerate plugins, e.g.
+    # one per topology domain), try the group in each, score the feasible ones
+    # (PlacementScore plugins), bind into the best; a group without topology
+    # constraints has the whole cluster as its one candidate. Default: the
+    # default algorithm over the whole cluster only; a group with topology
+    # constraints is then unschedulable (the profile cannot honour them).
+    algorithm: Literal["Placement", "Default"] = "Placement"
+    # When a gang whose pods differ (requests, constraints, affinity to each
+    # other) does not fit in the fixed order, other orders and then a
+    # backtracking search try at most this many pod placements per candidate
+    # placement. 0 turns the search off.
+    search_steps: int = Field(default=2000, ge=0, alias="searchSteps")
+
+
 class Profile(_Strict):
     scheduler_name: str = Field(default=DEFAULT_SCHEDULER_NAME, alias="schedulerName", min_length=1)
     # Overrides the top-level percentageOfNodesToScore for this profile.
     percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100, alias="percentageOfNodesToScore")
     plugins: Plugins = Field(default_factory=Plugins)
     plugin_config: list[PluginConfig] = Field(default_factory=list, alias="pluginConfig")
+    pod_group_scheduling: PodGroupScheduling = Field(default_factory=PodGroupScheduling, alias="podGroupScheduling")
 
     @model_validator(mode="after")
     def _one_config_per_plugin(self) -> Profile:

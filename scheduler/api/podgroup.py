@@ -41,8 +41,25 @@ class TopologyConstraint(_Model):
     key: str = Field(min_length=1)
 
 
+# Upstream allows one topology key. troupe takes up to MAX_TOPOLOGY_LEVELS,
+# most preferred first (rack, then block, then zone): the group is placed in
+# one domain of the first key that has a fitting domain; the last is required.
+MAX_TOPOLOGY_LEVELS = 4
+
+
 class SchedulingConstraints(_Model):
-    topology: list[TopologyConstraint] = Field(default_factory=list, max_length=1)
+    topology: list[TopologyConstraint] = Field(default_factory=list, max_length=MAX_TOPOLOGY_LEVELS)
+
+    @model_validator(mode="after")
+    def _unique_keys(self) -> SchedulingConstraints:
+        keys = [t.key for t in self.topology]
+        if len(set(keys)) != len(keys):
+            raise ValueError("topology keys must be unique")
+        return self
+
+    @property
+    def topology_keys(self) -> list[str]:
+        return [t.key for t in self.topology]
 
 
 class ResourceClaim(_Model):

@@ -218,23 +218,24 @@ class ClusterCache:
         """Pods of the group that exist and can still run (not terminal, not deleting)."""
         return self._live.get(key, 0)
 
-    def member_summary(self, key: GroupKey) -> tuple[set[str], int]:
+    def member_summary(self, key: GroupKey) -> tuple[set[str], list[str]]:
         """One pass over the group's running pods: the schedulerNames they name,
-        and how many are bound or assumed to a node."""
+        and the nodes of those bound or assumed to a node (one per pod)."""
         names: set[str] = set()
-        placed = 0
+        nodes: list[str] = []
         for uid in self._members.get(key, ()):
             p = self.pods[uid]
             if p.terminal:
                 continue
             names.add(p.scheduler_name)
-            if p.node_name or uid in self.assumed:
-                placed += 1
-        return names, placed
+            node = p.node_name or self.assumed.get(uid, "")
+            if node:
+                nodes.append(node)
+        return names, nodes
 
     def placed_member_count(self, key: GroupKey) -> int:
         """Pods of the group bound or assumed to a node, and still running."""
-        return self.member_summary(key)[1]
+        return len(self.member_summary(key)[1])
 
     # --------------------------------------------------------------- snapshot
 

@@ -1,17 +1,17 @@
 """The PodGroup scheduling cycle: one snapshot, every pod of the group, one
 atomic decision (upstream schedule_one_podgroup.go).
 
-The default algorithm: for each pod in order (priority high first, then first
-seen): Filter, Score, pick, assume into the snapshot, Reserve. Then Permit
-looks at the whole group: for a gang, pods already bound plus those placed now
-must reach `minCount`, or the cycle's placements are dropped (Unreserve) and
-nothing binds. A basic group binds whatever fits.
+The default algorithm (`group_search`): for each pod in order (priority high
+first, then first seen): Filter, Score, pick, assume into the snapshot,
+Reserve; for a gang that order cannot place whose pods differ, a bounded
+search. Then Permit looks at the whole group: for a gang, pods already bound
+plus those placed now must reach `minCount`, or the cycle's placements are
+dropped (Unreserve) and nothing binds. A basic group binds whatever fits.
 
-With PlacementGenerate plugins in the profile, the group is tried in each
-candidate placement (a subset of the nodes): the default algorithm runs inside
-it on a forked snapshot (mark/restore), Permit judges it, PlacementScore
-plugins score the feasible ones, and the best is applied (ties: the first
-generated).
+Under the Placement algorithm (the default profile's), a group that the
+PlacementGenerate plugins narrow (e.g. topology constraints: one candidate per
+domain) is tried in each candidate placement and bound into the best
+(`placement`); any other group takes the whole cluster directly.
 
 Pods left unplaced go to PostFilter: the pod's own for a pod that belongs to
 no PodGroup, the group's for a PodGroup; a nominated node is carried in the
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -30,15 +30,14 @@ from ..api.constants import REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNS
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
 from ..cluster.snapshot import Snapshot
-from ..framework.diagnosis import Diagnosis
 from ..framework.framework import Framework
-from ..framework.interface import Code, CycleState, GroupContext, Placement, PlacementAssignments, Status
-from .schedule_one import schedule_pod
+from ..framework.interface import Code, CycleState, GroupContext, Status
+from .group_search import Assignment, Trial, place_group, reaches, unreserve
+from .placement import choose_placement, is_whole_cluster, no_placement_message
+
+__all__ = ["Assignment", "GroupDecision", "Outcome", "error_decision", "order_pods", "schedule_group", "trial_place"]
 
 GroupKey = tuple[str, str]
-
-# How many failed placements a message names (the rest are counted).
-MAX_PLACEMENTS_IN_MESSAGE = 5
 
 
 class Outcome(enum.StrEnum):
@@ -47,16 +46,6 @@ class Outcome(enum.StrEnum):
     SCHEDULED = REASON_SCHEDULED
     UNSCHEDULABLE = REASON_UNSCHEDULABLE
     SCHEDULER_ERROR = REASON_SCHEDULER_ERROR
-
-
-@dataclass(frozen=True, slots=True)
-class Assignment:
-    """A pod placed on a node in this cycle, with the CycleState its plugins
-    wrote (Unreserve and PreBind read it)."""
-
-    pod: PodInfo
-    node: str
-    state: CycleState = field(default_factory=CycleState, compare=False)
 
 
 @dataclass(slots=True)
@@ -95,15 +84,6 @@ class GroupDecision:
         return f"pod {self.unplaced[0][0].key}" if self.unplaced else "pod"
 
 
-@dataclass(slots=True)
-class _Trial:
-    """One run of the default algorithm over a set of pods."""
-
-    assignments: list[Assignment] = field(default_factory=list)
-    rows: list[int] = field(default_factory=list)
-    failures: list[tuple[PodInfo, str, Diagnosis | None]] = field(default_factory=list)  # pod, why, filter diagnosis
-
-
 def order_pods(pods: Sequence[PodInfo], first_seen: dict[str, float]) -> list[PodInfo]:
     """Priority high first, then first seen, then name (so the order is total)."""
     return sorted(pods, key=lambda p: (-p.priority, first_seen.get(p.uid, 0.0), p.namespace, p.name))
@@ -120,64 +100,33 @@ def schedule_group(
     group: PodGroup | None,
     pods: Sequence[PodInfo],
     placed_before: int = 0,
+    placed_nodes: Sequence[str] = (),
 ) -> GroupDecision:
     """Places `pods` (already ordered) into `snapshot`. `placed_before` counts the
-    group's pods bound or assumed before this cycle."""
+    group's pods bound or assumed before this cycle, on `placed_nodes`."""
     is_gang = group is not None and group.is_gang
     min_count = group.min_count if group is not None else 1
-    ctx = GroupContext(group_key or ("", ""), pods, min_count, is_gang, placed_before, group=group)
-    if fwk.placement_generate:
+    ctx = GroupContext(
+        group_key or ("", ""), pods, min_count, is_gang, placed_before, group=group, placed_nodes=tuple(placed_nodes)
+    )
+    if fwk.placement_algorithm:
         return _schedule_in_placements(fwk, snapshot, group_key, ctx)
-    trial = _place(fwk, snapshot, ctx, reserve=True)
+    if ctx.topology_keys:
+        why = (
+            f"schedulingConstraints.topology cannot be honoured: profile {fwk.scheduler_name} uses the Default "
+            "algorithm (set podGroupScheduling.algorithm: Placement)"
+        )
+        return GroupDecision(
+            group_key,
+            Outcome.UNSCHEDULABLE,
+            why,
+            unplaced=[(p, why) for p in pods],
+            placed_before=placed_before,
+            min_count=min_count,
+            unresolvable=True,
+        )
+    trial = place_group(fwk, snapshot, ctx, reserve=True)
     return _decide(fwk, snapshot, group_key, ctx, trial)
-
-
-def _place(
-    fwk: Framework,
-    snapshot: Snapshot,
-    ctx: GroupContext,
-    reserve: bool,
-    allowed: np.ndarray | None = None,
-) -> _Trial:
-    """The default algorithm: each pod in order, assumed into the snapshot
-    (and reserved, with `reserve`) as it is placed."""
-    trial = _Trial()
-    vectors: dict[tuple[object, ...], np.ndarray] = {}
-    pods = ctx.pods
-    for i, pod in enumerate(pods):
-        if ctx.is_gang and ctx.placed_before + len(trial.assignments) + (len(pods) - i) < ctx.min_count:
-            break  # minCount is out of reach: the rest cannot change the answer
-        state = CycleState()
-        result = schedule_pod(fwk, pod, snapshot, state, allowed)
-        if result.row is None:
-            assert result.diagnosis is not None
-            trial.failures.append((pod, result.diagnosis.message, result.diagnosis))
-            continue
-        vec = vectors.get(pod.spec_key)
-        if vec is None:
-            vec = vectors[pod.spec_key] = snapshot.request_vector(pod)[0]
-        node = snapshot.names[result.row]
-        if reserve and fwk.reserve:
-            mark = snapshot.mark()
-            snapshot.assume(result.row, vec, (pod.nonzero_cpu, pod.nonzero_memory), pod)
-            status = fwk.run_reserve(state, pod, node)
-            if not status.ok:
-                snapshot.restore(mark)
-                trial.failures.append(
-                    (pod, f"{status.plugin}: {status.message}" if status.plugin else status.message, None)
-                )
-                continue
-        else:
-            snapshot.assume(result.row, vec, (pod.nonzero_cpu, pod.nonzero_memory), pod)
-        trial.assignments.append(Assignment(pod, node, state))
-        trial.rows.append(result.row)
-    return trial
-
-
-def _unreserve(fwk: Framework, assignments: Sequence[Assignment]) -> None:
-    if fwk.reserve:
-        for a in reversed(assignments):
-            fwk.run_unreserve(a.state, a.pod, a.node)
 
 
 def _decide(
@@ -185,7 +134,7 @@ def _decide(
     snapshot: Snapshot,
     group_key: GroupKey | None,
     ctx: GroupContext,
-    trial: _Trial,
+    trial: Trial,
     placement: str = "",
 ) -> GroupDecision:
     """Permit over the trial's assignments, then the decision; unplaced pods go to PostFilter."""
@@ -203,7 +152,7 @@ def _decide(
     wake_on = fwk.wake_events(rejected_by)
 
     if not permit.ok:
-        _unreserve(fwk, trial.assignments)
+        unreserve(fwk, trial.assignments)
         why = permit.message
         if first_failure is not None:
             why = f"{why}: {first_failure}"
@@ -231,6 +180,8 @@ def _decide(
         outcome, message = Outcome.SCHEDULED, f"{total} pod(s) placed"
         if placement:
             message += f" in {placement}"
+        if trial.how:  # the fixed order could not place the gang; the search did
+            message += f" (search: {trial.how})"
         if unplaced:
             message += f"; {len(unplaced)} more wait: {unplaced[0][1]}"
     else:
@@ -259,7 +210,7 @@ def _post_filter(
     snapshot: Snapshot,
     ctx: GroupContext,
     group_key: GroupKey | None,
-    trial: _Trial,
+    trial: Trial,
     decision: GroupDecision,
 ) -> None:
     """PostFilter for what stays unplaced: a lone pod's own, or the group's
@@ -313,17 +264,40 @@ def _append_preemption(decision: GroupDecision, text: str) -> None:
 
 
 def trial_place(
-    fwk: Framework, snapshot: Snapshot, pods: Sequence[PodInfo], allowed: np.ndarray | None
+    fwk: Framework,
+    snapshot: Snapshot,
+    pods: Sequence[PodInfo],
+    allowed: np.ndarray | None,
+    group: GroupContext | None = None,
 ) -> list[tuple[PodInfo, int]]:
-    """The Handle's `place`: the default algorithm for `pods` in `snapshot`
-    (within `allowed`), without Reserve, the snapshot restored afterwards."""
-    ctx = GroupContext(("", ""), pods, 1, False, 0)
+    """The Handle's `place`: where `pods` would go in `snapshot` (within
+    `allowed`), without Reserve, the snapshot restored afterwards. With the
+    group's context, as its cycle would place them: within its placements
+    (e.g. one topology domain) and with the search."""
+    ctx = group if group is not None else GroupContext(("", ""), pods, 1, False, 0)
+    if group is not None:
+        ctx = replace(group, pods=pods)
     mark = snapshot.mark()
     try:
-        trial = _place(fwk, snapshot, ctx, reserve=False, allowed=allowed)
+        if group is None or not fwk.placement_algorithm:
+            trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=allowed)
+            return [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)]
+        placements, status = fwk.run_placement_generate(CycleState(), ctx, snapshot)
+        best: list[tuple[PodInfo, int]] = []
+        for placement in sorted(placements, key=lambda p: p.rank):
+            if placement.pruned:
+                continue
+            nodes = placement.nodes if allowed is None else placement.nodes & allowed
+            inner = snapshot.mark()
+            trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=nodes)
+            snapshot.restore(inner)
+            if len(trial.assignments) > len(best):
+                best = [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)]
+                if reaches(ctx, trial):
+                    break
+        return best if status.ok else []
     finally:
         snapshot.restore(mark)
-    return [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)]
 
 
 # ------------------------------------------------------------------ placements
@@ -332,75 +306,64 @@ def trial_place(
 def _schedule_in_placements(
     fwk: Framework, snapshot: Snapshot, group_key: GroupKey | None, ctx: GroupContext
 ) -> GroupDecision:
-    """Try the group in each generated placement, score the feasible ones, apply the best."""
+    """Candidate placements from the PlacementGenerate plugins; a group no
+    generator narrows takes the whole cluster directly (today's path)."""
     state = CycleState()  # the group cycle's: generators and scorers share it
     placements, status = fwk.run_placement_generate(state, ctx, snapshot)
     if not status.ok:
-        return _no_placement(group_key, ctx, status, [])
-    proposals: list[PlacementAssignments] = []
-    trials: list[_Trial] = []
-    rejected: list[tuple[Placement, str]] = []
-    for placement in placements:
-        mark = snapshot.mark()
-        trial = _place(fwk, snapshot, ctx, reserve=False, allowed=placement.nodes)
-        ctx.placed_now = len(trial.assignments)
-        permit = fwk.run_permit(ctx)
-        snapshot.restore(mark)
-        if permit.ok and trial.assignments:
-            proposals.append(
-                PlacementAssignments(placement, [(a.pod, r) for a, r in zip(trial.assignments, trial.rows)])
+        return _no_placement(fwk, snapshot, group_key, ctx, status, "")
+    if is_whole_cluster(placements):
+        if ctx.topology_keys:
+            return _no_placement(
+                fwk,
+                snapshot,
+                group_key,
+                ctx,
+                Status.unschedulable(
+                    f"schedulingConstraints.topology cannot be honoured: no PlacementGenerate plugin of profile "
+                    f"{fwk.scheduler_name} handles it (enable TopologyPlacementGenerator)",
+                    resolvable=False,
+                ),
+                "",
             )
-            trials.append(trial)
-        else:
-            why = permit.message if not permit.ok else (trial.failures[0][1] if trial.failures else "no pod fits")
-            rejected.append((placement, why))
-    if not proposals:
-        return _no_placement(group_key, ctx, Status.unschedulable(), rejected)
-    scores, status = fwk.run_placement_scores(state, ctx, snapshot, proposals)
-    if not status.ok:
-        return _no_placement(group_key, ctx, status, rejected)
-    best = int(np.argmax(scores))
-    # Apply the winner as it was found (re-running the algorithm could sample
-    # other nodes), reserving each pod now.
-    chosen, found = proposals[best], trials[best]
-    trial = _Trial(failures=list(found.failures))
-    for a, row in zip(found.assignments, found.rows):
-        vec = snapshot.request_vector(a.pod)[0]
-        mark = snapshot.mark()
-        snapshot.assume(row, vec, (a.pod.nonzero_cpu, a.pod.nonzero_memory), a.pod)
-        if fwk.reserve:
-            status = fwk.run_reserve(a.state, a.pod, a.node)
-            if not status.ok:
-                snapshot.restore(mark)
-                trial.failures.append((a.pod, status.message, None))
-                continue
-        trial.assignments.append(a)
-        trial.rows.append(row)
-    return _decide(fwk, snapshot, group_key, ctx, trial, placement=chosen.placement.path or "the cluster")
+        trial = place_group(fwk, snapshot, ctx, reserve=True)
+        return _decide(fwk, snapshot, group_key, ctx, trial)
+    result = choose_placement(fwk, snapshot, ctx, placements, state)
+    if result.trial is None or result.placement is None:
+        if not result.status.ok:
+            return _no_placement(fwk, snapshot, group_key, ctx, result.status, "")
+        return _no_placement(
+            fwk, snapshot, group_key, ctx, Status.unschedulable(), no_placement_message(ctx, result.rejected)
+        )
+    return _decide(fwk, snapshot, group_key, ctx, result.trial, placement=result.placement.label)
 
 
 def _no_placement(
+    fwk: Framework,
+    snapshot: Snapshot,
     group_key: GroupKey | None,
     ctx: GroupContext,
     status: Status,
-    rejected: Sequence[tuple[Placement, str]],
+    why: str,
 ) -> GroupDecision:
+    """No placement holds the group: Unschedulable (or SchedulerError on a
+    plugin error); PostFilter may still find room by preemption."""
     if status.code is Code.ERROR:
         return error_decision(group_key, ctx.pods, f"{status.plugin}: {status.message}")
-    if rejected:
-        named = [f"{p.path or 'the cluster'}: {why}" for p, why in rejected[:MAX_PLACEMENTS_IN_MESSAGE]]
-        more = len(rejected) - len(named)
-        why = f"no placement fits: {'; '.join(named)}" + (f"; and {more} more" if more > 0 else "")
-    elif status.message:
-        why = f"{status.plugin}: {status.message}" if status.plugin else status.message
-    else:
-        why = "no placement fits"
-    return GroupDecision(
+    if not why:
+        why = (f"{status.plugin}: {status.message}" if status.plugin else status.message) or "no placement fits"
+    unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    rejected_by = frozenset({status.plugin}) if status.plugin else None
+    decision = GroupDecision(
         group_key,
         Outcome.UNSCHEDULABLE,
         why,
         unplaced=[(p, why) for p in ctx.pods],
         placed_before=ctx.placed_before,
         min_count=ctx.min_count,
-        rejected_by=frozenset({status.plugin}) if status.plugin else None,
+        unresolvable=unresolvable,
+        rejected_by=rejected_by,
+        wake_on=fwk.wake_events(rejected_by),
     )
+    _post_filter(fwk, snapshot, ctx, group_key, Trial(), decision)
+    return decision

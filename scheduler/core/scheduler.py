@@ -161,7 +161,7 @@ class Scheduler(EventHandlers):
             return None, None
         group_key = popped.key.group_key
         group: PodGroup | None = None
-        placed_before = 0
+        placed_nodes: list[str] = []
         if group_key is not None:
             found = self.cache.groups.get(group_key)
             if found is None:
@@ -178,7 +178,7 @@ class Scheduler(EventHandlers):
             problem = self._template_ref_problem(group)
             if problem:
                 return None, error_decision(group_key, pods, problem)
-            scheduler_names, placed_before = self.cache.member_summary(group_key)
+            scheduler_names, placed_nodes = self.cache.member_summary(group_key)
             names = sorted(scheduler_names)
             if len(names) > 1:
                 return None, error_decision(
@@ -191,7 +191,7 @@ class Scheduler(EventHandlers):
         ordered = order_pods(pods, popped.first_seen)
         snapshot = self.cache.snapshot()
         self._hold_nominated(snapshot, ordered)
-        return fwk, schedule_group(fwk, snapshot, group_key, group, ordered, placed_before)
+        return fwk, schedule_group(fwk, snapshot, group_key, group, ordered, len(placed_nodes), placed_nodes)
 
     def _hold_nominated(self, snapshot: Snapshot, pods: list[PodInfo]) -> None:
         """Count the room of other units' nominated pods (waiting for their

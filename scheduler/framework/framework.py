@@ -73,8 +73,8 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
     "reserve": [],
     "permit": [("GangScheduling", None)],
     "preBind": [],
-    "placementGenerate": [],
-    "placementScore": [],
+    "placementGenerate": [("TopologyPlacementGenerator", None)],
+    "placementScore": [("PodGroupPodsCount", 1), ("NodeResourcesFit", 1)],
 }
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -201,6 +201,8 @@ class Framework:
         self.placement_generate: list[PlacementGeneratePlugin] = at("placementGenerate")
         self.placement_scores = [WeightedPlacementScore(p, w) for p, w in weighted("placementScore")]
         self.plugins = instances
+        self.placement_algorithm = profile.pod_group_scheduling.algorithm == "Placement"
+        self.search_steps = profile.pod_group_scheduling.search_steps
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score or 0
         self.next_start_row = 0  # where the next pod's node sampling starts (round robin, as upstream)
         self.caches = PluginCaches()
@@ -512,6 +514,26 @@ class Framework:
             if not placements:
                 return [], Status.unschedulable("no placement was proposed", plugin=plugin.name)
         return placements, Status.success()
+
+    def placement_score_bounds(
+        self,
+        state: CycleState,
+        group: GroupContext,
+        snapshot: Snapshot,
+        placements: Sequence[Placement],
+    ) -> np.ndarray | None:
+        """Per placement, the most any proposal in it can score (weighted), or
+        None when a scorer gives no bound or normalizes its scores."""
+        total = np.zeros(len(placements), dtype=np.int64)
+        for ws in self.placement_scores:
+            plugin = ws.plugin
+            if type(plugin).normalize_placement_scores is not PlacementScorePlugin.normalize_placement_scores:
+                return None
+            bounds = plugin.placement_score_bounds(state, group, snapshot, placements)
+            if bounds is None:
+                return None
+            total += np.asarray(bounds, dtype=np.int64) * ws.weight
+        return total
 
     def run_placement_scores(
         self,

@@ -22,9 +22,9 @@ turns the shared static pass off for that pod.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 from pydantic import BaseModel
@@ -105,10 +105,20 @@ class CycleState(dict[str, Any]):
     """Scratch space of one pod's scheduling attempt (plugins key it by their name)."""
 
 
-# Places `pods` (in order) by the default algorithm in `snapshot`, within the
-# rows `allowed` (a mask; None: all), and returns (pod, row) for those placed;
-# the snapshot is left as it was. Preemption asks it "would these fit?".
-PlaceFn = Callable[[Snapshot, Sequence[PodInfo], np.ndarray | None], list[tuple[PodInfo, int]]]
+class PlaceFn(Protocol):
+    """Places `pods` (in order) by the scheduler's algorithm in `snapshot`,
+    within the rows `allowed` (a mask; None: all), and returns (pod, row) for
+    those placed; the snapshot is left as it was. With `group`, as the
+    group's cycle would: within its placements (e.g. one topology domain).
+    Preemption asks it "would these fit?"."""
+
+    def __call__(
+        self,
+        snapshot: Snapshot,
+        pods: Sequence[PodInfo],
+        allowed: np.ndarray | None,
+        group: GroupContext | None = None,
+    ) -> list[tuple[PodInfo, int]]: ...
 
 
 class Handle:
@@ -241,6 +251,18 @@ class GroupContext:
     placed_before: int  # pods of the group already bound or assumed before this cycle
     placed_now: int = 0  # pods placed in this cycle so far
     group: PodGroup | None = None  # None for a pod that belongs to no PodGroup
+    placed_nodes: tuple[str, ...] = ()  # the nodes of the pods counted in placed_before
+
+    @property
+    def need(self) -> int:
+        """Pods this cycle must place: the rest of minCount for a gang, else 1."""
+        return max(self.min_count - self.placed_before, 1) if self.is_gang else 1
+
+    @property
+    def topology_keys(self) -> list[str]:
+        """The group's topology constraint keys, most preferred first."""
+        constraints = self.group.spec.scheduling_constraints if self.group is not None else None
+        return constraints.topology_keys if constraints is not None else []
 
 
 class PermitPlugin(Plugin):
@@ -324,16 +346,42 @@ class PreBindPlugin(Plugin):
 class Placement:
     """A candidate set of nodes for a whole group (e.g. one topology domain).
     `nodes` is a mask over the snapshot's rows; `parent` the placement it
-    refines (generators run in order, each refining the previous one's)."""
+    refines (generators run in order, each refining the previous one's).
+
+    `rank`: lower is preferred; the placements of the best rank that has a
+    feasible one are scored, the others are not tried (upstream's proposed
+    "prioritized placement"). `kind` names what the placement is a domain of
+    (a topology key), for messages. `pruned`: why the generator already knows
+    the group cannot fit (e.g. too little free cpu): it is not tried, only
+    reported."""
 
     name: str
     nodes: np.ndarray
     parent: Placement | None = None
+    rank: int = 0
+    kind: str = ""
+    pruned: str = ""
+    # Free room (allocatable - requested, at least 0 per node) summed over the
+    # nodes, per snapshot resource column, if the generator computed it.
+    free_room: np.ndarray | None = field(default=None, compare=False)
+
+    def room(self, snapshot: Snapshot) -> np.ndarray:
+        """`free_room`, computed if the generator left it out."""
+        if self.free_room is not None:
+            return self.free_room
+        rows = np.flatnonzero(self.nodes)
+        summed: np.ndarray = (snapshot.alloc[rows] - snapshot.req[rows]).clip(min=0).sum(axis=0)
+        return summed
 
     @property
     def path(self) -> str:
         """`zone-a/rack-3`: the names from the outermost parent down."""
         return self.name if self.parent is None or not self.parent.name else f"{self.parent.path}/{self.name}"
+
+    @property
+    def label(self) -> str:
+        """How messages name it: `topology.kubernetes.io/zone=zone-a`, or the path."""
+        return f"{self.kind}={self.path}" if self.kind else (self.path or "the cluster")
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,10 +403,23 @@ class PlacementGeneratePlugin(Plugin):
         raise NotImplementedError
 
 
+# Placement scores run 0..MAX_PLACEMENT_SCORE, finer than node scores (0..100):
+# in a large cluster, candidate domains may differ by one small gang's room.
+MAX_PLACEMENT_SCORE = 1_000_000
+
+
 class PlacementScorePlugin(Plugin):
     """Scores a feasible placement with its proposed assignments; higher is
-    better. `normalize_placement_scores` maps one plugin's scores over all
-    feasible placements to 0..100 before weighting (identity by default)."""
+    better, 0..MAX_PLACEMENT_SCORE. `normalize_placement_scores` maps one
+    plugin's scores over all feasible placements into that range before
+    weighting (identity by default).
+
+    `placement_score_bounds` (optional) answers before the group is tried,
+    one number per placement: no proposal in it can score more than this. When every scorer
+    gives a bound and none overrides the normalization, the core tries
+    placements best bound first and stops once no untried one can beat the
+    best found: the same choice as trying all of them, at a fraction of the
+    cost. None: no bound (all feasible placements are tried)."""
 
     def score_placement(
         self, state: CycleState, group: GroupContext, snapshot: Snapshot, proposal: PlacementAssignments
@@ -367,3 +428,8 @@ class PlacementScorePlugin(Plugin):
 
     def normalize_placement_scores(self, scores: np.ndarray) -> np.ndarray:
         return scores
+
+    def placement_score_bounds(
+        self, state: CycleState, group: GroupContext, snapshot: Snapshot, placements: Sequence[Placement]
+    ) -> np.ndarray | None:
+        return None

@@ -13,9 +13,11 @@ from .nodename import NodeName
 from .nodeports import NodePorts
 from .noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit
 from .nodeunschedulable import NodeUnschedulable
+from .podgrouppodscount import PodGroupPodsCount
 from .podtopologyspread import PodTopologySpread
 from .schedulinggates import SchedulingGates
 from .tainttoleration import TaintToleration
+from .topologyplacement import TopologyPlacementGenerator
 
 IN_TREE = (
     SchedulingGates,
@@ -30,6 +32,8 @@ IN_TREE = (
     PodTopologySpread,
     InterPodAffinity,
     DefaultPreemption,
+    TopologyPlacementGenerator,
+    PodGroupPodsCount,
 )
 
 

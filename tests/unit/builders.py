@@ -199,14 +199,22 @@ def make_pod(name: str, cpu: str | int | None = None, memory: str | int | None =
 
 
 def podgroup_body(
-    name: str, min_count: int | None = None, *, namespace: str = "default", basic: bool | None = None
+    name: str,
+    min_count: int | None = None,
+    *,
+    namespace: str = "default",
+    basic: bool | None = None,
+    topology: Sequence[str] = (),
 ) -> dict[str, Any]:
     policy: dict[str, Any] = {"basic": {}} if (basic or min_count is None) else {"gang": {"minCount": min_count}}
+    spec: dict[str, Any] = {"schedulingPolicy": policy}
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": k} for k in topology]}
     return {
         "apiVersion": "scheduling.troupe.dev/v1alpha2",
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": namespace, "uid": f"pg-uid-{namespace}-{name}", "generation": 1},
-        "spec": {"schedulingPolicy": policy},
+        "spec": spec,
     }
 
 

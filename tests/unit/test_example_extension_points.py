@@ -139,7 +139,14 @@ def scheduler(plugins: dict[str, list[str]], classes: Sequence[type], binder: An
             "profiles": [
                 {
                     "schedulerName": "troupe-scheduler",
-                    "plugins": {point: {"enabled": [{"name": n} for n in names]} for point, names in plugins.items()},
+                    # The examples' placement plugins replace the in-tree ones.
+                    "plugins": {
+                        point: {
+                            "enabled": [{"name": n} for n in names],
+                            "disabled": [{"name": "*"}] if point.startswith("placement") else [],
+                        }
+                        for point, names in plugins.items()
+                    },
                 }
             ]
         }

@@ -170,10 +170,17 @@ def test_at_most_four_claims():
     )
 
 
-def test_at_most_one_topology_constraint():
-    spec = {"schedulingPolicy": {"basic": {}}, "schedulingConstraints": {"topology": [{"key": "a"}, {"key": "b"}]}}
-    msg = error_of(parse_podgroup, pg(spec))
-    assert msg.startswith("spec.schedulingConstraints.topology:"), msg
+def test_up_to_four_unique_topology_levels():
+    def topology(*keys: str) -> dict:
+        return {"schedulingPolicy": {"basic": {}}, "schedulingConstraints": {"topology": [{"key": k} for k in keys]}}
+
+    group = parse_podgroup(pg(topology("rack", "block", "zone")))
+    assert group.spec.scheduling_constraints is not None
+    assert group.spec.scheduling_constraints.topology_keys == ["rack", "block", "zone"]
+    msg = error_of(parse_podgroup, pg(topology("a", "b", "c", "d", "e")))
+    assert msg.startswith("spec.schedulingConstraints.topology:") and "at most 4" in msg, msg
+    msg = error_of(parse_podgroup, pg(topology("rack", "zone", "rack")))
+    assert msg.startswith("spec.schedulingConstraints:") and "unique" in msg, msg
 
 
 def test_topology_key_required_non_empty():

@@ -164,7 +164,7 @@ class DefaultPreemption(PostFilterPlugin):
         if not units:
             return None, Status.skip(self.name)  # nothing to evict: the fit error says it all
         pdbs = budgets(cache)
-        choice = search_group(snapshot, place, pods, needed, units, pdbs)
+        choice = search_group(snapshot, place, pods, needed, units, pdbs, group=group)
         if choice is None:
             return None, Status.unschedulable(
                 f"the gang does not fit ({needed} pods) even with every lower-priority pod removed",

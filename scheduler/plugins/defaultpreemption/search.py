@@ -33,7 +33,7 @@ import numpy as np
 
 from ...api.records import PodInfo
 from ...cluster.snapshot import Snapshot
-from ...framework.interface import PlaceFn
+from ...framework.interface import GroupContext, PlaceFn
 from .victims import Budget, Unit, more_important_first, pdb_violations
 
 EXACT_UNITS = 10  # up to 2**10 subsets, ranked without trials; most are never tried
@@ -66,8 +66,10 @@ class Choice:
 class _Trials:
     """Runs `place` with units removed, restoring the snapshot each time."""
 
-    def __init__(self, snapshot: Snapshot, place: PlaceFn, pods: Sequence[PodInfo]) -> None:
-        self.snapshot, self.place, self.pods = snapshot, place, pods
+    def __init__(
+        self, snapshot: Snapshot, place: PlaceFn, pods: Sequence[PodInfo], group: GroupContext | None = None
+    ) -> None:
+        self.snapshot, self.place, self.pods, self.group = snapshot, place, pods, group
         self.count = 0
 
     def without(self, units: Iterable[Unit], allowed: np.ndarray | None) -> list[tuple[PodInfo, int]]:
@@ -78,7 +80,7 @@ class _Trials:
                 for pod in unit.pods:
                     snapshot.remove_pod(pod)
             self.count += 1
-            return self.place(snapshot, self.pods, allowed)
+            return self.place(snapshot, self.pods, allowed, self.group)
         finally:
             snapshot.restore(mark)
 
@@ -138,9 +140,10 @@ def exact_group(
     needed: int,
     units: Sequence[Unit],
     pdbs: Sequence[Budget] = (),
+    group: GroupContext | None = None,
 ) -> Choice | None:
     """Every subset of `units`, best first under `Choice.key`: the first that fits."""
-    trials = _Trials(snapshot, place, pods)
+    trials = _Trials(snapshot, place, pods, group)
     if len(trials.without(units, None)) < needed:
         return None  # not even with all of them gone
     subsets = [Choice(list(c), []) for size in range(1, len(units) + 1) for c in itertools.combinations(units, size)]
@@ -160,11 +163,14 @@ def search_group(
     units: Sequence[Unit],
     pdbs: Sequence[Budget] = (),
     exact_units: int = EXACT_UNITS,
+    group: GroupContext | None = None,
 ) -> Choice | None:
-    """Victims for `needed` of `pods` (a gang's pending pods) to fit at once; None if none do."""
+    """Victims for `needed` of `pods` (a gang's pending pods) to fit at once;
+    None if none do. With `group`, the pods are placed as its cycle would
+    (within its placements, e.g. one topology domain)."""
     if len(units) <= exact_units:
-        return exact_group(snapshot, place, pods, needed, units, pdbs)
-    trials = _Trials(snapshot, place, pods)
+        return exact_group(snapshot, place, pods, needed, units, pdbs, group)
+    trials = _Trials(snapshot, place, pods, group)
     by_row = _by_row(units)
     violating = {id(u): pdb_violations(u.pods, pdbs) > 0 for u in units}
 

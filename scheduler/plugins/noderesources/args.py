@@ -155,10 +155,25 @@ class ScoringStrategy(ArgsModel):
         return [(p.utilization, p.score) for p in ratio.shape] if ratio is not None else []
 
 
+PlacementScoringType = Literal["MostAllocated", "LeastAllocated"]
+
+
+class PlacementScoringStrategy(ArgsModel):
+    """troupe's: how NodeResourcesFit scores a placement (PlacementScore).
+    MostAllocated packs (the placement left with the least free room wins, so
+    large domains stay whole for large gangs); LeastAllocated spreads (the
+    most free room wins). The resources and weights are scoringStrategy's."""
+
+    type: PlacementScoringType = MOST_ALLOCATED
+
+
 class NodeResourcesFitArgs(PluginArgs):
     ignored_resources: list[str] = Field(default_factory=list, alias="ignoredResources")
     ignored_resource_groups: list[str] = Field(default_factory=list, alias="ignoredResourceGroups")
     scoring_strategy: ScoringStrategy = Field(default_factory=ScoringStrategy, alias="scoringStrategy")
+    placement_scoring_strategy: PlacementScoringStrategy = Field(
+        default_factory=PlacementScoringStrategy, alias="placementScoringStrategy"
+    )
 
     @field_validator("ignored_resources")
     @classmethod

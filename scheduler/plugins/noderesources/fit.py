@@ -24,7 +24,8 @@ requested_to_capacity_ratio.go, helper/shape_score.go):
 
 Differs from upstream: a `scoringStrategy` without `type` means LeastAllocated
 (upstream's v1 API rejects the empty type); no DRA-backed extended resources;
-no ScorePlacement (the placement algorithm is not here yet).
+the placement score (placement_score.py) is troupe's reading of upstream's
+"tightest fit" and takes `placementScoringStrategy`.
 
 The resource-allocation helpers (resource_allocation.py) are shared with
 NodeResourcesBalancedAllocation.
@@ -32,7 +33,7 @@ NodeResourcesBalancedAllocation.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -40,8 +41,20 @@ from ...api.records import PodInfo
 from ...api.resources import CPU, MEMORY, PODS
 from ...cluster.snapshot import Snapshot
 from ...framework import events as E
-from ...framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
+from ...framework.interface import (
+    CycleState,
+    FilterPlugin,
+    FilterResult,
+    GroupContext,
+    Handle,
+    Placement,
+    PlacementAssignments,
+    PlacementScorePlugin,
+    ScorePlugin,
+    Status,
+)
 from .args import LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO, NodeResourcesFitArgs, ResourceSpec
+from .placement_score import PlacementScorer
 from .resource_allocation import requests_sign, resource_allocation
 from .scoring import (
     least_allocated_cpu_memory,
@@ -51,7 +64,7 @@ from .scoring import (
 )
 
 
-class NodeResourcesFit(FilterPlugin, ScorePlugin):
+class NodeResourcesFit(FilterPlugin, ScorePlugin, PlacementScorePlugin):
     name = "NodeResourcesFit"
     events = frozenset({E.NODE_ADD, E.NODE_ALLOCATABLE, E.ASSIGNED_POD_DELETE, E.ASSIGNED_POD_SCALE_DOWN})
     row_local = True  # a node's fit and score depend on its own usage only
@@ -77,6 +90,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
             self._scorer = requested_to_capacity_ratio_scorer(weights, strategy.shape)
         else:
             self._scorer = least_allocated_scorer(weights)
+        self._placement = PlacementScorer(args.placement_scoring_strategy.type, specs)
 
     def sign_pod(self, pod: PodInfo) -> Hashable:
         """The fit and the score read the pod's requests only (and the
@@ -132,3 +146,15 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
             pod, snapshot, rows, self.resources, use_requested=False
         )
         return self._scorer(requested, allocated, allocatable)
+
+    # --------------------------------------------------------- PlacementScore
+
+    def score_placement(
+        self, state: CycleState, group: GroupContext, snapshot: Snapshot, proposal: PlacementAssignments
+    ) -> tuple[int, Status]:
+        return self._placement.score(snapshot, proposal), Status.success()
+
+    def placement_score_bounds(
+        self, state: CycleState, group: GroupContext, snapshot: Snapshot, placements: Sequence[Placement]
+    ) -> np.ndarray:
+        return self._placement.bounds(snapshot, group, placements)
