@@ -31,7 +31,6 @@ log = logging.getLogger(__name__)
 # PodGroup fields troupe reads but does not act on yet: reported once per
 # PodGroup (a log line and a Warning Event), never silently dropped.
 IGNORED_GROUP_FIELDS = {
-    "schedulingConstraints": "the placement algorithm over topology domains is not implemented yet",
     "resourceClaims": "DRA claims are not allocated yet",
 }
 EVENT_IGNORED_FIELD = "IgnoredField"
@@ -175,8 +174,6 @@ class EventHandlers:
         """Once per PodGroup (by uid): the fields of its spec troupe does not act on."""
         spec = group.spec
         used = []
-        if spec.scheduling_constraints is not None and spec.scheduling_constraints.topology:
-            used.append("schedulingConstraints")
         if spec.resource_claims:
             used.append("resourceClaims")
         ident = group.metadata.uid or "/".join(group.key)

@@ -324,10 +324,8 @@ def test_podgroup_fields_troupe_ignores_are_reported_once(sched, caplog):
             "spec": {**body["spec"], "schedulingPolicy": {"gang": {"minCount": 3}}},
         }
         s.on_podgroup(changed)  # a spec update: not told again
-    note = (
-        "spec.schedulingConstraints is ignored: the placement algorithm over topology domains is not "
-        "implemented yet; spec.resourceClaims is ignored: DRA claims are not allocated yet"
-    )
+    # schedulingConstraints is honoured (the placement algorithm): not named.
+    note = "spec.resourceClaims is ignored: DRA claims are not allocated yet"
     assert [e for e in rec.events if e[1] == "IgnoredField"] == [("g", "IgnoredField", note)]
     assert [r.getMessage() for r in caplog.records] == [f"PodGroup ns/g: {note}"]
     # A group without them says nothing.
