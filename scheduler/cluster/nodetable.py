@@ -41,6 +41,7 @@ class NodeTable:
         # Bumped whenever labels, taints or the set of nodes change: filters that
         # read only those (and the pod spec) may reuse results across cycles.
         self.static_generation = 0
+        self._alloc_total: np.ndarray | None = None  # allocatable summed over nodes, until alloc changes
         self._domain_cache: dict[tuple[str, int, int], tuple[np.ndarray, list[str]]] = {}
         # Read-only copies of names/nodes/row/columns for snapshots, rebuilt only
         # after the rows, nodes or columns change (not on usage changes).
@@ -120,8 +121,15 @@ class NodeTable:
             self._free.append(idx)
             self._frozen = None
 
+    def alloc_total(self) -> np.ndarray:
+        """Allocatable summed over every node, per column (rows without a node hold 0)."""
+        if self._alloc_total is None or self._alloc_total.shape[0] != self.alloc.shape[1]:
+            self._alloc_total = self.alloc.sum(axis=0)
+        return self._alloc_total
+
     def set_node(self, node: NodeInfo) -> None:
         idx = self.ensure_row(node.name)
+        self._alloc_total = None
         old = self.nodes[idx]
         vec = self.vector(node.allocatable)
         self.alloc[idx] = 0
@@ -145,6 +153,7 @@ class NodeTable:
         self.nodes[idx] = None
         self.valid[idx] = False
         self.alloc[idx] = 0
+        self._alloc_total = None
         self.row_version[idx] = next(self.versions)
         self._frozen = None
         self.static_generation += 1

@@ -103,6 +103,7 @@ class Snapshot:
         self._journal: list[_Change] = []
         self._counts: dict[Hashable, tuple[PodPredicate, np.ndarray]] = {}
         self._domains: dict[str, tuple[np.ndarray, list[str]]] = {}
+        self._alloc_total: np.ndarray | None = None
         self._table = table
 
     def __len__(self) -> int:
@@ -245,6 +246,13 @@ class Snapshot:
         return counts
 
     # --------------------------------------------------------------- topology
+
+    def alloc_total(self) -> np.ndarray:
+        """Allocatable summed over the nodes, per column (fixed for the snapshot's life)."""
+        if self._alloc_total is None:
+            # The table's total, cached there until a node changes (the snapshot's alloc is a copy of it).
+            self._alloc_total = self._table.alloc_total()[: self.alloc.shape[1]].copy()
+        return self._alloc_total
 
     def domains(self, topology_key: str) -> tuple[np.ndarray, list[str]]:
         """Row -> index into the list of values of node label `topology_key`

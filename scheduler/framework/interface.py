@@ -342,7 +342,7 @@ class PreBindPlugin(Plugin):
 # ------------------------------------------------------------------ Placement
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)  # not frozen: generators make many of them per cycle; treat as read-only
 class Placement:
     """A candidate set of nodes for a whole group (e.g. one topology domain).
     `nodes` is a mask over the snapshot's rows; `parent` the placement it

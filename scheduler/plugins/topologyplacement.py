@@ -32,6 +32,18 @@ from ..framework import events as E
 from ..framework.interface import CycleState, GroupContext, Handle, Placement, PlacementGeneratePlugin, Status
 
 
+class _Domains:
+    """The domains of one key in one node set: a mask per domain, and each
+    row's bin (0: no label; domain d: d + 1). Labels only: cached."""
+
+    def __init__(self, ids: np.ndarray, count: int) -> None:
+        self.bins = ids + 1
+        self.present = np.bincount(self.bins, minlength=count + 1)[1:] > 0
+        self.masks = [ids == d for d in range(count)]
+        for m in self.masks:
+            m.flags.writeable = False  # shared by every cycle: nobody may change it
+
+
 class TopologyPlacementGenerator(PlacementGeneratePlugin):
     name = "TopologyPlacementGenerator"
     # What can make a domain hold a group it could not: nodes joining one or
@@ -42,7 +54,7 @@ class TopologyPlacementGenerator(PlacementGeneratePlugin):
 
     def __init__(self, args: PluginArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        self._masks: dict[tuple[str, int, int], list[np.ndarray]] = {}
+        self._cache: dict[tuple[str, int, int], _Domains] = {}
 
     def generate_placements(
         self, state: CycleState, group: GroupContext, snapshot: Snapshot, parents: Sequence[Placement]
@@ -51,47 +63,52 @@ class TopologyPlacementGenerator(PlacementGeneratePlugin):
         if not keys:
             return [], Status.skip(self.name)
         pods = group.pods
-        vectors = np.stack([snapshot.request_vector(p)[0] for p in pods])
-        ascending = np.sort(vectors, axis=0)
+        by_spec: dict[object, np.ndarray] = {}
+        for p in pods:
+            if p.spec_key not in by_spec:
+                by_spec[p.spec_key] = snapshot.request_vector(p)[0]
+        ascending = np.sort(np.stack([by_spec[p.spec_key] for p in pods]), axis=0)
         need = min(group.need, len(pods))
         needed = ascending[:need].sum(axis=0)
         cumulative = np.cumsum(ascending, axis=0)
-        free = (snapshot.alloc - snapshot.req).clip(min=0)
+        # Free room per resource (rows: resources, so each bincount reads contiguous weights).
+        free = (snapshot.alloc - snapshot.req).clip(min=0).T.astype(np.float64, order="C")
         out: list[Placement] = []
         for rank, key in enumerate(keys):
             ids, values = snapshot.domains(key)
-            masks = self._domain_masks(key, snapshot, ids, len(values))
+            domains = self._domains(key, snapshot, ids, len(values))
             pinned = self._pinned(group, snapshot, ids)
             for parent in parents:
                 whole = parent.parent is None and not parent.name
-                within = ids >= 0 if whole else parent.nodes & (ids >= 0)
                 if isinstance(pinned, str):
                     out.append(self._refused(snapshot, parent, rank, key, pinned))
                     continue
-                in_ids, in_free = ids[within], free[within]
-                present = np.bincount(in_ids, minlength=len(values)) > 0
+                # Bin 0 holds the nodes without the label; domain d is bin d + 1.
+                within = None if whole else parent.nodes.astype(np.float64)
+                if within is None:
+                    present = domains.present
+                else:
+                    present = np.bincount(domains.bins, weights=within, minlength=len(values) + 1)[1:] > 0
                 room = np.stack(
-                    [np.bincount(in_ids, weights=in_free[:, c], minlength=len(values)) for c in range(free.shape[1])],
+                    [np.bincount(domains.bins, weights=col if within is None else col * within)[1:] for col in free],
                     axis=1,
                 )
-                for d in np.flatnonzero(present).tolist():
-                    if pinned is not None and d != pinned:
-                        continue
-                    nodes = masks[d] if whole else masks[d] & parent.nodes
-                    pruned = _shortage(snapshot, needed, room[d], cumulative)
+                short = (needed > room).any(axis=1)
+                chosen = np.flatnonzero(present).tolist() if pinned is None else [pinned] if present[pinned] else []
+                for d in chosen:
+                    nodes = domains.masks[d] if whole else domains.masks[d] & parent.nodes
+                    pruned = _shortage(snapshot, needed, room[d], cumulative) if short[d] else ""
                     out.append(Placement(values[d], nodes, None if whole else parent, rank, key, pruned, room[d]))
         return out, Status.success()
 
-    def _domain_masks(self, key: str, snapshot: Snapshot, ids: np.ndarray, count: int) -> list[np.ndarray]:
+    def _domains(self, key: str, snapshot: Snapshot, ids: np.ndarray, count: int) -> _Domains:
         ck = (key, snapshot.static_generation, len(snapshot))
-        masks = self._masks.get(ck)
-        if masks is None:
-            if len(self._masks) > 16:
-                self._masks.clear()
-            masks = self._masks[ck] = [ids == d for d in range(count)]
-            for m in masks:
-                m.flags.writeable = False  # shared by every cycle: nobody may change it
-        return masks
+        hit = self._cache.get(ck)
+        if hit is None:
+            if len(self._cache) > 16:
+                self._cache.clear()
+            hit = self._cache[ck] = _Domains(ids, count)
+        return hit
 
     @staticmethod
     def _pinned(group: GroupContext, snapshot: Snapshot, ids: np.ndarray) -> int | str | None:

@@ -34,7 +34,7 @@ class PlacementScorer:
         """Scored columns present in the snapshot, their weights, the cluster's allocatable of each."""
         cols = [snapshot.column[name] for name, _ in self.resources if name in snapshot.column]
         weights = np.array([w for name, w in self.resources if name in snapshot.column], dtype=np.float64)
-        cluster = snapshot.alloc[snapshot.valid][:, cols].sum(axis=0).astype(np.float64).clip(min=1)
+        cluster = snapshot.alloc_total()[cols].astype(np.float64).clip(min=1)
         return cols, weights, cluster
 
     def _scores(self, snapshot: Snapshot, room: np.ndarray, used: np.ndarray) -> np.ndarray:
