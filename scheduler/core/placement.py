@@ -56,7 +56,10 @@ class PlacementResult:
 
 def is_whole_cluster(placements: Sequence[Placement]) -> bool:
     """No generator narrowed anything: the one candidate is the cluster."""
-    return len(placements) == 1 and placements[0].parent is None and not placements[0].name
+    if len(placements) != 1:
+        return False
+    p = placements[0]
+    return p.parent is None and not p.name and not p.kind and not p.pruned
 
 
 def choose_placement(
