@@ -26,6 +26,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 def render_table(result: SimulationResult) -> str:
     lines: list[str] = []
     preempting = any(p.preempted_by for p in result.pods)
+    placing = any(g.placement for g in result.groups)  # topology constraints: the chosen domain
     if result.groups:
         rows = []
         for g in result.groups:
@@ -45,10 +46,13 @@ def render_table(result: SimulationResult) -> str:
                 f"{g.placed}/{g.min_count if g.min_count is not None else '-'}",
                 cond.reason if cond is not None else "Preempted" if g.preempted_by else "-",
             ]
+            if placing:
+                row.append(g.placement or "-")
             if preempting:
                 row.append(str(len(g.victims)) if g.victims else "-")
             rows.append([*row, message])
         headers = ["PODGROUP", "POLICY", "PODS", "PLACED/MIN", "CONDITION"]
+        headers += ["PLACEMENT"] if placing else []
         lines += _table([*headers, *(["VICTIMS"] if preempting else []), "MESSAGE"], rows)
         lines.append("")
     if result.pods:
@@ -97,6 +101,7 @@ def render_json(result: SimulationResult) -> str:
                 "message": g.condition.message if g.condition is not None else None,
                 "victims": list(g.victims),
                 "preemptedBy": g.preempted_by,
+                "placement": g.placement,
             }
             for g in result.groups
         ],

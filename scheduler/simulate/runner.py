@@ -119,6 +119,7 @@ class GroupResult:
     condition: GroupCondition | None  # None: the group got no condition (no pods)
     victims: tuple[str, ...] = ()  # pods (ns/name) this group's preemption evicted
     preempted_by: str | None = None  # taken whole by this preemptor (DisruptionTarget)
+    placement: str | None = None  # the domain its last placing cycle chose (`key=value`), if any
 
     @property
     def scheduled(self) -> bool:
@@ -192,6 +193,7 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
     preemption = Preemptions()
     rounds = 0
     # Each round places a pod or evicts one (victims are never recreated), so this bounds it.
+    placements: dict[tuple[str, str], str] = {}
     for _ in range(2 * len(pod_bodies) + 1):
         rounds += 1
         placed_now = 0
@@ -207,6 +209,8 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
                 # No status is written to a PodGroup the scheduler cannot read; in a
                 # cluster its pods say why. The simulation shows it on the group.
                 recorder.groups[key] = GroupCondition("False", decision.outcome, decision.message)
+            if key is not None and decision.assignments and decision.placement:
+                placements[key] = decision.placement
             for a in decision.assignments:
                 uid = a.pod.uid
                 sched.on_bound(a.pod, a.node)
@@ -224,7 +228,7 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
 
     return SimulationResult(
         _pod_results(inp, sched, recorder, placed, preemption),
-        _group_results(inp, sched, recorder, preemption),
+        _group_results(inp, sched, recorder, preemption, placements),
         rounds,
         warnings,
     )
@@ -285,7 +289,11 @@ def _pod_results(
 
 
 def _group_results(
-    inp: SimulationInput, sched: Scheduler, recorder: Recorder, preemption: Preemptions
+    inp: SimulationInput,
+    sched: Scheduler,
+    recorder: Recorder,
+    preemption: Preemptions,
+    placements: dict[tuple[str, str], str],
 ) -> list[GroupResult]:
     out = []
     for obj in inp.of_kind("PodGroup"):
@@ -314,6 +322,7 @@ def _group_results(
                 condition,
                 tuple(preemption.victims.get(f"PodGroup {obj.namespace}/{obj.name}", ())),
                 preemption.groups.get(key),
+                placements.get(key),
             )
         )
     return sorted(out, key=lambda g: (g.namespace, g.name))

@@ -169,6 +169,7 @@ def test_json_schema_is_exact(capsys, tmp_path):
                 "message": "1 pod(s) placed",
                 "victims": [],
                 "preemptedBy": None,
+                "placement": None,
             },
         ],
     }
@@ -298,6 +299,7 @@ def test_invalid_podgroup_is_a_scheduler_error_not_an_input_error(capsys, tmp_pa
                 "message": "PodGroup ns/g is invalid: spec.schedulingPolicy.gang.minCount: Input should be greater than or equal to 1",
                 "victims": [],
                 "preemptedBy": None,
+                "placement": None,
             }
         ],
     }
@@ -326,6 +328,7 @@ def test_podgroup_without_pods_has_no_condition(capsys, tmp_path):
                 "message": None,
                 "victims": [],
                 "preemptedBy": None,
+                "placement": None,
             }
         ],
     }
@@ -565,3 +568,48 @@ def test_simulate_shows_what_a_high_priority_gang_would_evict(capsys, tmp_path):
     assert low_row in out.splitlines()
     summary = "2/2 pending pods placed; 2 running pods preempted; PodGroups: 1 Scheduled, 1 Preempted."
     assert out.rstrip().endswith(summary)
+
+
+def test_simulate_names_the_domain_each_constrained_group_went_to(capsys, tmp_path):
+    zone = "topology.kubernetes.io/zone"
+
+    def zoned(name: str, z: str, cpu: str) -> dict[str, Any]:
+        body = node(name, cpu=cpu)
+        body["metadata"]["labels"] = {zone: z}
+        return body
+
+    def constrained(name: str, n: int, cpu: str) -> list[dict[str, Any]]:
+        docs = gang(name, n, cpu=cpu)
+        docs[0]["spec"]["schedulingConstraints"] = {"topology": [{"key": zone}]}
+        return docs
+
+    docs = [zoned("a1", "zone-a", "4"), zoned("a2", "zone-a", "4"), zoned("b1", "zone-b", "4")]
+    docs += constrained("train", 2, "4") + constrained("huge", 4, "4") + gang("free", 1)
+    rc, out, _ = run(capsys, tmp_path, docs)
+    assert rc == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["PODGROUP", "POLICY", "PODS", "PLACED/MIN", "CONDITION", "PLACEMENT", "MESSAGE"]
+    rows = {line.split()[0]: line for line in lines[1:4]}
+    assert f"{zone}=zone-a" in rows["ns/train"] and "2 pod(s) placed in" in rows["ns/train"]
+    assert f"no {zone} domain fits 4 pods" in rows["ns/huge"] and " - " in rows["ns/huge"]
+    doc = run_json(capsys, tmp_path, docs)
+    assert {g["name"]: g["placement"] for g in doc["podGroups"]} == {
+        "free": None,
+        "huge": None,
+        "train": f"{zone}=zone-a",
+    }
+
+
+def test_topology_example(capsys):
+    example = EXAMPLE.parent / "simulate-topology.yaml"
+    assert main(["simulate", str(example), "--output", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    groups = {g["name"]: g for g in doc["podGroups"]}
+    nodes = nodes_of(doc)
+    assert groups["mixed"]["placement"] == "topology.kubernetes.io/zone=zone-c"
+    assert groups["mixed"]["message"].endswith("(search: largest first)")
+    assert groups["allreduce"]["placement"] == "example.com/rack=r1"
+    assert groups["wide"]["placement"] == "topology.kubernetes.io/zone=zone-a"
+    assert {nodes[f"ml/wide-{i}"][:2] for i in range(5)} == {"r1", "r2"}  # spans racks, one zone
+    assert not groups["too-wide"]["scheduled"]
+    assert groups["too-wide"]["message"].startswith("no topology.kubernetes.io/zone domain fits 8 pods: ")
