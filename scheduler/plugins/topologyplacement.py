@@ -33,15 +33,35 @@ from ..framework.interface import CycleState, GroupContext, Handle, Placement, P
 
 
 class _Domains:
-    """The domains of one key in one node set: a mask per domain, and each
-    row's bin (0: no label; domain d: d + 1). Labels only: cached."""
+    """The domains of one key: a mask per domain, and the labelled rows
+    sorted by domain (to sum a column per domain in one pass). Labels only:
+    cached until labels or the set of nodes change."""
 
     def __init__(self, ids: np.ndarray, count: int) -> None:
-        self.bins = ids + 1
-        self.present = np.bincount(self.bins, minlength=count + 1)[1:] > 0
+        self.count = count
+        self.ids = ids
+        labelled = np.flatnonzero(ids >= 0)
+        self.order = labelled[np.argsort(ids[labelled], kind="stable")]
+        sizes = np.bincount(ids[labelled], minlength=count)
+        self.present = sizes > 0
+        self._present_ids = np.flatnonzero(self.present)
+        self._starts = (np.cumsum(sizes) - sizes)[self._present_ids]
         self.masks = [ids == d for d in range(count)]
         for m in self.masks:
             m.flags.writeable = False  # shared by every cycle: nobody may change it
+
+    def room(self, free: np.ndarray, within: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Per domain: does it have a node (within `within`), and the free
+        room summed over those nodes, per column."""
+        room = np.zeros((self.count, free.shape[1]), dtype=free.dtype)
+        if within is None:
+            if len(self._present_ids):
+                room[self._present_ids] = np.add.reduceat(free[self.order], self._starts, axis=0)
+            return self.present, room
+        rows = self.order[within[self.order]]
+        np.add.at(room, self.ids[rows], free[rows])
+        present = np.bincount(self.ids[rows], minlength=self.count) > 0
+        return present, room
 
 
 class TopologyPlacementGenerator(PlacementGeneratePlugin):
@@ -71,8 +91,7 @@ class TopologyPlacementGenerator(PlacementGeneratePlugin):
         need = min(group.need, len(pods))
         needed = ascending[:need].sum(axis=0)
         cumulative = np.cumsum(ascending, axis=0)
-        # Free room per resource (rows: resources, so each bincount reads contiguous weights).
-        free = (snapshot.alloc - snapshot.req).clip(min=0).T.astype(np.float64, order="C")
+        free = (snapshot.alloc - snapshot.req).clip(min=0)
         out: list[Placement] = []
         for rank, key in enumerate(keys):
             ids, values = snapshot.domains(key)
@@ -83,16 +102,7 @@ class TopologyPlacementGenerator(PlacementGeneratePlugin):
                 if isinstance(pinned, str):
                     out.append(self._refused(snapshot, parent, rank, key, pinned))
                     continue
-                # Bin 0 holds the nodes without the label; domain d is bin d + 1.
-                within = None if whole else parent.nodes.astype(np.float64)
-                if within is None:
-                    present = domains.present
-                else:
-                    present = np.bincount(domains.bins, weights=within, minlength=len(values) + 1)[1:] > 0
-                room = np.stack(
-                    [np.bincount(domains.bins, weights=col if within is None else col * within)[1:] for col in free],
-                    axis=1,
-                )
+                present, room = domains.room(free, None if whole else parent.nodes)
                 short = (needed > room).any(axis=1)
                 chosen = np.flatnonzero(present).tolist() if pinned is None else [pinned] if present[pinned] else []
                 for d in chosen:
