@@ -300,14 +300,14 @@ BAD_OBJECTS: list[tuple[str, Callable[[], Obj], list[str]]] = [
     ),
     # --- topology
     (
-        "pg-2-topology",
-        _pg(schedulingConstraints={"topology": [{"key": "rack"}, {"key": "zone"}]}),
-        ["spec.schedulingConstraints.topology: Too many: 2: must have at most 1 item"],
+        "pg-5-topology",
+        _pg(schedulingConstraints={"topology": [{"key": k} for k in ("node", "rack", "block", "zone", "region")]}),
+        ["spec.schedulingConstraints.topology: Too many: 5: must have at most 4 items"],
     ),
     (
-        "wl-2-topology",
-        _wl([template(schedulingConstraints={"topology": [{"key": "rack"}, {"key": "zone"}]})]),
-        ["spec.podGroupTemplates[0].schedulingConstraints.topology: Too many: 2"],
+        "wl-5-topology",
+        _wl([template(schedulingConstraints={"topology": [{"key": k} for k in ("a", "b", "c", "d", "e")]})]),
+        ["spec.podGroupTemplates[0].schedulingConstraints.topology: Too many: 5"],
     ),
     (
         "pg-topology-key-missing",
