@@ -151,24 +151,35 @@ def apply_trial(fwk: Framework, snapshot: Snapshot, found: Trial) -> Trial:
     return trial
 
 
+@dataclass(slots=True)
+class SearchBudget:
+    """Pod placements the search may still try, shared by every candidate
+    placement of one group cycle (so many domains do not multiply it)."""
+
+    left: int
+
+
 def place_group(
     fwk: Framework,
     snapshot: Snapshot,
     ctx: GroupContext,
     reserve: bool,
     allowed: np.ndarray | None = None,
+    budget: SearchBudget | None = None,
 ) -> Trial:
     """The fixed order; where it falls short of minCount and the group is one
-    a fixed order can fail, the search. The found pods stay assumed (and
-    reserved, with `reserve`)."""
+    a fixed order can fail, the search (within `budget`; None: the profile's
+    searchSteps). The found pods stay assumed (and reserved, with `reserve`)."""
     mark = snapshot.mark()
     trial = place_in_order(fwk, snapshot, ctx, ctx.pods, reserve, allowed)
-    if reaches(ctx, trial) or not ctx.is_gang or fwk.search_steps <= 0 or not searchable(ctx.pods):
+    if budget is None:
+        budget = SearchBudget(fwk.search_steps)
+    if reaches(ctx, trial) or not ctx.is_gang or budget.left <= 0 or not searchable(ctx.pods):
         return trial
     if reserve:
         unreserve(fwk, trial.assignments)
     snapshot.restore(mark)
-    found = GroupSearch(fwk, snapshot, ctx, allowed).run()
+    found = GroupSearch(fwk, snapshot, ctx, allowed, budget).run()
     if found is None:
         # Nothing better: the fixed order's answer (and its reasons) stands.
         return place_in_order(fwk, snapshot, ctx, ctx.pods, reserve, allowed)
@@ -194,11 +205,12 @@ class _OutOfSteps(Exception):
 class GroupSearch:
     """Steps 1-3 of the module docstring, sharing one step budget."""
 
-    def __init__(self, fwk: Framework, snapshot: Snapshot, ctx: GroupContext, allowed: np.ndarray | None) -> None:
+    def __init__(
+        self, fwk: Framework, snapshot: Snapshot, ctx: GroupContext, allowed: np.ndarray | None, budget: SearchBudget
+    ) -> None:
         self.fwk, self.snapshot, self.ctx = fwk, snapshot, ctx
         self.allowed = allowed if allowed is not None else snapshot.valid
-        self.steps = 0
-        self.budget = fwk.search_steps
+        self.budget = budget
         self.vectors = _Vectors(snapshot)
         self._dfs_order: list[PodInfo] = list(ctx.pods)
         self._class_keys: tuple[str, ...] | None = None
@@ -224,8 +236,8 @@ class GroupSearch:
     # ------------------------------------------------------------ the budget
 
     def _step(self) -> None:
-        self.steps += 1
-        if self.steps > self.budget:
+        self.budget.left -= 1
+        if self.budget.left < 0:
             raise _OutOfSteps
 
     def _room_for_need(self) -> bool:

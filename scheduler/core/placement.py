@@ -26,7 +26,7 @@ import numpy as np
 from ..cluster.snapshot import Snapshot
 from ..framework.framework import Framework
 from ..framework.interface import CycleState, GroupContext, Placement, PlacementAssignments, Status
-from .group_search import Trial, apply_trial, place_group
+from .group_search import SearchBudget, Trial, apply_trial, place_group
 
 # How many domains a message names per level (the rest are counted).
 MAX_PLACEMENTS_IN_MESSAGE = 5
@@ -68,6 +68,7 @@ def choose_placement(
     """Try the placements rank by rank; apply (reserve) the best feasible one
     of the first rank that has one."""
     result = PlacementResult()
+    budget = SearchBudget(fwk.search_steps)  # one for the whole cycle, not one per domain
     for rank in sorted({p.rank for p in placements}):
         tier = [p for p in placements if p.rank == rank]
         candidates = []
@@ -78,7 +79,7 @@ def choose_placement(
                 candidates.append(p)
         if not candidates:
             continue
-        best = _best_in(fwk, snapshot, ctx, candidates, state, result)
+        best = _best_in(fwk, snapshot, ctx, candidates, state, result, budget)
         if best is None:
             if not result.status.ok:
                 return result
@@ -96,6 +97,7 @@ def _best_in(
     candidates: Sequence[Placement],
     state: CycleState,
     result: PlacementResult,
+    budget: SearchBudget,
 ) -> tuple[Placement, Trial] | None:
     bounds = fwk.placement_score_bounds(state, ctx, snapshot, candidates) if len(candidates) > 1 else None
     order = np.argsort(-bounds, kind="stable").tolist() if bounds is not None else range(len(candidates))
@@ -108,7 +110,7 @@ def _best_in(
             break  # no untried candidate can beat the best found
         placement = candidates[j]
         mark = snapshot.mark()
-        trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=placement.nodes)
+        trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=placement.nodes, budget=budget)
         ctx.placed_now = len(trial.assignments)
         permit = fwk.run_permit(ctx)
         snapshot.restore(mark)

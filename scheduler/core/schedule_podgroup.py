@@ -32,12 +32,15 @@ from ..api.records import PodInfo
 from ..cluster.snapshot import Snapshot
 from ..framework.framework import Framework
 from ..framework.interface import Code, CycleState, GroupContext, Status
-from .group_search import Assignment, Trial, place_group, reaches, unreserve
+from .group_search import Assignment, SearchBudget, Trial, place_group, reaches, unreserve
 from .placement import choose_placement, is_whole_cluster, no_placement_message
 
 __all__ = ["Assignment", "GroupDecision", "Outcome", "error_decision", "order_pods", "schedule_group", "trial_place"]
 
 GroupKey = tuple[str, str]
+
+# A preemption trial's search budget, in passes over the group's pods.
+PREEMPTION_SEARCH_ORDERS = 4
 
 
 class Outcome(enum.StrEnum):
@@ -277,10 +280,13 @@ def trial_place(
     ctx = group if group is not None else GroupContext(("", ""), pods, 1, False, 0)
     if group is not None:
         ctx = replace(group, pods=pods)
+    # Preemption asks this for many victim sets: the search gets room for the
+    # other orders, not for a deep backtracking each time.
+    budget = SearchBudget(min(fwk.search_steps, PREEMPTION_SEARCH_ORDERS * len(pods)))
     mark = snapshot.mark()
     try:
         if group is None or not fwk.placement_algorithm:
-            trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=allowed)
+            trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=allowed, budget=budget)
             return [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)]
         placements, status = fwk.run_placement_generate(CycleState(), ctx, snapshot)
         best: list[tuple[PodInfo, int]] = []
@@ -289,7 +295,7 @@ def trial_place(
                 continue
             nodes = placement.nodes if allowed is None else placement.nodes & allowed
             inner = snapshot.mark()
-            trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=nodes)
+            trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=nodes, budget=budget)
             snapshot.restore(inner)
             if len(trial.assignments) > len(best):
                 best = [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)]
