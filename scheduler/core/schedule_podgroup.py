@@ -112,7 +112,7 @@ def schedule_group(
     ctx = GroupContext(
         group_key or ("", ""), pods, min_count, is_gang, placed_before, group=group, placed_nodes=tuple(placed_nodes)
     )
-    if fwk.placement_algorithm:
+    if fwk.placement_algorithm and group is not None:  # placements are for PodGroups, not lone pods
         return _schedule_in_placements(fwk, snapshot, group_key, ctx)
     if ctx.topology_keys:
         why = (
