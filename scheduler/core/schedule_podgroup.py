@@ -73,7 +73,7 @@ class GroupDecision:
     victim_groups: list[GroupKey] = field(default_factory=list)
     preemption_message: str = ""
     preemption_attempted: bool = False
-    placement: str = ""  # the chosen placement's path ("" without PlacementGenerate plugins)
+    placement: str = ""  # the chosen placement's label ("" when the group took the whole cluster)
 
     @property
     def scheduled(self) -> bool:
@@ -139,6 +139,7 @@ def _decide(
     ctx: GroupContext,
     trial: Trial,
     placement: str = "",
+    fallback: str = "",
 ) -> GroupDecision:
     """Permit over the trial's assignments, then the decision; unplaced pods go to PostFilter."""
     pods, placed_before, min_count = ctx.pods, ctx.placed_before, ctx.min_count
@@ -183,6 +184,8 @@ def _decide(
         outcome, message = Outcome.SCHEDULED, f"{total} pod(s) placed"
         if placement:
             message += f" in {placement}"
+        if fallback:  # a more preferred level had no domain that fits
+            message += f" ({fallback})"
         if trial.how:  # the fixed order could not place the gang; the search did
             message += f" (search: {trial.how})"
         if unplaced:
@@ -341,7 +344,11 @@ def _schedule_in_placements(
         return _no_placement(
             fwk, snapshot, group_key, ctx, Status.unschedulable(), no_placement_message(ctx, result.rejected)
         )
-    return _decide(fwk, snapshot, group_key, ctx, result.trial, placement=result.placement.label)
+    skipped = sorted(
+        {r.placement.kind for r in result.rejected if r.placement.rank < result.placement.rank and r.placement.kind}
+    )
+    fallback = "; ".join(f"no {kind} domain fits" for kind in skipped)
+    return _decide(fwk, snapshot, group_key, ctx, result.trial, placement=result.placement.label, fallback=fallback)
 
 
 def _no_placement(

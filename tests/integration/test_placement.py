@@ -274,7 +274,7 @@ def test_rack_then_zone(installed, troupe, nodes, namespace):
     zone = one_domain(c, wide, ZONE)
     assert len(domains_of(c, wide, RACK)) == 2, wide
     cond = wait_condition(c, ns, "wide", "True", "Scheduled")
-    assert cond["message"] == f"6 pod(s) placed in {ZONE}={zone}", cond
+    assert cond["message"] == f"6 pod(s) placed in {ZONE}={zone} (no {RACK} domain fits)", cond
 
     # 3 pods: one rack holds them (only in the other zone now), so they stay in one rack,
     # where the zone alone would spread them over both racks of that zone.

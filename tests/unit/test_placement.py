@@ -128,6 +128,7 @@ def test_levels_prefer_one_rack_then_fall_back_to_one_zone() -> None:
     # 4 x 2 cpu fits no rack (r3 has 6 cpu), but zone-a (8 cpu): placed there, over two racks.
     d = run(nodes, gang(4, "2"), group)
     assert d.scheduled and zones_of(d, nodes) == {"zone-a"} and d.placement == f"{ZONE}=zone-a"
+    assert d.message == f"4 pod(s) placed in {ZONE}=zone-a (no {RACK} domain fits)"
     # 2 x 2 cpu fits a rack: the tightest rack (r1 or r2, 4 cpu) wins, never a zone.
     d = run(nodes, gang(2, "2"), make_group("g", 2, topology=[RACK, ZONE]))
     assert d.scheduled and d.placement in (f"{RACK}=r1", f"{RACK}=r2")
