@@ -14,7 +14,9 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from scheduler.core.placement import choose_placement
 from scheduler.core.schedule_podgroup import schedule_group
+from scheduler.framework.interface import CycleState, GroupContext, PlacementAssignments
 
 from .builders import make_cache, make_framework, make_group, make_node, make_pod
 
@@ -157,3 +159,45 @@ def test_a_tightly_packable_gang_is_always_placed(case: Any, topology: bool) -> 
     assert all(used[n] <= capacity[n] for n in used)
     if topology:
         assert len({n[0] for n in used}) == 1
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(1, 8), st.integers(0, 8)), min_size=3, max_size=8),  # per node: cpu, used
+    st.lists(st.integers(0, 3), min_size=8, max_size=8),  # zone of each node
+    st.lists(st.integers(1, 3), min_size=1, max_size=4),  # pod cpus
+    st.booleans(),  # gang (else basic)
+    st.sampled_from(["MostAllocated", "LeastAllocated"]),
+)
+def test_bounded_trials_choose_as_well_as_scoring_every_domain(
+    shape: list[tuple[int, int]], zone_of: list[int], pod_cpu: list[int], is_gang: bool, strategy: str
+) -> None:
+    nodes, existing = [], []
+    for i, (cpu, used) in enumerate(shape):
+        nodes.append(make_node(f"n{i}", str(cpu), labels={ZONE: f"zone-{zone_of[i]}"}))
+        if min(used, cpu):
+            existing.append(make_pod(f"used-{i}", str(min(used, cpu)), node_name=f"n{i}", scheduler_name="other"))
+    pods = [make_pod(f"p{j}", str(c), group="g") for j, c in enumerate(pod_cpu)]
+    group = make_group("g", len(pods) if is_gang else None, topology=[ZONE])
+    profile = {"pluginConfig": [{"name": "NodeResourcesFit", "args": {"placementScoringStrategy": {"type": strategy}}}]}
+    cache = make_cache(nodes, existing)
+    chosen = []
+    for bounded in (True, False):
+        fwk = make_framework(cache, profile)
+        if not bounded:
+            fwk.placement_score_bounds = lambda *args: None  # type: ignore[method-assign]
+        snapshot = cache.snapshot()
+        ctx = GroupContext(group.key, pods, group.min_count, group.is_gang, 0, group=group)
+        state = CycleState()
+        placements, _ = fwk.run_placement_generate(state, ctx, snapshot)
+        result = choose_placement(fwk, snapshot, ctx, placements, state)
+        if result.trial is None or result.placement is None:
+            chosen.append(None)
+            continue
+        proposal = PlacementAssignments(
+            result.placement, [(a.pod, r) for a, r in zip(result.trial.assignments, result.trial.rows)]
+        )
+        scores, _ = fwk.run_placement_scores(state, ctx, cache.snapshot(), [proposal])
+        chosen.append(int(scores[0]))
+    event(f"feasible: {chosen[0] is not None}")
+    assert chosen[0] == chosen[1]  # the same best score (ties may pick another domain)
