@@ -166,11 +166,17 @@ def test_a_tightly_packable_gang_is_always_placed(case: Any, topology: bool) -> 
     st.lists(st.tuples(st.integers(1, 8), st.integers(0, 8)), min_size=3, max_size=8),  # per node: cpu, used
     st.lists(st.integers(0, 3), min_size=8, max_size=8),  # zone of each node
     st.lists(st.integers(1, 3), min_size=1, max_size=4),  # pod cpus
-    st.booleans(),  # gang (else basic)
+    st.integers(0, 4),  # a gang's minCount (capped at the pods; 0: a basic group)
     st.sampled_from(["MostAllocated", "LeastAllocated"]),
+    st.booleans(),  # PodGroupPodsCount enabled
 )
 def test_bounded_trials_choose_as_well_as_scoring_every_domain(
-    shape: list[tuple[int, int]], zone_of: list[int], pod_cpu: list[int], is_gang: bool, strategy: str
+    shape: list[tuple[int, int]],
+    zone_of: list[int],
+    pod_cpu: list[int],
+    min_count: int,
+    strategy: str,
+    pods_count: bool,
 ) -> None:
     nodes, existing = [], []
     for i, (cpu, used) in enumerate(shape):
@@ -178,8 +184,12 @@ def test_bounded_trials_choose_as_well_as_scoring_every_domain(
         if min(used, cpu):
             existing.append(make_pod(f"used-{i}", str(min(used, cpu)), node_name=f"n{i}", scheduler_name="other"))
     pods = [make_pod(f"p{j}", str(c), group="g") for j, c in enumerate(pod_cpu)]
-    group = make_group("g", len(pods) if is_gang else None, topology=[ZONE])
-    profile = {"pluginConfig": [{"name": "NodeResourcesFit", "args": {"placementScoringStrategy": {"type": strategy}}}]}
+    group = make_group("g", min(min_count, len(pods)) or None, topology=[ZONE])
+    profile: dict[str, Any] = {
+        "pluginConfig": [{"name": "NodeResourcesFit", "args": {"placementScoringStrategy": {"type": strategy}}}]
+    }
+    if not pods_count:
+        profile["plugins"] = {"placementScore": {"disabled": [{"name": "PodGroupPodsCount"}]}}
     cache = make_cache(nodes, existing)
     chosen = []
     for bounded in (True, False):
