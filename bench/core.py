@@ -25,6 +25,15 @@ decision-time budget is spent and is extrapolated per pod beyond that (the
 table says how many pods were measured). The `full` run's placements are
 compared with the reference's, pod by pod, over the pods the reference placed.
 
+Shape `t` (upstream's TopologyAwareScheduling/5000Nodes_750Gangs_3000Pods):
+every PodGroup asks that the gang land inside one `topology.kubernetes.io/rack`
+(50 racks of 100 nodes of 4 CPU). The reference knows no topology, so instead
+of `full`/`reference` it runs `all` (the default profile with
+percentageOfNodesToScore: 100). After each run the placements are checked:
+the table counts the gangs whose pods landed in more than one rack, and
+shows upstream's published scheduler_perf figures for the shape beside
+troupe's (quoted, not measured here).
+
 Shape `p` (bench/preemption.py, not in the default `--shapes`): 5000 nodes
 full of running low-priority 3-pod gangs, then 100 high-priority 8-pod gangs
 that must preempt; DefaultPreemption's gang search against the "remove all,
@@ -53,10 +62,25 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .shapes import Shape, node_body, pod_body, pod_index, podgroup_body, preempt_shape, shapes
+from .shapes import Shape, pod_body, pod_index, podgroup_body, preempt_shape, shape_node_body, shapes
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 TARGET_PODS_PER_S = 5000
+
+# Upstream's published scheduler_perf figures for TopologyAwareScheduling/5000Nodes_750Gangs_3000Pods
+# (SchedulingThroughput Average, pods/s, two runs of pull-kubernetes-scheduler-perf, quoted in
+# kubernetes/kubernetes PR #140611). Not measured here. "adaptive" is with that PR's adaptive limit on the
+# placements scored (percentageOfPlacementsToScore, about 5 of the 50 racks); "score all" scores every
+# placement, which is what kube-scheduler v1.37.2 does (it has no such limit).
+UPSTREAM_TAS = {
+    "workload": "TopologyAwareScheduling/5000Nodes_750Gangs_3000Pods",
+    "nodes": 5000,
+    "adaptive": (562, 630),
+    "score_all": (109, 114),
+    "adaptive_ref": 600,
+    "score_all_ref": 110,
+    "source": "kubernetes/kubernetes PR #140611 (scheduler_perf, not measured here)",
+}
 
 
 # ----------------------------------------------------------------- helpers
@@ -128,19 +152,46 @@ def _new_scheduler(variant: str) -> Any:
     raw: dict[str, Any] = {}
     if variant == "full":
         raw = {"percentageOfNodesToScore": 100, "profiles": [_reference_profile()]}
+    elif variant == "all":  # the default profile, every feasible node scored
+        raw = {"percentageOfNodesToScore": 100}
     return Scheduler(SchedulerConfiguration.model_validate(raw), in_tree_registry())
 
 
 def _feed(sched: Any, shape: Shape) -> tuple[float, float]:
     t0 = time.perf_counter()
     for i in range(shape.nodes):
-        sched.on_node(node_body(i))
+        sched.on_node(shape_node_body(shape, i))
     t1 = time.perf_counter()
     for g in range(shape.gangs):
         sched.on_podgroup(podgroup_body(shape, g))
     for i in range(shape.pods):
         sched.on_pod(pod_body(shape, i))
     return t1 - t0, time.perf_counter() - t1
+
+
+def topology_check(shape: Shape, node_of: dict[int, str]) -> dict[str, Any]:
+    """Shape with a topology key: how many gangs have pods in more than one
+    domain (node label value of the key; a node without the label is a domain
+    of its own), from pod index -> node of every placed pod."""
+    key = shape.topology_key
+    domain = {}
+    for i in range(shape.nodes):
+        body = shape_node_body(shape, i)
+        name = body["metadata"]["name"]
+        domain[name] = body["metadata"]["labels"].get(key, f"<no {key}: {name}>")
+    per_gang: dict[int, set[str]] = {}
+    for i, node in node_of.items():
+        per_gang.setdefault(i // shape.pods_per_gang, set()).add(domain[node])
+    spans = [len(d) for d in per_gang.values()]
+    return {
+        "key": key,
+        "domains": len(set(domain.values())),
+        "gangs": shape.gangs,
+        "gangs_placed": len(per_gang),
+        "violations": sum(1 for n in spans if n > 1),
+        "max_domains_per_gang": max(spans, default=0),
+        "domains_used": len(set().union(*per_gang.values())) if per_gang else 0,
+    }
 
 
 def run_vectorized(shape: Shape, variant: str, placements_file: str | None) -> dict[str, Any]:
@@ -151,6 +202,7 @@ def run_vectorized(shape: Shape, variant: str, placements_file: str | None) -> d
     rss_fed = _rss_now_mib()
     decide_s = confirm_s = 0.0
     placements: list[str] = []
+    node_of: dict[int, str] = {}  # pod index -> node (checked against the topology key, if any)
     unit_times: dict[int, list[float]] = {}  # unit size -> schedule_unit seconds
     cycles = 0
     while True:
@@ -163,7 +215,9 @@ def run_vectorized(shape: Shape, variant: str, placements_file: str | None) -> d
         cycles += 1
         if decision is not None:
             for p in decision.assignments:
-                sched.on_pod(pod_body(shape, pod_index(p.pod.name), p.node))  # the watch confirms the binding
+                i = pod_index(p.pod.name)
+                sched.on_pod(pod_body(shape, i, p.node))  # the watch confirms the binding
+                node_of[i] = p.node
             placements.extend(p.node for p in decision.assignments)
             unit_times.setdefault(len(popped.pods), []).append(t1 - t0)
         confirm_s += time.perf_counter() - t1
@@ -173,6 +227,7 @@ def run_vectorized(shape: Shape, variant: str, placements_file: str | None) -> d
         Path(placements_file).write_text("\n".join(placements))
     return {
         "variant": variant,
+        "topology": topology_check(shape, node_of) if shape.topology_key else None,
         "percentage_of_nodes_to_score": fwk.percentage_of_nodes_to_score,
         "nodes_to_score": fwk.num_nodes_to_score(shape.nodes),
         "filters": [p.name for p in fwk.filters],
@@ -198,7 +253,7 @@ def run_reference(shape: Shape, budget_s: float, placements_file: str | None) ->
     from . import reference
 
     rss_base = _rss_now_mib()  # interpreter + the api modules
-    nodes = reference.parse_nodes(node_body(i) for i in range(shape.nodes))
+    nodes = reference.parse_nodes(shape_node_body(shape, i) for i in range(shape.nodes))
     result = reference.run(nodes, _units(shape), budget_s)
     placements = result.pop("placements")
     if placements_file:
@@ -401,6 +456,10 @@ def render(result: dict[str, Any]) -> str:
         out.append("unit ms = schedule_unit of one of the largest units, median and max over them):")
         out.append(_table(headers, rows))
         out.append("")
+    topo = render_topology(result)
+    if topo:
+        out.append(topo)
+        out.append("")
     headers = [
         "shape",
         "full pods/s",
@@ -448,7 +507,7 @@ def render(result: dict[str, Any]) -> str:
             "`same node`: pods the full run put on the same node as the reference, over the pods the reference decided;"
         )
         out.append(f"{result['reference_profile']}.")
-    gangs = [r for r in result["shapes"] if r["gangs"] and r["nodes"] >= 5000]
+    gangs = [r for r in result["shapes"] if r["gangs"] and r["nodes"] >= 5000 and not r.get("topology_key")]
     if gangs:
         out.append("")
         verdict = ", ".join(
@@ -472,6 +531,67 @@ def render(result: dict[str, Any]) -> str:
         )
         out.append(f"(listing: {p['listing']})")
     return "\n".join(out)
+
+
+def render_topology(result: dict[str, Any]) -> str:
+    """Shapes with a topology constraint (t): troupe beside upstream's published figures, and the check."""
+    rows = []
+    up = UPSTREAM_TAS
+    for r in result["shapes"]:
+        if not r.get("topology_key"):
+            continue
+        d, a = r["default"], r.get("all")
+        published = r["nodes"] == up["nodes"]
+
+        def violations(v: dict[str, Any] | None) -> str:
+            if v is None or not v.get("topology"):
+                return "-"
+            top = v["topology"]
+            return f"{top['violations']}/{top['gangs']}" + (
+                "" if top["gangs_placed"] == top["gangs"] else f" ({top['gangs_placed']} placed)"
+            )
+
+        rows.append(
+            [
+                f"{r['key']} {r['name']}",
+                _fmt(d["pods_per_s"]),
+                "-".join(_fmt(v) for v in (min(r["default_runs_pods_per_s"]), max(r["default_runs_pods_per_s"]))),
+                _fmt(a["pods_per_s"]) if a else "-",
+                "-".join(map(str, up["adaptive"])) if published else "n/a",
+                "-".join(map(str, up["score_all"])) if published else "n/a",
+                _fmt(d["pods_per_s"] / up["adaptive_ref"], ".2f") + "x" if published else "-",
+                _fmt(a["pods_per_s"] / up["score_all_ref"], ".1f") + "x" if published and a else "-",
+                violations(d),
+                violations(a),
+            ]
+        )
+    if not rows:
+        return ""
+    headers = [
+        "shape",
+        "troupe pods/s",
+        "range",
+        "troupe all-nodes pods/s",
+        "upstream adaptive*",
+        "upstream score-all*",
+        f"troupe ÷ {up['adaptive_ref']}",
+        f"all-nodes ÷ {up['score_all_ref']}",
+        "gangs not in one domain",
+        "(all-nodes)",
+    ]
+    return "\n".join(
+        [
+            "topology-aware shapes: every PodGroup has schedulingConstraints.topology[0].key; `troupe` = default "
+            "configuration (median of the runs),",
+            "`all-nodes` = default profile with percentageOfNodesToScore: 100 (one run); "
+            "`gangs not in one domain` = gangs whose pods landed in more than one domain (must be 0):",
+            _table(headers, rows),
+            f"* upstream's published scheduler_perf figures for {up['workload']}, pods/s, {up['source']}: "
+            "adaptive = with an adaptive limit on the",
+            "  placements (racks) scored, score-all = every placement scored, as kube-scheduler v1.37.2 does. "
+            f"Ratios are troupe ÷ {up['adaptive_ref']} and all-nodes ÷ {up['score_all_ref']}.",
+        ]
+    )
 
 
 def render_preemption(entry: dict[str, Any]) -> str:
@@ -587,8 +707,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench core", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--shapes",
-        default="a,b,c,d",
-        help="comma-separated shape keys (a,b,c,d,p); default a,b,c,d. p (preemption: 5000 nodes full of "
+        default="a,b,c,d,t",
+        help="comma-separated shape keys (a,b,c,d,t,p); default a,b,c,d,t. t: upstream's topology-aware shape "
+        "(750 gangs x 4, each inside one of 50 racks of 100 nodes), checked for gangs that span racks. "
+        "p (preemption: 5000 nodes full of "
         "low-priority gangs, 100 high-priority 8-pod gangs, gang search vs remove-all-then-reprieve) is not in the "
         "default: at 5000 nodes it takes about 15 minutes, nearly all of it the baseline's first decision (--quick: 15 s)",
     )
@@ -655,6 +777,8 @@ def main(argv: list[str] | None = None) -> int:
         "shapes": [],
     }
     result["reference_profile"] = _reference_profile_note()
+    if any(table[k].topology_key for k in keys):
+        result["upstream_published_tas"] = UPSTREAM_TAS
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="troupe-bench-") as tmp:
         for key in keys:
@@ -666,6 +790,7 @@ def main(argv: list[str] | None = None) -> int:
                 "gangs": shape.gangs,
                 "pods_per_gang": shape.pods_per_gang,
                 "pods": shape.pods,
+                "topology_key": shape.topology_key,
             }
             print(
                 f"[{time.perf_counter() - started:6.1f}s] shape {key} {shape.name}: default",
@@ -678,7 +803,12 @@ def main(argv: list[str] | None = None) -> int:
             runs.sort(key=lambda d: d["pods_per_s"])
             entry["default"] = runs[len(runs) // 2]
             entry["default_runs_pods_per_s"] = [d["pods_per_s"] for d in runs]
-            if not args.no_reference:
+            if shape.topology_key:
+                # The reference knows nothing of topology constraints: no `full`/`reference` pair. Instead the
+                # default profile scoring every feasible node, beside upstream's score-all figure.
+                print(f"[{time.perf_counter() - started:6.1f}s] shape {key}: all", file=sys.stderr, flush=True)
+                entry["all"] = _spawn({"shape": key, "quick": args.quick, "variant": "all"})
+            elif not args.no_reference:
                 files = {v: str(Path(tmp) / f"{key}-{v}.txt") for v in ("full", "reference")}
                 print(f"[{time.perf_counter() - started:6.1f}s] shape {key}: full", file=sys.stderr, flush=True)
                 entry["full"] = _spawn(
@@ -695,11 +825,18 @@ def main(argv: list[str] | None = None) -> int:
                     }
                 )
                 entry["agreement"] = _agreement(Path(files["full"]), Path(files["reference"]))
-            for v in ("default", "full"):
+            for v in ("default", "full", "all"):
                 got = entry.get(v)
                 if got is not None and got["pods_placed"] != shape.pods:
                     print(
                         f"warning: shape {key} {v}: placed {got['pods_placed']} of {shape.pods} pods", file=sys.stderr
+                    )
+                if got is not None and got.get("topology") and got["topology"]["violations"]:
+                    top = got["topology"]
+                    print(
+                        f"warning: shape {key} {v}: {top['violations']} of {top['gangs_placed']} placed gangs span more "
+                        f"than one {top['key']} domain",
+                        file=sys.stderr,
                     )
             result["shapes"].append(entry)
         if preempt:

@@ -8,6 +8,14 @@ Pods ask for 100m CPU / 100Mi as upstream's gang-pod.yaml; gang minCount = size.
 Nodes are larger than upstream's node-default.yaml (32 CPU / 128Gi instead of
 4 / 32Gi, 110 pods) and carry hostname / zone / region labels.
 
+Shape t is upstream's topology-aware shape (podgroup/tas/performance-config.yaml,
+`TopologyAwareScheduling/5000Nodes_750Gangs_3000Pods`) as its templates have
+it: nodes of 4 CPU / 32Gi / 110 pods labelled `topology.kubernetes.io/zone` and
+`topology.kubernetes.io/rack` = `zone-`/`rack-{i // 100}` (50 racks of 100
+nodes), 750 gangs of 4 (minCount 4), every PodGroup with
+`schedulingConstraints: {topology: [{key: topology.kubernetes.io/rack}]}`: a
+gang must land inside one rack.
+
 Bodies are generated from an index on demand, so the benchmark keeps no copy
 of 50 000 pod bodies (that would inflate the RSS it reports).
 """
@@ -22,6 +30,8 @@ from scheduler.api.constants import API_VERSION, DEFAULT_SCHEDULER_NAME, POD_GRO
 NAMESPACE = "bench"
 ZONES = 10  # topology.kubernetes.io/zone values (node i is in zone i % ZONES)
 REGIONS = 2
+RACK_KEY = "topology.kubernetes.io/rack"
+NODES_PER_RACK = 100  # upstream's tas/templates/node.yaml: rack-{{DivideInt .Index 100}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +41,9 @@ class Shape:
     nodes: int
     gangs: int  # 0: pods without any PodGroup
     pods_per_gang: int  # or, with gangs == 0, the number of pods
+    # Every PodGroup asks for schedulingConstraints.topology[0].key = this (shape t);
+    # its nodes are then upstream's TAS nodes (4 CPU, racks of NODES_PER_RACK).
+    topology_key: str | None = None
 
     @property
     def pods(self) -> int:
@@ -49,6 +62,7 @@ FULL: dict[str, Shape] = {
     "b": Shape("b", "5000Nodes_3Gangs_3000Pods_1000PerGroup", 5000, 3, 1000),
     "c": Shape("c", "5000Nodes_10Gangs_50000Pods_5000PerGroup", 5000, 10, 5000),
     "d": Shape("d", "5000Nodes_10000Pods_NoGroups", 5000, 0, 10000),
+    "t": Shape("t", "TAS/5000Nodes_750Gangs_3000Pods", 5000, 750, 4, RACK_KEY),
 }
 
 # --quick: 500 nodes and a tenth of the pods (fewer gangs where there are many, smaller gangs otherwise).
@@ -57,11 +71,32 @@ QUICK: dict[str, Shape] = {
     "b": Shape("b", "500Nodes_3Gangs_300Pods_100PerGroup", 500, 3, 100),
     "c": Shape("c", "500Nodes_10Gangs_5000Pods_500PerGroup", 500, 10, 500),
     "d": Shape("d", "500Nodes_1000Pods_NoGroups", 500, 0, 1000),
+    "t": Shape("t", "TAS/500Nodes_50Gangs_200Pods", 500, 50, 4, RACK_KEY),
 }
 
 
 def shapes(quick: bool) -> dict[str, Shape]:
     return QUICK if quick else FULL
+
+
+def shape_node_body(shape: Shape, i: int) -> dict[str, Any]:
+    """Node i of the shape: upstream's TAS node for a shape with a topology key, else node_body(i)."""
+    return tas_node_body(i) if shape.topology_key else node_body(i)
+
+
+def tas_node_body(i: int) -> dict[str, Any]:
+    """upstream's podgroup/tas/templates/node.yaml: 4 CPU / 32Gi / 110 pods, zone = rack = i // 100."""
+    body = node_body(i)
+    domain = i // NODES_PER_RACK
+    body["metadata"]["labels"] = {
+        "kubernetes.io/hostname": body["metadata"]["name"],
+        "topology.kubernetes.io/zone": f"zone-{domain}",
+        RACK_KEY: f"rack-{domain}",
+    }
+    cap = {"pods": "110", "cpu": "4", "memory": "32Gi"}
+    body["status"]["capacity"] = dict(cap)
+    body["status"]["allocatable"] = dict(cap)
+    return body
 
 
 def node_body(i: int) -> dict[str, Any]:
@@ -88,11 +123,14 @@ def node_body(i: int) -> dict[str, Any]:
 
 
 def podgroup_body(shape: Shape, g: int) -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": shape.pods_per_gang}}}
+    if shape.topology_key:
+        spec["schedulingConstraints"] = {"topology": [{"key": shape.topology_key}]}
     return {
         "apiVersion": API_VERSION,
         "kind": "PodGroup",
         "metadata": {"name": f"gang-{g:05d}", "namespace": NAMESPACE, "uid": f"uid-pg-{g}", "generation": 1},
-        "spec": {"schedulingPolicy": {"gang": {"minCount": shape.pods_per_gang}}},
+        "spec": spec,
     }
 
 
