@@ -5,6 +5,10 @@ Per node count: one etcd + kube-apiserver v1.37.2 (hack/localcluster.py) with
 ``--feature-gates=GenericWorkload=true``,
 ``--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true``
 and ``--enable-priority-and-fairness=false``; troupe's CRDs; N Node objects.
+The topology-aware shape t gets a control plane of its own (its nodes are
+upstream's TAS nodes, 4 CPU in racks of 100) whose kube-apiserver also has
+``TopologyAwareWorkloadScheduling=true``: without that gate the API server
+drops ``spec.schedulingConstraints`` from native PodGroups.
 Then per shape, one after another on that API server and those nodes: troupe,
 upstream, raw (bench/e2e_procs.py). Each run gets a fresh namespace, its
 scheduler is started (and ready) before the first object is created, the
@@ -41,6 +45,7 @@ from .e2e_kube import Credentials, Kube
 from .e2e_report import detail_table, latency_table, plot, summarize, throughput_table
 from .e2e_watch import BindWatcher
 from .e2e_workload import (
+    NATIVE_PODGROUP_API,
     QUICK_NODES,
     SCHEDULERS,
     Creation,
@@ -50,7 +55,10 @@ from .e2e_workload import (
     delete_all_pods,
     fits,
     flavor,
+    group_name,
+    nodes_per_rack,
     parse_shapes,
+    topology_check,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,6 +76,21 @@ APISERVER_ARGS = [
 ]
 DEFAULT_PLAN = "500:a,b 5000:a,b,c"
 
+# Per node kind (Shape.node_kind): the feature gates of kube-apiserver and kube-scheduler.
+# TopologyAwareWorkloadScheduling (alpha in 1.37, needs GenericWorkload): on the API server it keeps
+# PodGroup spec.schedulingConstraints (dropped on create without it); on kube-scheduler it adds
+# TopologyPlacementGenerator and PodGroupPodsCount to the default profile and runs every PodGroup cycle
+# through the placement algorithm (one placement per domain of the key, each tried, the best kept).
+FEATURE_GATES = {
+    "default": "GenericWorkload=true",
+    "tas": "GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
+}
+
+
+def apiserver_args(kind: str) -> list[str]:
+    return [f"--feature-gates={FEATURE_GATES[kind]}", *APISERVER_ARGS[1:]]
+
+
 EPILOG = f"""\
 what is measured (client clock of this process):
   pods/s         pods bound / (last pod seen bound - first pod create returned)
@@ -79,17 +102,22 @@ the three runs, one at a time on the same API server and nodes:
   troupe    python -m scheduler run, its CRD PodGroup + pod-group label
   upstream  kube-scheduler v1.37.2 --feature-gates=GenericWorkload=true (GangScheduling
             in the default profile), native scheduling.k8s.io/v1beta1 PodGroup +
-            spec.schedulingGroup
+            spec.schedulingGroup; shape t adds TopologyAwareWorkloadScheduling=true
+            (on kube-apiserver too, in a control plane of its own)
   raw       bench/e2e_rawbind.py: watch unbound pods, POST pods/binding round-robin,
             no scheduling: the API server's limit for this client
 all three use the admin kubeconfig (system:masters) and the same client QPS/burst;
 API Priority and Fairness is off (--enable-priority-and-fairness=false).
+
+shape t (750 gangs x 4, each PodGroup schedulingConstraints.topology[0].key = topology.kubernetes.io/rack,
+on 4-CPU nodes in racks of 100) adds a column: gangs whose pods landed in more than one rack.
 
 default plan: {DEFAULT_PLAN!r} (shapes a, b at 500 and 5000 nodes, c at 5000);
 --nodes/--shapes make a cross product instead; --quick: {QUICK_NODES} nodes, small shapes.
 examples:
   python -m bench e2e --quick
   python -m bench e2e --nodes 5000 --shapes a,b,c=10x2000 --timeout 900
+  python -m bench e2e --nodes 5000 --shapes t --schedulers raw,upstream,troupe
   python -m bench e2e --plan '500:a 5000:b' --schedulers troupe,upstream --profile-troupe
 """
 
@@ -169,9 +197,12 @@ async def one_run(
             workdir, run, kubeconfig, args.qps, args.burst, args.bind_concurrency, args.troupe_src, profile
         )
     elif sched == "upstream":
-        proc = procs.kube_scheduler(workdir, run, args.kube_scheduler, kubeconfig, args.qps, args.burst)
+        proc = procs.kube_scheduler(
+            workdir, run, args.kube_scheduler, kubeconfig, args.qps, args.burst, FEATURE_GATES[shape.node_kind]
+        )
     else:
-        proc = procs.raw_binder(workdir, run, kubeconfig, ns, args.qps, args.burst, args.bind_concurrency)
+        domain = nodes_per_rack(nodes) if shape.topology_key else 0
+        proc = procs.raw_binder(workdir, run, kubeconfig, ns, args.qps, args.burst, args.bind_concurrency, domain)
     log(f"{tag} starting {sched} (log {proc.log_path})")
     try:
         proc.start(timeout=args.ready_timeout)
@@ -256,6 +287,10 @@ async def one_run(
     await watcher.stop()
 
     s = summarize(creation.pod_created, watcher.bound_at, shape.size)
+    topology = None
+    if shape.topology_key:
+        topology = topology_check(shape, nodes, watcher.node_of)
+        topology["stored"] = await _constraint_stored(kube, ns, sched)
     delta = [None if a is None or b is None else b - a for a, b in zip(cpu0, cpu1)]
     per_node = sorted(watcher.nodes.values())
     # CPU used on the machine during the run by anything that is not this run (other people's jobs on a shared box)
@@ -280,6 +315,8 @@ async def one_run(
         "creator_error_count": len(creation.errors),
         "scheduler_cpu_s": delta[0],
         "apiserver_cpu_s": delta[1],
+        "apiserver_ms_per_pod": 1000 * delta[1] / s["pods_bound"] if delta[1] is not None and s["pods_bound"] else None,
+        "topology": topology,
         "etcd_cpu_s": delta[2],
         "bench_cpu_s": bench_cpu,
         "other_cpu_s": other_cpu,
@@ -302,6 +339,12 @@ async def one_run(
         f"creator {creation.rate:.0f} pods/s, drain {s['drain_s']:.2f}s after the last create, "
         f"{sched} CPU {delta[0] if delta[0] is not None else float('nan'):.1f}s"
     )
+    if topology is not None:
+        log(
+            f"{tag} {topology['key']}: {topology['violations']} of {topology['gangs_with_bound_pods']} gangs with bound "
+            f"pods span more than one domain (at most {topology['max_domains_per_gang']}); "
+            f"{topology['domains_used']} domains used; constraint stored on the PodGroup: {topology['stored']}"
+        )
     if creation.errors:
         log(f"{tag} creator errors ({len(creation.errors)}), first: {creation.errors[0]}")
     if outcome != "ok":
@@ -309,6 +352,17 @@ async def one_run(
     secs = await delete_all_pods(kube, ns)
     log(f"{tag} pods deleted in {secs:.1f}s")
     return result
+
+
+async def _constraint_stored(kube: Kube, ns: str, sched: str) -> bool | None:
+    """Whether the API server kept spec.schedulingConstraints on the run's first PodGroup
+    (a kube-apiserver without TopologyAwareWorkloadScheduling drops it from native PodGroups)."""
+    fl = flavor(sched)
+    try:
+        pg = await kube.request("GET", f"{fl.podgroup_path.format(ns=ns)}/{group_name(0)}", retries=2)
+    except Exception:  # noqa: BLE001 - a report detail, not worth failing the run
+        return None
+    return bool(((pg.get("spec") or {}).get("schedulingConstraints") or {}).get("topology"))
 
 
 async def run_node_count(
@@ -328,8 +382,12 @@ async def run_node_count(
         ):  # a just-Established CRD answers 429 "storage is (re)initializing" for a moment
             await kube.request("GET", f"/apis/scheduling.troupe.dev/v1alpha2/{res}", params={"limit": "1"}, retries=30)
         log(f"creating {nodes} nodes ({args.node_create_concurrency} in flight)")
-        secs = await create_nodes(kube, nodes, args.node_create_concurrency, log)
-        log(f"{nodes} nodes created in {secs:.1f}s ({nodes / secs:.0f}/s); status.allocatable stuck on create")
+        kind = shapes[0].node_kind if shapes else "default"
+        secs = await create_nodes(kube, nodes, args.node_create_concurrency, log, kind)
+        log(
+            f"{nodes} {kind} nodes created in {secs:.1f}s ({nodes / secs:.0f}/s); status.allocatable stuck on create"
+            + (f"; racks of {nodes_per_rack(nodes)}" if kind == "tas" else "")
+        )
         # warm-up: the first pod creates on a fresh API server are slower; nobody schedules these
         warm = Shape("warmup", 4, 50)
         await kube.request(
@@ -361,6 +419,12 @@ async def run_node_count(
 def report(meta: dict[str, Any], runs: list[dict[str, Any]], json_path: Path, png_path: Path) -> None:
     """Print the tables (and profiles) of a finished or loaded benchmark and write the plot."""
     print(f"# troupe vs kube-scheduler v{localcluster.K8S_VERSION} (GangScheduling) vs raw bind loop, end to end")
+    if any(r.get("topology") for r in runs):
+        print(
+            "shape t: every PodGroup asks for one topology.kubernetes.io/rack; kube-scheduler and kube-apiserver run "
+            f"with --feature-gates={FEATURE_GATES['tas']}; the raw loop binds each gang inside one rack "
+            "(round-robin over its nodes); `not in one rack` counts the gangs whose pods landed in more than one."
+        )
     print(
         f"API Priority and Fairness disabled (--enable-priority-and-fairness=false); all three run with the admin "
         f"kubeconfig, client QPS {meta['qps']:g} / burst {meta['burst']}; bind concurrency {meta['bind_concurrency']} "
@@ -432,7 +496,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--shapes",
-        help="comma-separated shapes: a (1000 gangs x 3), b (3 x 1000), c (10 x 5000), or "
+        help="comma-separated shapes: a (1000 gangs x 3), b (3 x 1000), c (10 x 5000), t (750 x 4, each gang "
+        "in one rack: upstream's TopologyAwareScheduling shape, on nodes and a control plane of its own), or "
         "KEY=GANGSxSIZE to resize, e.g. c=10x2000; a shape that does not fit the nodes is skipped",
     )
     p.add_argument(
@@ -569,6 +634,9 @@ def main(argv: list[str]) -> int:
         "create_concurrency": args.create_concurrency,
         "timeout_s": args.timeout,
         "apiserver_args": APISERVER_ARGS + args.apiserver_arg,
+        "apiserver_args_tas": apiserver_args("tas") + args.apiserver_arg,
+        "feature_gates": FEATURE_GATES,
+        "native_podgroup_api": NATIVE_PODGROUP_API,
         "kube_scheduler": str(args.kube_scheduler),
         "k8s_version": localcluster.K8S_VERSION,
         "etcd_version": localcluster.ETCD_VERSION,
@@ -599,13 +667,13 @@ def main(argv: list[str]) -> int:
     t_all = time.monotonic()
     aborted = False
     try:
-        for nodes, shapes in plan:
-            cwd = workdir / f"cluster-{nodes}"
+        for nodes, kind, shapes in _by_node_kind(plan):
+            cwd = workdir / (f"cluster-{nodes}" if kind == "default" else f"cluster-{nodes}-{kind}")
             shutil.rmtree(cwd / "etcd", ignore_errors=True)
             cluster = localcluster.LocalCluster(
-                workdir=cwd, extra_apiserver_args=APISERVER_ARGS + args.apiserver_arg, keep=True
+                workdir=cwd, extra_apiserver_args=apiserver_args(kind) + args.apiserver_arg, keep=True
             )
-            log(f"starting etcd + kube-apiserver for {nodes} nodes ({cwd})")
+            log(f"starting etcd + kube-apiserver for {nodes} {kind} nodes ({cwd})")
             cluster.start(timeout=120)
             try:
                 cluster.kubectl("apply", "-f", str(ROOT / "crds"), timeout=120)
@@ -628,6 +696,18 @@ def main(argv: list[str]) -> int:
 
     report(meta, runs, json_path, png_path)
     return 0 if runs and not aborted and not any(r["failed"] for r in runs) else 1
+
+
+def _by_node_kind(plan: list[tuple[int, list[Shape]]]) -> list[tuple[int, str, list[Shape]]]:
+    """One control plane per node count and node kind (shape t's TAS nodes are not the others'),
+    in plan order; the shapes of a kind keep their order."""
+    out: list[tuple[int, str, list[Shape]]] = []
+    for nodes, shapes in plan:
+        kinds: dict[str, list[Shape]] = {}
+        for shape in shapes:
+            kinds.setdefault(shape.node_kind, []).append(shape)
+        out.extend((nodes, kind, group) for kind, group in kinds.items())
+    return out
 
 
 def _clean(o: Any) -> Any:

@@ -5,7 +5,9 @@ kubeconfig and the same client QPS/burst:
   127.0.0.1:PORT --config CFG`` (optionally under ``python -m cProfile -o F``);
   ready when its /readyz answers 200 (its cache is synced).
 - upstream: the built kube-scheduler v1.37.2 with ``--feature-gates=GenericWorkload=true``
-  and a KubeSchedulerConfiguration (no leader election, the same QPS/burst);
+  (``GenericWorkload=true,TopologyAwareWorkloadScheduling=true`` for shape t: that gate
+  adds TopologyPlacementGenerator and PodGroupPodsCount to the default profile and
+  switches PodGroup cycles to the placement algorithm) and a KubeSchedulerConfiguration (no leader election, the same QPS/burst);
   ready when its /readyz (which includes ``sched-handler-sync``) answers 200.
 - raw: ``python -m bench.e2e_rawbind``; ready when it wrote its ready file.
 
@@ -236,7 +238,15 @@ def troupe(
     )
 
 
-def kube_scheduler(workdir: Path, run: str, binary: Path, kubeconfig: Path, qps: float, burst: int) -> Proc:
+def kube_scheduler(
+    workdir: Path,
+    run: str,
+    binary: Path,
+    kubeconfig: Path,
+    qps: float,
+    burst: int,
+    feature_gates: str = "GenericWorkload=true",
+) -> Proc:
     port = free_port()
     cfg = workdir / f"{run}-config.yaml"
     cfg.write_text(
@@ -248,7 +258,7 @@ def kube_scheduler(workdir: Path, run: str, binary: Path, kubeconfig: Path, qps:
     cmd = [
         str(binary),
         f"--config={cfg}",
-        "--feature-gates=GenericWorkload=true",
+        f"--feature-gates={feature_gates}",
         f"--secure-port={port}",
         "--bind-address=127.0.0.1",
         # no authentication-kubeconfig: /readyz is an always-allowed path, and
@@ -260,7 +270,16 @@ def kube_scheduler(workdir: Path, run: str, binary: Path, kubeconfig: Path, qps:
     )
 
 
-def raw_binder(workdir: Path, run: str, kubeconfig: Path, ns: str, qps: float, burst: int, concurrency: int) -> Proc:
+def raw_binder(
+    workdir: Path,
+    run: str,
+    kubeconfig: Path,
+    ns: str,
+    qps: float,
+    burst: int,
+    concurrency: int,
+    domain_size: int = 0,
+) -> Proc:
     ready = workdir / f"{run}.ready"
     ready.unlink(missing_ok=True)
     cmd = [
@@ -280,4 +299,6 @@ def raw_binder(workdir: Path, run: str, kubeconfig: Path, ns: str, qps: float, b
         "--ready-file",
         str(ready),
     ]
+    if domain_size:
+        cmd += ["--domain-size", str(domain_size)]
     return Proc(run, cmd, workdir / f"{run}.log", ready.exists, env=dict(os.environ, PYTHONUNBUFFERED="1"))

@@ -4,7 +4,10 @@
 nodes once, watches the namespace's unbound pods
 (``fieldSelector=spec.nodeName=``) and POSTs ``pods/binding`` for every pod
 with its schedulerName, to the next node round-robin. No scheduling, no gang
-rule, no status writes, no events. It uses the same client limits as troupe's
+rule, no status writes, no events. With ``--domain-size N`` (shape t: the
+nodes, sorted by name, are racks of N) the pods of group g go round-robin
+over the nodes of rack g % racks, so each gang stays in one rack, as a
+topology-aware scheduler must place it (the check then counts 0 for raw). It uses the same client limits as troupe's
 binder: a ``scheduler.runtime.ratelimit.TokenBucket`` (QPS/burst) and a fixed
 number of binds in flight (troupe's ``bindConcurrency``). HTTP is plain
 aiohttp (bench/e2e_kube.py), not kubernetes_asyncio.
@@ -28,11 +31,13 @@ import aiohttp
 from scheduler.runtime.ratelimit import TokenBucket
 
 from .e2e_kube import ApiError, Credentials, Kube
-from .e2e_workload import RAW_SCHEDULER_NAME
+from .e2e_workload import RAW_SCHEDULER_NAME, parse_pod_name
 
 
 class RawBinder:
-    def __init__(self, kube: Kube, ns: str, scheduler_name: str, qps: float, burst: int, concurrency: int) -> None:
+    def __init__(
+        self, kube: Kube, ns: str, scheduler_name: str, qps: float, burst: int, concurrency: int, domain_size: int = 0
+    ) -> None:
         self.kube = kube
         self.ns = ns
         self.scheduler_name = scheduler_name
@@ -42,6 +47,8 @@ class RawBinder:
         self.seen: set[str] = set()
         self.nodes: list[str] = []
         self.next_node = 0
+        self.domain_size = domain_size
+        self.next_in_domain: dict[int, int] = {}
         self.bound = self.conflicts = self.errors = 0
         self.rv = ""
 
@@ -55,12 +62,22 @@ class RawBinder:
         self.seen.add(uid)
         self.queue.put_nowait((meta["name"], uid))
 
+    def pick(self, name: str) -> str:
+        group = parse_pod_name(name)
+        if self.domain_size and group is not None and len(self.nodes) >= self.domain_size:
+            domain = group[0] % (len(self.nodes) // self.domain_size)
+            k = self.next_in_domain.get(domain, 0)
+            self.next_in_domain[domain] = k + 1
+            return self.nodes[domain * self.domain_size + k % self.domain_size]
+        node = self.nodes[self.next_node % len(self.nodes)]
+        self.next_node += 1
+        return node
+
     async def bind_worker(self) -> None:
         path = f"/api/v1/namespaces/{self.ns}/pods/{{}}/binding"
         while True:
             name, uid = await self.queue.get()
-            node = self.nodes[self.next_node % len(self.nodes)]
-            self.next_node += 1
+            node = self.pick(name)
             body = {
                 "apiVersion": "v1",
                 "kind": "Binding",
@@ -148,7 +165,9 @@ class RawBinder:
 
 async def amain(args: argparse.Namespace) -> int:
     kube = Kube(Credentials.from_kubeconfig(args.kubeconfig), connections=args.concurrency + 4)
-    binder = RawBinder(kube, args.namespace, args.scheduler_name, args.qps, args.burst, args.concurrency)
+    binder = RawBinder(
+        kube, args.namespace, args.scheduler_name, args.qps, args.burst, args.concurrency, args.domain_size
+    )
     task = asyncio.create_task(binder.run(args.ready_file))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -186,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--burst", type=int, default=1000, help="token bucket burst (1000)")
     p.add_argument("--concurrency", type=int, default=16, help="binds in flight (16, troupe's bindConcurrency default)")
     p.add_argument("--ready-file", type=Path, help="written once the watch is open")
+    p.add_argument(
+        "--domain-size",
+        type=int,
+        default=0,
+        metavar="N",
+        help="nodes (sorted by name) form domains of N: group g's pods go to domain g %% domains (0: plain round-robin)",
+    )
     return asyncio.run(amain(p.parse_args(argv)))
 
 

@@ -121,7 +121,23 @@ def group_runs(runs: list[dict[str, Any]]) -> list[tuple[int, str, str, dict[str
     return [(n, s, label, scheds) for (n, s), (label, scheds) in out.items()]
 
 
+def _violations(sc: dict[str, dict[str, Any]]) -> str:
+    """Gangs whose bound pods span more than one topology domain, per scheduler (t / u / r), of the
+    gangs with bound pods; `!` marks a run whose PodGroups lost the constraint on the API server."""
+    cells, of = [], set()
+    for s in SCHEDULERS:
+        top = (sc.get(s) or {}).get("topology")
+        if not top:
+            cells.append("-")
+            continue
+        cells.append(f"{top['violations']}" + ("" if top.get("stored", True) is not False else "!"))
+        of.add(top["gangs_with_bound_pods"])
+    return " / ".join(cells) + (f" of {'/'.join(map(str, sorted(of)))}" if of else "")
+
+
 def throughput_table(runs: list[dict[str, Any]]) -> str:
+    """Pods/s side by side; apiserver CPU per bound pod; with a topology shape, the gangs not in one domain."""
+    topology = any(r.get("topology") for r in runs)
     header = [
         "nodes",
         "shape",
@@ -130,12 +146,15 @@ def throughput_table(runs: list[dict[str, Any]]) -> str:
         *(f"{NAMES[s]} pods/s" for s in SCHEDULERS),
         "troupe÷upstream",
         "troupe÷raw",
+        "apiserver ms/pod (t/u/r)",
+        *(["not in one rack (t/u/r)"] if topology else []),
     ]
     rows = []
     for nodes, _, label, sc in group_runs(runs):
         t, u, r = (sc.get(s) for s in SCHEDULERS)
         any_run = t or u or r
         creator = "/".join(_num(sc[s].get("creator_pods_per_s")) if s in sc else "-" for s in SCHEDULERS)
+        api = "/".join(_num(sc[s].get("apiserver_ms_per_pod"), 1) if s in sc else "-" for s in SCHEDULERS)
         rows.append(
             [
                 str(nodes),
@@ -145,6 +164,8 @@ def throughput_table(runs: list[dict[str, Any]]) -> str:
                 *(_cell_rate(sc.get(s)) for s in SCHEDULERS),
                 _ratio(_complete(t, "pods_per_s"), _complete(u, "pods_per_s")),
                 _ratio(_complete(t, "pods_per_s"), _complete(r, "pods_per_s")),
+                api,
+                *([_violations(sc)] if topology else []),
             ]
         )
     return _table(header, rows)
@@ -189,6 +210,7 @@ def detail_table(runs: list[dict[str, Any]]) -> str:
         "creator pods/s",
         "scheduler CPU s",
         "apiserver CPU s",
+        "apiserver ms/pod",
         "etcd CPU s",
         "bench CPU s",
         "other CPU s (wall)",
@@ -210,6 +232,7 @@ def detail_table(runs: list[dict[str, Any]]) -> str:
                 _num(r.get("creator_pods_per_s")),
                 _num(r.get("scheduler_cpu_s"), 1),
                 _num(r.get("apiserver_cpu_s"), 1),
+                _num(r.get("apiserver_ms_per_pod"), 1),
                 _num(r.get("etcd_cpu_s"), 1),
                 _num(r.get("bench_cpu_s"), 1),
                 f"{_num(r.get('other_cpu_s'), 1)} ({_num(r.get('wall_s'), 0)} s)"

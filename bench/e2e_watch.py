@@ -33,6 +33,7 @@ class BindWatcher:
         self.ns = ns
         self.shape = shape
         self.bound_at: list[float] = [math.nan] * shape.pods
+        self.node_of: list[str | None] = [None] * shape.pods  # where each pod was bound
         self.bound = 0
         self.group_bound = [0] * shape.gangs
         self.group_done_at: list[float] = [math.nan] * shape.gangs
@@ -73,6 +74,7 @@ class BindWatcher:
         if self.bound_at[k] == self.bound_at[k]:  # already stamped
             return
         self.bound_at[k] = stamp
+        self.node_of[k] = node
         self.bound += 1
         self.nodes[node] = self.nodes.get(node, 0) + 1
         self.group_bound[g] += 1

@@ -1,9 +1,14 @@
 """The end-to-end benchmark's objects and the one pod creator all three runs share.
 
-Shapes are upstream scheduler_perf's GangScheduling workloads (a, b) and
-troupe's larger c; every gang has minCount = its size. Pods ask for 100m CPU /
-100Mi. Nodes have 32 CPU / 128Gi / 110 pods allocatable (set on create; the
-benchmark reads one back to check that the status stuck).
+Shapes are upstream scheduler_perf's GangScheduling workloads (a, b),
+troupe's larger c, and upstream's TopologyAwareScheduling workload (t); every
+gang has minCount = its size. Pods ask for 100m CPU / 100Mi. Nodes have
+32 CPU / 128Gi / 110 pods allocatable (set on create; the benchmark reads one
+back to check that the status stuck). Shape t has nodes of their own kind,
+upstream's tas/templates/node.yaml: 4 CPU / 32Gi / 110 pods, labelled
+``topology.kubernetes.io/zone`` and ``topology.kubernetes.io/rack`` =
+``zone-``/``rack-{i // 100}`` (5 racks below 500 nodes), and every PodGroup
+of t has ``schedulingConstraints: {topology: [{key: topology.kubernetes.io/rack}]}``.
 
 What differs between the three runs is only what each scheduler needs to see
 (``Flavor``): troupe gets its CRD PodGroup and the pod-group label with
@@ -23,6 +28,7 @@ concurrency and order for all three:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import re
@@ -41,6 +47,11 @@ NODE_CPU, NODE_MEMORY, NODE_PODS = "32", "128Gi", 110
 POD_CPU_MILLI, POD_MEMORY_MI = 100, 100
 NODE_CPU_MILLI, NODE_MEMORY_MI = 32_000, 128 * 1024
 ZONES, REGIONS = 10, 2
+# Shape t's nodes (upstream's podgroup/tas/templates/node.yaml)
+TAS_NODE_CPU, TAS_NODE_MEMORY = "4", "32Gi"
+TAS_NODE_CPU_MILLI, TAS_NODE_MEMORY_MI = 4_000, 32 * 1024
+RACK_KEY = "topology.kubernetes.io/rack"
+NODES_PER_RACK = 100  # rack-{{DivideInt .Index 100}}
 IMAGE = "registry.k8s.io/pause:3.10.1"
 
 NATIVE_PODGROUP_API = "scheduling.k8s.io/v1beta1"  # what kube-scheduler 1.37's informer reads
@@ -53,17 +64,33 @@ class Shape:
     key: str
     gangs: int
     size: int  # pods per gang = minCount
+    topology_key: str | None = None  # every PodGroup: schedulingConstraints.topology[0].key (TAS nodes)
 
     @property
     def pods(self) -> int:
         return self.gangs * self.size
 
+    @property
+    def node_kind(self) -> str:
+        """Which nodes the shape runs on: "default" (32 CPU) or "tas" (upstream's TAS nodes, in racks)."""
+        return "tas" if self.topology_key else "default"
+
     def label(self) -> str:
-        return f"{self.key}: {self.gangs} gangs x {self.size}"
+        return f"{self.key}: {self.gangs} gangs x {self.size}" + (" in one rack" if self.topology_key else "")
 
 
-FULL_SHAPES = {"a": Shape("a", 1000, 3), "b": Shape("b", 3, 1000), "c": Shape("c", 10, 5000)}
-QUICK_SHAPES = {"a": Shape("a", 100, 3), "b": Shape("b", 3, 100), "c": Shape("c", 2, 500)}
+FULL_SHAPES = {
+    "a": Shape("a", 1000, 3),
+    "b": Shape("b", 3, 1000),
+    "c": Shape("c", 10, 5000),
+    "t": Shape("t", 750, 4, RACK_KEY),
+}
+QUICK_SHAPES = {
+    "a": Shape("a", 100, 3),
+    "b": Shape("b", 3, 100),
+    "c": Shape("c", 2, 500),
+    "t": Shape("t", 50, 4, RACK_KEY),
+}
 QUICK_NODES = 100
 
 _SHAPE_RE = re.compile(r"^([a-z][a-z0-9]*)(?:=(\d+)x(\d+))?$")
@@ -79,7 +106,11 @@ def parse_shapes(text: str, quick: bool) -> list[Shape]:
             raise ValueError(f"bad shape {part!r}: use a, b, c or KEY=GANGSxSIZE (e.g. c=10x2000)")
         key, gangs, size = m.group(1), m.group(2), m.group(3)
         if gangs:
-            out.append(Shape(key, int(gangs), int(size)))
+            base_shape = base.get(key)
+            if base_shape is not None:  # resized: keeps the shape's topology constraint
+                out.append(dataclasses.replace(base_shape, gangs=int(gangs), size=int(size)))
+            else:
+                out.append(Shape(key, int(gangs), int(size)))
         elif key in base:
             out.append(base[key])
         else:
@@ -90,12 +121,15 @@ def parse_shapes(text: str, quick: bool) -> list[Shape]:
 
 
 def fits(shape: Shape, nodes: int) -> str | None:
-    """None if the shape fits the nodes (pods, cpu, memory in total); else why not."""
+    """None if the shape fits the nodes (pods, cpu, memory in total; a gang in one rack); else why not."""
     per_node = math.ceil(shape.pods / nodes)
+    cpu, mem = (TAS_NODE_CPU_MILLI, TAS_NODE_MEMORY_MI) if shape.topology_key else (NODE_CPU_MILLI, NODE_MEMORY_MI)
     if shape.pods > nodes * NODE_PODS:
         return f"{shape.pods} pods > {nodes} nodes x {NODE_PODS} pods"
-    if per_node * POD_CPU_MILLI > NODE_CPU_MILLI or per_node * POD_MEMORY_MI > NODE_MEMORY_MI:
+    if per_node * POD_CPU_MILLI > cpu or per_node * POD_MEMORY_MI > mem:
         return f"{per_node} pods per node exceed a node's cpu/memory"
+    if shape.topology_key and shape.size * POD_CPU_MILLI > nodes_per_rack(nodes) * cpu:
+        return f"a gang of {shape.size} does not fit in a rack of {nodes_per_rack(nodes)} nodes"
     return None
 
 
@@ -119,6 +153,41 @@ def parse_pod_name(name: str) -> tuple[int, int] | None:
 
 def node_name(i: int) -> str:
     return f"node-{i:05d}"
+
+
+def nodes_per_rack(nodes: int) -> int:
+    """Upstream's racks of 100 nodes; below 500 nodes, 5 racks (so --quick has racks to choose from)."""
+    return NODES_PER_RACK if nodes >= 5 * NODES_PER_RACK else max(1, nodes // 5)
+
+
+def rack_of(i: int, nodes: int) -> str:
+    return f"rack-{i // nodes_per_rack(nodes)}"
+
+
+def node_index(name: str) -> int | None:
+    """i of node_name(i); None for other names."""
+    prefix, _, num = name.rpartition("-")
+    return int(num) if prefix == "node" and num.isdigit() else None
+
+
+def node_body_of(kind: str, i: int, nodes: int) -> dict[str, Any]:
+    """Node i of ``nodes`` of a kind (Shape.node_kind)."""
+    if kind == "default":
+        return node_body(i)
+    if kind != "tas":
+        raise ValueError(kind)
+    body = node_body(i)
+    name, rack = node_name(i), i // nodes_per_rack(nodes)
+    body["metadata"]["labels"] = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "topology.kubernetes.io/zone": f"zone-{rack}",
+        RACK_KEY: f"rack-{rack}",
+    }
+    res = {"cpu": TAS_NODE_CPU, "memory": TAS_NODE_MEMORY, "pods": str(NODE_PODS)}
+    body["status"]["capacity"] = res
+    body["status"]["allocatable"] = dict(res)
+    return body
 
 
 def node_body(i: int) -> dict[str, Any]:
@@ -154,12 +223,15 @@ class Flavor:
     scheduler_name: str
     native_group: bool  # spec.schedulingGroup (else the troupe label)
 
-    def podgroup(self, ns: str, g: int, min_count: int) -> dict[str, Any]:
+    def podgroup(self, ns: str, g: int, min_count: int, topology_key: str | None = None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+        if topology_key:  # the same field in troupe's CRD and in scheduling.k8s.io/v1beta1
+            spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
         return {
             "apiVersion": self.podgroup_api,
             "kind": "PodGroup",
             "metadata": {"name": group_name(g), "namespace": ns},
-            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+            "spec": spec,
         }
 
     def pod(self, ns: str, g: int, i: int) -> dict[str, Any]:
@@ -197,8 +269,10 @@ def flavor(scheduler: str) -> Flavor:
 # ------------------------------------------------------------------ nodes
 
 
-async def create_nodes(kube: Kube, count: int, concurrency: int, progress: Callable[[str], None]) -> float:
-    """Create node-00000.. concurrently (skipping ones that exist); seconds taken.
+async def create_nodes(
+    kube: Kube, count: int, concurrency: int, progress: Callable[[str], None], kind: str = "default"
+) -> float:
+    """Create node-00000.. of a kind concurrently (skipping ones that exist); seconds taken.
     Reads the first and last node back to check that status.allocatable stuck
     (and patches the status subresource if it did not)."""
     t0 = time.monotonic()
@@ -208,7 +282,7 @@ async def create_nodes(kube: Kube, count: int, concurrency: int, progress: Calla
     async def worker() -> None:
         nonlocal done
         for i in it:
-            await kube.request("POST", "/api/v1/nodes", node_body(i), ok=(409,), decode=False)
+            await kube.request("POST", "/api/v1/nodes", node_body_of(kind, i, count), ok=(409,), decode=False)
             done += 1
             if done % 1000 == 0:
                 progress(f"nodes: {done}/{count} created")
@@ -217,19 +291,20 @@ async def create_nodes(kube: Kube, count: int, concurrency: int, progress: Calla
     for i in {0, count - 1}:
         node = await kube.request("GET", f"/api/v1/nodes/{node_name(i)}")
         alloc = (node.get("status") or {}).get("allocatable") or {}
-        if alloc.get("pods") != str(NODE_PODS) or alloc.get("cpu") != NODE_CPU:
+        want = node_body_of(kind, i, count)["status"]["allocatable"]
+        if alloc.get("pods") != want["pods"] or alloc.get("cpu") != want["cpu"]:
             progress(f"nodes: status did not stick on create ({alloc}); patching the status subresource")
-            await _patch_node_status(kube, count, concurrency)
+            await _patch_node_status(kube, count, concurrency, kind)
             break
     return time.monotonic() - t0
 
 
-async def _patch_node_status(kube: Kube, count: int, concurrency: int) -> None:
+async def _patch_node_status(kube: Kube, count: int, concurrency: int, kind: str) -> None:
     it = iter(range(count))
 
     async def worker() -> None:
         for i in it:
-            body = json.dumps({"status": node_body(i)["status"]}).encode()
+            body = json.dumps({"status": node_body_of(kind, i, count)["status"]}).encode()
             async with kube.session.patch(
                 f"{kube.creds.server}/api/v1/nodes/{node_name(i)}/status",
                 data=body,
@@ -297,7 +372,8 @@ async def create_workload(
         for kind, g, i in it:
             try:
                 if kind == "pg":
-                    await kube.request("POST", pg_path, fl.podgroup(ns, g, size), ok=(409,), decode=False)
+                    body = fl.podgroup(ns, g, size, shape.topology_key)
+                    await kube.request("POST", pg_path, body, ok=(409,), decode=False)
                     creation.podgroups_created += 1
                     pg_ready[g].set()
                 else:
@@ -314,6 +390,30 @@ async def create_workload(
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     creation.finished = time.monotonic()
     return creation
+
+
+# ------------------------------------------------------------------ check
+
+
+def topology_check(shape: Shape, nodes: int, node_of: list[str | None]) -> dict[str, Any]:
+    """For a shape with a topology key: the gangs whose bound pods are in more
+    than one rack (node_body_of's labels, from the node names), from the node
+    of every pod (None: not bound)."""
+    per_gang: dict[int, set[str]] = {}
+    for k, node in enumerate(node_of):
+        if node is None:
+            continue
+        i = node_index(node)
+        per_gang.setdefault(k // shape.size, set()).add(rack_of(i, nodes) if i is not None else f"<{node}>")
+    spans = [len(d) for d in per_gang.values()]
+    return {
+        "key": shape.topology_key,
+        "gangs": shape.gangs,
+        "gangs_with_bound_pods": len(per_gang),
+        "violations": sum(1 for n in spans if n > 1),
+        "max_domains_per_gang": max(spans, default=0),
+        "domains_used": len(set().union(*per_gang.values())) if per_gang else 0,
+    }
 
 
 # ---------------------------------------------------------------- cleanup
