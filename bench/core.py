@@ -776,6 +776,10 @@ def main(argv: list[str] | None = None) -> int:
         "repeat": args.repeat,
         "shapes": [],
     }
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True
+    )
+    result["git_head"] = head.stdout.strip() if head.returncode == 0 else ""
     result["reference_profile"] = _reference_profile_note()
     if any(table[k].topology_key for k in keys):
         result["upstream_published_tas"] = UPSTREAM_TAS
