@@ -343,7 +343,9 @@ async def one_run(
         log(
             f"{tag} {topology['key']}: {topology['violations']} of {topology['gangs_with_bound_pods']} gangs with bound "
             f"pods span more than one domain (at most {topology['max_domains_per_gang']}); "
-            f"{topology['domains_used']} domains used; constraint stored on the PodGroup: {topology['stored']}"
+            f"{topology['domains_used']} domains used (gangs wholly in one: at most "
+            f"{max(topology['gangs_per_domain'].values(), default=0)} in a domain); "
+            f"constraint stored on the PodGroup: {topology['stored']}"
         )
     if creation.errors:
         log(f"{tag} creator errors ({len(creation.errors)}), first: {creation.errors[0]}")

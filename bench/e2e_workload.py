@@ -406,10 +406,16 @@ def topology_check(shape: Shape, nodes: int, node_of: list[str | None]) -> dict[
         i = node_index(node)
         per_gang.setdefault(k // shape.size, set()).add(rack_of(i, nodes) if i is not None else f"<{node}>")
     spans = [len(d) for d in per_gang.values()]
+    gangs_in: dict[str, int] = {}  # domain -> gangs wholly inside it
+    for d in per_gang.values():
+        if len(d) == 1:
+            (only,) = d
+            gangs_in[only] = gangs_in.get(only, 0) + 1
     return {
         "key": shape.topology_key,
         "gangs": shape.gangs,
         "gangs_with_bound_pods": len(per_gang),
+        "gangs_per_domain": dict(sorted(gangs_in.items(), key=lambda kv: (len(kv[0]), kv[0]))),
         "violations": sum(1 for n in spans if n > 1),
         "max_domains_per_gang": max(spans, default=0),
         "domains_used": len(set().union(*per_gang.values())) if per_gang else 0,
