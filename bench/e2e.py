@@ -367,6 +367,26 @@ async def _constraint_stored(kube: Kube, ns: str, sched: str) -> bool | None:
     return bool(((pg.get("spec") or {}).get("schedulingConstraints") or {}).get("topology"))
 
 
+async def _apiserver_idle(cluster: Any, seconds: float) -> float | None:
+    """kube-apiserver's CPU seconds per second with nothing running (its own loops, the nodes'
+    and CRDs' caches): what a slower run pays for its longer wall time, not per pod."""
+    if seconds <= 0:
+        return None
+    c0, t0 = _pid_cpu(cluster._apiserver), time.monotonic()
+    await asyncio.sleep(seconds)
+    c1, t1 = _pid_cpu(cluster._apiserver), time.monotonic()
+    return None if c0 is None or c1 is None else (c1 - c0) / (t1 - t0)
+
+
+def _net_of_idle(run: dict[str, Any], idle: float | None) -> dict[str, Any]:
+    """apiserver ms per pod bound, less the idle rate over the run's wall time."""
+    run["apiserver_idle_cpu_per_s"] = idle
+    cpu, wall, bound = run.get("apiserver_cpu_s"), run.get("wall_s"), run.get("pods_bound")
+    if idle is not None and cpu is not None and wall and bound:
+        run["apiserver_net_ms_per_pod"] = 1000 * (cpu - idle * wall) / bound
+    return run
+
+
 async def run_node_count(
     cluster: Any,
     nodes: int,
@@ -402,17 +422,26 @@ async def run_node_count(
         c = await create_workload(kube, "e2e-warmup", warm, flavor("raw"), args.create_concurrency, Creation(warm))
         await delete_all_pods(kube, "e2e-warmup")
         log(f"warm-up: {warm.pods} pods created at {c.rate:.0f}/s and deleted")
+        idle = await _apiserver_idle(cluster, args.idle_seconds)
+        if idle is not None:
+            log(
+                f"kube-apiserver idle: {idle * 1000:.0f} ms CPU per second over {args.idle_seconds:.0f}s, nothing running"
+            )
         for shape in shapes:
             why = fits(shape, nodes)
             if why:
                 log(f"skipping shape {shape.label()} at {nodes} nodes: does not fit ({why})")
                 continue
             for sched in args.schedulers:
-                runs.append(await one_run(cluster, kube, nodes, shape, sched, args, workdir))
+                runs.append(_net_of_idle(await one_run(cluster, kube, nodes, shape, sched, args, workdir), idle))
                 save()
             if args.profile_troupe and "troupe" in args.schedulers:
                 prof = workdir / f"{nodes}n-{shape.key}-troupe"
-                runs.append(await one_run(cluster, kube, nodes, shape, "troupe", args, workdir, profile=prof))
+                runs.append(
+                    _net_of_idle(
+                        await one_run(cluster, kube, nodes, shape, "troupe", args, workdir, profile=prof), idle
+                    )
+                )
                 save()
     finally:
         await kube.close()
@@ -535,6 +564,14 @@ def _parser() -> argparse.ArgumentParser:
         default=600.0,
         help="seconds a scheduler may take to become ready (its cache synced) before the run counts as "
         "failed (default 600; troupe needs about 2 minutes at 5000 nodes, longer under cProfile)",
+    )
+    p.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=15.0,
+        help="per control plane, measure kube-apiserver's idle CPU this long before the first run; the detail "
+        "table then also shows apiserver ms per pod net of that idle rate over each run's wall time "
+        "(default 15; 0: skip)",
     )
     p.add_argument(
         "--progress-every", type=float, default=5.0, help="seconds between progress lines on stderr (default 5)"

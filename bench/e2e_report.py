@@ -211,6 +211,7 @@ def detail_table(runs: list[dict[str, Any]]) -> str:
         "scheduler CPU s",
         "apiserver CPU s",
         "apiserver ms/pod",
+        "net of idle",
         "etcd CPU s",
         "bench CPU s",
         "other CPU s (wall)",
@@ -233,6 +234,7 @@ def detail_table(runs: list[dict[str, Any]]) -> str:
                 _num(r.get("scheduler_cpu_s"), 1),
                 _num(r.get("apiserver_cpu_s"), 1),
                 _num(r.get("apiserver_ms_per_pod"), 1),
+                _num(r.get("apiserver_net_ms_per_pod"), 1),
                 _num(r.get("etcd_cpu_s"), 1),
                 _num(r.get("bench_cpu_s"), 1),
                 f"{_num(r.get('other_cpu_s'), 1)} ({_num(r.get('wall_s'), 0)} s)"
