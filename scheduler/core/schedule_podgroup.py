@@ -119,15 +119,7 @@ def schedule_group(
             f"schedulingConstraints.topology cannot be honoured: profile {fwk.scheduler_name} uses the Default "
             "algorithm (set podGroupScheduling.algorithm: Placement)"
         )
-        return GroupDecision(
-            group_key,
-            Outcome.UNSCHEDULABLE,
-            why,
-            unplaced=[(p, why) for p in pods],
-            placed_before=placed_before,
-            min_count=min_count,
-            unresolvable=True,
-        )
+        return _no_placement(fwk, snapshot, group_key, ctx, Status.unschedulable(why, resolvable=False), "")
     trial = place_group(fwk, snapshot, ctx, reserve=True)
     return _decide(fwk, snapshot, group_key, ctx, trial)
 
