@@ -16,7 +16,8 @@ domain.
 - A group without topology constraints is not narrowed (Skip).
 
 Domain masks depend on node labels only and are cached until labels or the
-set of nodes change.
+set of nodes change. The free room per domain is kept up to date row by row:
+a cycle after a gang was placed recomputes the rows it changed, not 5000.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..api.config import PluginArgs
 from ..api.quantity import format_units
 from ..cluster.snapshot import Snapshot
 from ..framework import events as E
+from ..framework.caches import RowResult
 from ..framework.interface import CycleState, GroupContext, Handle, Placement, PlacementGeneratePlugin, Status
 
 
@@ -45,23 +47,49 @@ class _Domains:
         sizes = np.bincount(ids[labelled], minlength=count)
         self.present = sizes > 0
         self._present_ids = np.flatnonzero(self.present)
+        self.present_ids: list[int] = self._present_ids.tolist()
         self._starts = (np.cumsum(sizes) - sizes)[self._present_ids]
         self.masks = [ids == d for d in range(count)]
         for m in self.masks:
             m.flags.writeable = False  # shared by every cycle: nobody may change it
 
-    def room(self, free: np.ndarray, within: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        # Free room per row and summed per domain, valid for the rows whose
+        # version `_rows` holds (the whole-cluster case only).
+        self._rows = RowResult(None, None)
+        self._free: np.ndarray | None = None
+        self._room: np.ndarray | None = None
+
+    def room(self, snapshot: Snapshot, within: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """Per domain: does it have a node (within `within`), and the free
-        room summed over those nodes, per column."""
-        room = np.zeros((self.count, free.shape[1]), dtype=free.dtype)
+        room summed over those nodes, per column (a copy: the caller's)."""
         if within is None:
-            if len(self._present_ids):
-                room[self._present_ids] = np.add.reduceat(free[self.order], self._starts, axis=0)
-            return self.present, room
+            return self.present, self._whole_room(snapshot).copy()
+        free = np.maximum(snapshot.alloc - snapshot.req, 0)
+        room = np.zeros((self.count, free.shape[1]), dtype=free.dtype)
         rows = self.order[within[self.order]]
         np.add.at(room, self.ids[rows], free[rows])
         present = np.bincount(self.ids[rows], minlength=self.count) > 0
         return present, room
+
+    def _whole_room(self, snapshot: Snapshot) -> np.ndarray:
+        stale = self._rows.stale_rows(snapshot)
+        if stale is None or self._free is None or self._room is None:
+            free = np.maximum(snapshot.alloc - snapshot.req, 0)
+            room = np.zeros((self.count, free.shape[1]), dtype=free.dtype)
+            if len(self._present_ids):
+                room[self._present_ids] = np.add.reduceat(free[self.order], self._starts, axis=0)
+            self._free, self._room = free, room
+            self._rows.synced(snapshot)
+            return room
+        if len(stale):
+            fresh = np.maximum(snapshot.alloc[stale] - snapshot.req[stale], 0)
+            ids = self.ids[stale]
+            labelled = ids >= 0
+            np.add.at(self._room, ids[labelled], (fresh - self._free[stale])[labelled])
+            self._free[stale] = fresh
+            assert self._rows.versions is not None
+            self._rows.versions[stale] = snapshot.row_version[stale]
+        return self._room
 
 
 class TopologyPlacementGenerator(PlacementGeneratePlugin):
@@ -87,11 +115,10 @@ class TopologyPlacementGenerator(PlacementGeneratePlugin):
         for p in pods:
             if p.spec_key not in by_spec:
                 by_spec[p.spec_key] = snapshot.request_vector(p)[0]
-        ascending = np.sort(np.stack([by_spec[p.spec_key] for p in pods]), axis=0)
+        ascending = np.sort(np.array([by_spec[p.spec_key] for p in pods]), axis=0)
         need = min(group.need, len(pods))
         needed = ascending[:need].sum(axis=0)
-        cumulative = np.cumsum(ascending, axis=0)
-        free = (snapshot.alloc - snapshot.req).clip(min=0)
+        cumulative = ascending.cumsum(axis=0)
         out: list[Placement] = []
         for rank, key in enumerate(keys):
             ids, values = snapshot.domains(key)
@@ -102,13 +129,18 @@ class TopologyPlacementGenerator(PlacementGeneratePlugin):
                 if isinstance(pinned, str):
                     out.append(self._refused(snapshot, parent, rank, key, pinned))
                     continue
-                present, room = domains.room(free, None if whole else parent.nodes)
-                short = (needed > room).any(axis=1)
-                chosen = np.flatnonzero(present).tolist() if pinned is None else [pinned] if present[pinned] else []
+                present, room = domains.room(snapshot, None if whole else parent.nodes)
+                short = (needed > room).any(axis=1).tolist()
+                rooms = list(room)  # one view per domain
+                if pinned is not None:
+                    chosen = [pinned] if present[pinned] else []
+                else:
+                    chosen = domains.present_ids if whole else np.flatnonzero(present).tolist()
+                within = None if whole else parent
                 for d in chosen:
                     nodes = domains.masks[d] if whole else domains.masks[d] & parent.nodes
-                    pruned = _shortage(snapshot, needed, room[d], cumulative) if short[d] else ""
-                    out.append(Placement(values[d], nodes, None if whole else parent, rank, key, pruned, room[d]))
+                    pruned = _shortage(snapshot, needed, rooms[d], cumulative) if short[d] else ""
+                    out.append(Placement(values[d], nodes, within, rank, key, pruned, rooms[d]))
         return out, Status.success()
 
     def _domains(self, key: str, snapshot: Snapshot, ids: np.ndarray, count: int) -> _Domains:

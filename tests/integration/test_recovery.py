@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import random
-import time
 from decimal import Decimal
 
 import pytest

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from scheduler.core import group_search
@@ -206,6 +207,42 @@ def test_bounded_trials_pick_what_scoring_every_domain_picks(monkeypatch: pytest
     tried.clear()
     every = run(nodes, gang(3, "2"), make_group("g", 3, topology=[ZONE]), existing)
     assert len(tried) == 3 and every.placement == bounded.placement == f"{ZONE}=zone-b"
+
+
+def test_the_free_room_kept_per_domain_follows_every_change() -> None:
+    """The generator keeps each domain's free room row by row across cycles;
+    it must equal the sum recomputed from scratch after binds, trial assumes,
+    restores and a node's new allocatable."""
+    nodes = nodes_in("zone-a", 3, "4") + nodes_in("zone-b", 2, "4") + [make_node("loose", "4")]
+    waiting = [make_pod(f"p{i}", "1") for i in range(3)]
+    cache = make_cache(nodes, waiting)
+    fwk = make_framework(cache)
+    group = make_group("g", 2, topology=[ZONE])
+    pods = gang(2)
+
+    def check(snapshot: Any) -> None:
+        ctx = GroupContext(group.key, pods, 2, True, 0, group=group)
+        placements, status = fwk.run_placement_generate(CycleState(), ctx, snapshot)
+        assert status.ok and {p.name for p in placements} == {"zone-a", "zone-b"}
+        for p in placements:
+            rows = np.flatnonzero(p.nodes)
+            scratch = np.maximum(snapshot.alloc[rows] - snapshot.req[rows], 0).sum(axis=0)
+            assert p.free_room is not None and (p.free_room == scratch).all(), (p.name, p.free_room, scratch)
+
+    check(cache.snapshot())
+    cache.assume(waiting[0].uid, "zone-a-0")
+    cache.assume(waiting[1].uid, "zone-b-1")
+    check(cache.snapshot())
+    snapshot = cache.snapshot()
+    mark = snapshot.mark()
+    vec, _ = snapshot.request_vector(pods[0])
+    snapshot.assume(snapshot.row["zone-a-2"], vec * 3, (0, 0))
+    check(snapshot)
+    snapshot.restore(mark)
+    check(snapshot)
+    cache.upsert_node(make_node("zone-b-0", "8", labels={ZONE: "zone-b"}))
+    cache.assume(waiting[2].uid, "loose")
+    check(cache.snapshot())
 
 
 # ------------------------------------------------------------- the search

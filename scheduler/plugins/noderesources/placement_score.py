@@ -32,16 +32,23 @@ class PlacementScorer:
         self.resources = [(r.name, r.weight) for r in resources]
         # Columns only ever get appended to a node table: their count identifies the layout.
         self._layout: tuple[int, list[int], np.ndarray] | None = None
+        self._factor: tuple[np.ndarray, np.ndarray] | None = None  # (the cluster total it is for, factor)
 
-    def _columns(self, snapshot: Snapshot) -> tuple[list[int], np.ndarray, np.ndarray]:
-        """Scored columns present in the snapshot, their weights, the cluster's allocatable of each."""
+    def _columns(self, snapshot: Snapshot) -> tuple[list[int], np.ndarray]:
+        """Scored columns present in the snapshot, and per column the factor
+        that turns room into its weighted share of the cluster's allocatable."""
         if self._layout is None or self._layout[0] != len(snapshot.resources):
             cols = [snapshot.column[name] for name, _ in self.resources if name in snapshot.column]
             weights = np.array([w for name, w in self.resources if name in snapshot.column], dtype=np.float64)
             self._layout = (len(snapshot.resources), cols, weights)
         _, cols, weights = self._layout
-        cluster = snapshot.alloc_total()[cols].astype(np.float64).clip(min=1)
-        return cols, weights, cluster
+        if not cols or weights.sum() == 0:
+            return [], weights
+        total = snapshot.alloc_total()
+        if self._factor is None or self._factor[0] is not total:  # the total is kept per snapshot
+            cluster = total[cols].astype(np.float64).clip(min=1)
+            self._factor = (total, weights / weights.sum() / cluster)
+        return cols, self._factor[1]
 
     @staticmethod
     def _requests(snapshot: Snapshot, pods: Sequence[PodInfo]) -> np.ndarray:
@@ -50,29 +57,33 @@ class PlacementScorer:
         for p in pods:
             if p.spec_key not in by_spec:
                 by_spec[p.spec_key] = snapshot.request_vector(p)[0]
-        return np.stack([by_spec[p.spec_key] for p in pods])
+        return np.array([by_spec[p.spec_key] for p in pods])
 
     def _scores(self, snapshot: Snapshot, room: np.ndarray, used: np.ndarray) -> np.ndarray:
-        """room: (P, columns) free room before; used: (P, columns) the group's requests in it."""
-        cols, weights, cluster = self._columns(snapshot)
-        if not cols or weights.sum() == 0:
+        """room: (P, columns) free room before; used: the group's requests in
+        each placement, (P, columns), or (columns,) when the same for all."""
+        cols, factor = self._columns(snapshot)
+        if not cols:
             return np.zeros(len(room), dtype=np.int64)
-        left = (room[:, cols] - used[:, cols]).clip(min=0) / cluster
-        share = (left * weights).sum(axis=1) / weights.sum()
+        left = room[:, cols] - (used[:, cols] if used.ndim == 2 else used[cols])
+        share = np.maximum(left, 0) @ factor
         value = 1.0 - share if self.packing else share
-        scores: np.ndarray = np.rint(value.clip(0.0, 1.0) * MAX_PLACEMENT_SCORE).astype(np.int64)
+        scores: np.ndarray = np.rint(np.minimum(np.maximum(value, 0.0), 1.0) * MAX_PLACEMENT_SCORE).astype(np.int64)
         return scores
 
     def score(self, snapshot: Snapshot, proposal: PlacementAssignments) -> int:
         room = proposal.placement.room(snapshot)[None, :]
         if not proposal.assignments:
-            return int(self._scores(snapshot, room, np.zeros_like(room))[0])
-        used = self._requests(snapshot, [pod for pod, _ in proposal.assignments]).sum(axis=0)[None, :]
+            return int(self._scores(snapshot, room, np.zeros(room.shape[1], dtype=room.dtype))[0])
+        used = self._requests(snapshot, [pod for pod, _ in proposal.assignments]).sum(axis=0)
         return int(self._scores(snapshot, room, used)[0])
 
     def bounds(self, snapshot: Snapshot, group: GroupContext, placements: Sequence[Placement]) -> np.ndarray:
-        room = np.stack([p.room(snapshot) for p in placements])
-        vectors = np.sort(self._requests(snapshot, group.pods), axis=0)
+        room = np.array([p.room(snapshot) for p in placements])
+        vectors = self._requests(snapshot, group.pods)
         # Packing: the most room used is every pod; spreading: the least is the `need` smallest.
-        used = vectors.sum(axis=0) if self.packing else vectors[: min(group.need, len(group.pods))].sum(axis=0)
-        return self._scores(snapshot, room, np.broadcast_to(used, room.shape))
+        need = min(group.need, len(group.pods))
+        used = (
+            vectors.sum(axis=0) if self.packing or need == len(vectors) else np.sort(vectors, axis=0)[:need].sum(axis=0)
+        )
+        return self._scores(snapshot, room, used)
