@@ -17,6 +17,7 @@ from .records import (
     NodeSelectorTerm,
     ObjectError,
     PodAffinityTerm,
+    PodClaim,
     PodDisruptionBudgetInfo,
     PodInfo,
     PreferredTerm,
@@ -146,6 +147,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
     # Everything scheduling reads from the pod. Not a cache signature (plugins
     # sign pods themselves, `sign_pod`): the queue compares it to tell an
     # update that can change where the pod fits from one that cannot.
+    claims = _pod_claims(spec, status)
     spec_key = (
         tuple(sorted(requests.items())),
         tuple(sorted(node_selector.items())),
@@ -162,6 +164,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         # (and affinity on its namespace).
         tuple(sorted(labels.items())) if has_affinity or topology_spread else (),
         str(meta.get("namespace") or "default") if has_affinity else "",
+        claims,
     )
     if not meta.get("uid") or not meta.get("name"):
         raise ObjectError("metadata.uid and metadata.name are required")
@@ -195,7 +198,26 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
         start_time=str(status.get("startTime") or ""),
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
+        resource_claims=claims,
     )
+
+
+def _pod_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[PodClaim, ...]:
+    generated = {
+        str(s.get("name", "")): str(s.get("resourceClaimName") or "") for s in status.get("resourceClaimStatuses") or ()
+    }
+    claims = []
+    for i, c in enumerate(spec.get("resourceClaims") or ()):
+        if not isinstance(c, Mapping) or not c.get("name"):
+            raise ObjectError(f"spec.resourceClaims[{i}].name: required")
+        name = str(c["name"])
+        if c.get("resourceClaimName"):
+            claims.append(PodClaim(name, str(c["resourceClaimName"])))
+        elif c.get("resourceClaimTemplateName"):
+            claims.append(PodClaim(name, generated.get(name, ""), str(c["resourceClaimTemplateName"])))
+        else:
+            raise ObjectError(f"spec.resourceClaims[{i}]: resourceClaimName or resourceClaimTemplateName is required")
+    return tuple(claims)
 
 
 def parse_node(body: Mapping[str, Any]) -> NodeInfo:

@@ -189,6 +189,17 @@ class HostPort:
 
 
 @dataclass(frozen=True, slots=True)
+class PodClaim:
+    """`spec.resourceClaims[]`: the pod's name for a claim, and the
+    ResourceClaim it is (`resourceClaimName`, or for a template the name in
+    `status.resourceClaimStatuses`, "" until a claim controller made it)."""
+
+    name: str
+    claim_name: str
+    template_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
     uid: str
@@ -229,6 +240,7 @@ class PodInfo:
     preemption_policy: str = "PreemptLowerPriority"  # or "Never"
     start_time: str = ""  # status.startTime (RFC 3339); "" until a kubelet starts it
     nominated_node_name: str = ""  # status.nominatedNodeName
+    resource_claims: tuple[PodClaim, ...] = ()
 
     @property
     def may_preempt(self) -> bool:

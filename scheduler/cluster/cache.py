@@ -16,6 +16,7 @@ import numpy as np
 from ..api.podgroup import PodGroup, Workload
 from ..api.records import NodeInfo, PodDisruptionBudgetInfo, PodInfo
 from ..api.resources import PODS
+from .dra import DraStore
 from .nodetable import NodeTable
 from .snapshot import Snapshot
 
@@ -60,6 +61,7 @@ class ClusterCache:
         self.pdbs: dict[tuple[str, str], PodDisruptionBudgetInfo] = {}
         self._members: dict[GroupKey, set[str]] = {}
         self._live: dict[GroupKey, int] = {}  # members not terminal and not deleting
+        self.dra = DraStore()  # DeviceClasses, ResourceSlices, ResourceClaims
 
     # ------------------------------------------------------------------ nodes
 

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..api import constants as C
+from ..api.dra import parse_device_class, parse_resource_claim, parse_resource_slice
 from ..api.parse import parse_node, parse_pdb, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error, parse_podgroup, parse_workload
 from ..api.records import ObjectError, PodInfo
@@ -253,6 +254,44 @@ class EventHandlers:
 
     def on_pdb_deleted(self, body: Mapping[str, Any]) -> None:
         self.cache.pdbs.pop(_object_key(body), None)
+
+    # ------------------------------------------------------------------- DRA
+
+    def on_device_class(self, body: Mapping[str, Any], deleted: bool = False) -> None:
+        name = _object_key(body)[1]
+        if deleted:
+            self.cache.dra.remove_class(name)
+        else:
+            try:
+                self.cache.dra.upsert_class(parse_device_class(body))
+            except ObjectError as exc:
+                log.warning("ignoring DeviceClass %s: %s", name, exc)
+                self.cache.dra.remove_class(name)
+        self._cluster_event(E.DEVICE_CLASS_CHANGE)
+
+    def on_resource_slice(self, body: Mapping[str, Any], deleted: bool = False) -> None:
+        name = _object_key(body)[1]
+        if deleted:
+            self.cache.dra.remove_slice(name)
+        else:
+            try:
+                self.cache.dra.upsert_slice(parse_resource_slice(body))
+            except ObjectError as exc:
+                log.warning("ignoring ResourceSlice %s: %s", name, exc)
+                self.cache.dra.remove_slice(name)
+        self._cluster_event(E.RESOURCE_SLICE_CHANGE)
+
+    def on_resource_claim(self, body: Mapping[str, Any], deleted: bool = False) -> None:
+        key = _object_key(body)
+        if deleted:
+            self.cache.dra.remove_claim(key)
+        else:
+            try:
+                self.cache.dra.upsert_claim(parse_resource_claim(body))
+            except ObjectError as exc:
+                log.warning("ignoring ResourceClaim %s/%s: %s", *key, exc)
+                self.cache.dra.remove_claim(key)
+        self._cluster_event(E.RESOURCE_CLAIM_CHANGE)
 
     # ------------------------------------------------------ the binder's word
 

@@ -111,7 +111,7 @@ def place_in_order(
         node = snapshot.names[result.row]
         mark = snapshot.mark()
         snapshot.assume(result.row, vec, (pod.nonzero_cpu, pod.nonzero_memory), pod)
-        if reserve and fwk.reserve:
+        if reserve and fwk.reserves(state):
             status = fwk.run_reserve(state, pod, node)
             if not status.ok:
                 snapshot.restore(mark)
@@ -138,7 +138,7 @@ def apply_trial(fwk: Framework, snapshot: Snapshot, found: Trial) -> Trial:
     for a, row in zip(found.assignments, found.rows):
         mark = snapshot.mark()
         snapshot.assume(row, vectors(a.pod), (a.pod.nonzero_cpu, a.pod.nonzero_memory), a.pod)
-        if fwk.reserve:
+        if fwk.reserves(a.state):
             status = fwk.run_reserve(a.state, a.pod, a.node)
             if not status.ok:
                 snapshot.restore(mark)

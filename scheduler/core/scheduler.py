@@ -237,7 +237,8 @@ class Scheduler(EventHandlers):
             self.nominated.pop(a.pod.uid, None)
         if fwk is not None and fwk.reserve:
             for a in assignments:
-                self._reserved[a.pod.uid] = (fwk, a)
+                if fwk.reserves(a.state):
+                    self._reserved[a.pod.uid] = (fwk, a)
         self.queue.done(
             popped.key,
             [a.pod.uid for a in assignments],

@@ -30,8 +30,16 @@ ASSIGNED_POD_DELETE = "AssignedPod/Delete"  # a bound pod was deleted or finishe
 ASSIGNED_POD_LABEL = "AssignedPod/UpdatePodLabel"
 ASSIGNED_POD_SCALE_DOWN = "AssignedPod/UpdatePodScaleDown"  # a bound pod's requests shrank
 
+# DRA objects (any change: claims allocated or released, devices published, classes edited).
+RESOURCE_CLAIM_CHANGE = "ResourceClaim/Change"
+RESOURCE_SLICE_CHANGE = "ResourceSlice/Change"
+DEVICE_CLASS_CHANGE = "DeviceClass/Change"
+
 ALL = frozenset(
     {
+        RESOURCE_CLAIM_CHANGE,
+        RESOURCE_SLICE_CHANGE,
+        DEVICE_CLASS_CHANGE,
         NODE_ADD,
         NODE_DELETE,
         NODE_ALLOCATABLE,

@@ -50,7 +50,7 @@ from .registry import Registry
 # node rejected by one is not shown to the next, as upstream).
 DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
     "preEnqueue": [("SchedulingGates", None), ("GangScheduling", None)],
-    "preFilter": [],
+    "preFilter": [("DynamicResources", None)],
     "filter": [
         ("NodeUnschedulable", None),
         ("NodeName", None),
@@ -60,6 +60,7 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
         ("NodeResourcesFit", None),
         ("PodTopologySpread", None),
         ("InterPodAffinity", None),
+        ("DynamicResources", None),
     ],
     "postFilter": [("DefaultPreemption", None)],
     "score": [
@@ -70,9 +71,9 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
         ("PodTopologySpread", 2),
         ("InterPodAffinity", 2),
     ],
-    "reserve": [],
+    "reserve": [("DynamicResources", None)],
     "permit": [("GangScheduling", None)],
-    "preBind": [],
+    "preBind": [("DynamicResources", None)],
     "placementGenerate": [("TopologyPlacementGenerator", None)],
     "placementScore": [("PodGroupPodsCount", 1), ("NodeResourcesFit", 1)],
 }
@@ -228,6 +229,9 @@ class Framework:
     def run_pre_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
         for plugin in self.pre_filter:
             status = plugin.pre_filter(state, pod, snapshot)
+            if status.is_skip:
+                state.skipped = state.skipped | plugin.name_set if state.skipped else plugin.name_set
+                continue
             if not status.ok:
                 return status if status.plugin else replace(status, plugin=plugin.name)
         return Status.success()
@@ -275,8 +279,9 @@ class Framework:
         if allowed is not None:
             mask = mask & allowed
         if mask.any():
+            skipped = state.skipped
             for i, plugin in enumerate(self.filters):
-                if plugin.static:
+                if plugin.static or (skipped and plugin.name in skipped):
                     continue
                 sign = plugin.sign_pod(pod) if plugin.row_local else None
                 if sign is not None:
@@ -329,6 +334,8 @@ class Framework:
         candidates = snapshot.valid.copy() if allowed is None else snapshot.valid & allowed
         trail: list[tuple[str, np.ndarray, FilterResult]] = []
         for i, plugin in enumerate(self.filters):
+            if plugin.name in state.skipped:
+                continue
             if plugin.static:
                 result = self._static_filter(i, plugin, state, pod, snapshot)
             else:
@@ -460,23 +467,40 @@ class Framework:
 
     # -------------------------------------------------------- Reserve, PreBind
 
+    def reserves(self, state: CycleState) -> bool:
+        """Whether any Reserve plugin runs for the pod of `state`."""
+        if not self.reserve:
+            return False
+        return not state.skipped or any(p.name not in state.skipped for p in self.reserve)
+
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """Reserve in order; on a failure, the plugins reserved so far (and the
         failing one) are unreserved in reverse, as upstream."""
+        skipped = state.skipped
         for i, plugin in enumerate(self.reserve):
+            if skipped and plugin.name in skipped:
+                continue
             status = plugin.reserve(state, pod, node)
             if not status.ok:
                 for done in reversed(self.reserve[: i + 1]):
-                    done.unreserve(state, pod, node)
+                    if done.name not in skipped:
+                        done.unreserve(state, pod, node)
                 return status if status.plugin else replace(status, plugin=plugin.name)
         return Status.success()
 
     def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
         for plugin in reversed(self.reserve):
-            plugin.unreserve(state, pod, node)
+            if plugin.name not in state.skipped:
+                plugin.unreserve(state, pod, node)
+
+    def needs_pre_bind(self, state: CycleState) -> bool:
+        """Whether any PreBind plugin runs for the pod of `state`."""
+        return any(p.name not in state.skipped for p in self.pre_bind)
 
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         for plugin in self.pre_bind:
+            if plugin.name in state.skipped:
+                continue
             status = await plugin.pre_bind(state, pod, node)
             if not status.ok:
                 return status if status.plugin else replace(status, plugin=plugin.name)

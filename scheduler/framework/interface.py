@@ -30,6 +30,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ..api.config import PluginArgs
+from ..api.dra import Allocation, ConsumerRef, ResourceClaim
 from ..api.podgroup import PodGroup
 from ..api.records import NodeInfo, PodInfo
 from ..cluster.snapshot import Snapshot
@@ -104,6 +105,12 @@ class FilterResult:
 class CycleState(dict[str, Any]):
     """Scratch space of one pod's scheduling attempt (plugins key it by their name)."""
 
+    # Plugins whose PreFilter answered Skip for this pod: the framework does
+    # not run them at Filter, Reserve/Unreserve or PreBind for it (upstream
+    # skips Filter; troupe skips the rest too, so a plugin for a few pods,
+    # e.g. DynamicResources, costs the others nothing).
+    skipped: frozenset[str] = frozenset()
+
 
 class PlaceFn(Protocol):
     """Places `pods` (in order) by the scheduler's algorithm in `snapshot`,
@@ -121,14 +128,25 @@ class PlaceFn(Protocol):
     ) -> list[tuple[PodInfo, int]]: ...
 
 
+class ClaimWriter(Protocol):
+    """Writes a ResourceClaim as kube-scheduler does (runtime's; None in a
+    simulation): the delete-protection finalizer, then `allocation` (if
+    given, the claim has none yet) and `consumer` in `reservedFor`, under
+    the claim's resourceVersion. Raises on any failure (a conflict too)."""
+
+    async def write_claim(self, claim: ResourceClaim, allocation: Allocation | None, consumer: ConsumerRef) -> None: ...
+
+
 class Handle:
     """What plugins may reach outside their arguments: the cache, read-only,
-    and `place`, the scheduler's own algorithm for trials (set by core; None
-    in a Framework built without a Scheduler)."""
+    `place`, the scheduler's own algorithm for trials (set by core; None
+    in a Framework built without a Scheduler), and `claim_writer` (set by
+    the runtime)."""
 
     def __init__(self, cache: ClusterCache) -> None:
         self.cache = cache
         self.place: PlaceFn | None = None
+        self.claim_writer: ClaimWriter | None = None
 
 
 class Plugin:
@@ -149,6 +167,7 @@ class Plugin:
             )
         self.args = args
         self.handle = handle
+        self.name_set = frozenset((self.name,))
 
 
 class PreEnqueuePlugin(Plugin):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..framework.registry import Registry
 from .defaultpreemption import DefaultPreemption
+from .dynamicresources import DynamicResources
 from .gangscheduling import GangScheduling
 from .interpodaffinity import InterPodAffinity
 from .nodeaffinity import NodeAffinity
@@ -32,6 +33,7 @@ IN_TREE = (
     PodTopologySpread,
     InterPodAffinity,
     DefaultPreemption,
+    DynamicResources,
     TopologyPlacementGenerator,
     PodGroupPodsCount,
 )

@@ -15,6 +15,7 @@ from ..api.config import SchedulerConfiguration
 from ..core.scheduler import Scheduler
 from ..framework.registry import Registry
 from .binder import Binder
+from .claims import ClaimWriter
 from .handlers import INFORMED, Resource, build_registry, informer_for, operator_settings
 from .health import start_health_server
 from .informer import Informer
@@ -65,6 +66,9 @@ async def run(
     # Events have a rate limit of their own, as kube-scheduler's event client.
     writer = StatusWriter(rest, bucket, event_bucket=TokenBucket(cc.qps, cc.burst))
     scheduler = Scheduler(config, registry, binder=Binder(rest, bucket, cc.bind_concurrency), writer=writer)
+    claim_writer = ClaimWriter(rest, bucket)
+    for fwk in scheduler.frameworks.values():
+        fwk.handle.claim_writer = claim_writer
 
     def healthy() -> bool:
         # Stalled = work is waiting but no cycle ran for a long time.

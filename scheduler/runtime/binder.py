@@ -42,7 +42,7 @@ class Binder:
 
     def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults, at_least: int = 0) -> None:
         failpoints.hit("cycle-decided")
-        if not fwk.pre_bind:
+        if not any(fwk.needs_pre_bind(a.state) for a in assignments):
             for a in assignments:
                 self.submit(a.pod, a.node, results)
             return

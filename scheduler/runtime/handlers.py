@@ -37,6 +37,9 @@ Resource = tuple[str, ...]  # (group, version, plural) or ("v1", plural)
 NODES: Resource = ("v1", "nodes")
 PODS: Resource = ("v1", "pods")
 PDBS: Resource = ("policy", "v1", "poddisruptionbudgets")
+DEVICE_CLASSES: Resource = ("resource.k8s.io", "v1", "deviceclasses")
+RESOURCE_SLICES: Resource = ("resource.k8s.io", "v1", "resourceslices")
+RESOURCE_CLAIMS: Resource = ("resource.k8s.io", "v1", "resourceclaims")
 # The kinds an Informer serves instead of kopf.
 INFORMED: tuple[Resource, ...] = (NODES, PODS)
 
@@ -54,6 +57,9 @@ def watched(scheduler: Scheduler) -> list[tuple[Resource, Callable[[Body], None]
             lambda body: scheduler.on_priority_class(body, deleted=True),
         ),
         (PDBS, scheduler.on_pdb, scheduler.on_pdb_deleted),
+        (DEVICE_CLASSES, scheduler.on_device_class, lambda body: scheduler.on_device_class(body, deleted=True)),
+        (RESOURCE_SLICES, scheduler.on_resource_slice, lambda body: scheduler.on_resource_slice(body, deleted=True)),
+        (RESOURCE_CLAIMS, scheduler.on_resource_claim, lambda body: scheduler.on_resource_claim(body, deleted=True)),
         ((C.GROUP, C.VERSION, C.WORKLOAD_PLURAL), scheduler.on_workload, scheduler.on_workload_deleted),
         ((C.GROUP, C.VERSION, C.PODGROUP_PLURAL), scheduler.on_podgroup, scheduler.on_podgroup_deleted),
         (PODS, scheduler.on_pod, scheduler.on_pod_deleted),

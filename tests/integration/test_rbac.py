@@ -43,6 +43,16 @@ GRANTED: list[Check] = [
     *[(v, "events", None, ns) for v in ("create", "patch") for ns in (None, OTHER_NS)],
     *[(v, "priorityclasses.scheduling.k8s.io", None, None) for v in ("get", "list", "watch")],
     *[(v, "leases.coordination.k8s.io", None, SYSTEM_NS) for v in ("get", "create", "update")],
+    # DynamicResources: claims read and written (finalizer, allocation, reservedFor); devices read
+    *[(v, "resourceclaims.resource.k8s.io", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
+    *[(v, "resourceclaims.resource.k8s.io", None, OTHER_NS) for v in ("patch", "update")],
+    *[(v, "resourceclaims.resource.k8s.io", "status", OTHER_NS) for v in ("get", "patch", "update")],
+    *[(v, "resourceclaims.resource.k8s.io", "binding", OTHER_NS) for v in ("patch", "update")],
+    *[
+        (v, f"{r}.resource.k8s.io", None, None)
+        for r in ("resourceslices", "deviceclasses")
+        for v in ("get", "list", "watch")
+    ],
 ]
 
 DENIED: list[Check] = [
@@ -71,6 +81,13 @@ DENIED: list[Check] = [
     # events are written, never deleted
     ("delete", "events", None, OTHER_NS),
     ("delete", "events.events.k8s.io", None, OTHER_NS),
+    # DRA: claims are not created or deleted (no template claims yet); devices and classes are the driver's
+    *[(v, "resourceclaims.resource.k8s.io", None, OTHER_NS) for v in ("create", "delete")],
+    *[
+        (v, f"{r}.resource.k8s.io", None, None)
+        for r in ("resourceslices", "deviceclasses")
+        for v in ("create", "update", "patch", "delete")
+    ],
     # no writes to priority classes, no RBAC escalation, no CRD changes
     *[(v, "priorityclasses.scheduling.k8s.io", None, None) for v in ("create", "update", "delete")],
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, None),

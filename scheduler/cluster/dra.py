@@ -1,0 +1,133 @@
+"""The DRA part of the cache: DeviceClasses, ResourceSlices, ResourceClaims,
+and the allocations troupe has decided but the API has not shown yet.
+
+A device is in use when any claim's `status.allocation` names it, or when
+troupe assumed an allocation for a claim in a cycle (Reserve) that the watch
+has not confirmed; the same two-phase idea as pods assumed onto nodes. No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..api.dra import Allocation, Device, DeviceClass, ResourceClaim, ResourceSlice, pool_devices
+
+DeviceKey = tuple[str, str, str]  # (driver, pool, device)
+ClaimKey = tuple[str, str]  # (namespace, name)
+
+
+class DraStore:
+    def __init__(self) -> None:
+        self.classes: dict[str, DeviceClass] = {}
+        self.slices: dict[str, ResourceSlice] = {}
+        self.claims: dict[ClaimKey, ResourceClaim] = {}
+        # Allocations decided by troupe (claim -> allocation), until the
+        # claim's status shows one, or the decision is dropped.
+        self.assumed: dict[ClaimKey, Allocation] = {}
+        # Bumped when what a device matches can change (slices or classes):
+        # cached selector results are valid for one generation.
+        self.generation = 0
+        self._usable: list[ResourceSlice] | None = None
+        self._by_node: dict[str, list[Device]] | None = None
+        self._shared: list[ResourceSlice] | None = None
+        self._in_use: set[DeviceKey] | None = None
+
+    # --------------------------------------------------------------- updates
+
+    def upsert_class(self, cls: DeviceClass) -> None:
+        self.classes[cls.name] = cls
+        self.generation += 1
+
+    def remove_class(self, name: str) -> None:
+        if self.classes.pop(name, None) is not None:
+            self.generation += 1
+
+    def upsert_slice(self, s: ResourceSlice) -> None:
+        self.slices[s.name] = s
+        self._slices_changed()
+
+    def remove_slice(self, name: str) -> None:
+        if self.slices.pop(name, None) is not None:
+            self._slices_changed()
+
+    def _slices_changed(self) -> None:
+        self.generation += 1
+        self._usable = self._by_node = self._shared = None
+
+    def upsert_claim(self, claim: ResourceClaim) -> None:
+        self.claims[claim.key] = claim
+        if claim.allocation is not None:
+            self.assumed.pop(claim.key, None)  # the API shows it now
+        self._in_use = None
+
+    def remove_claim(self, key: ClaimKey) -> None:
+        self.claims.pop(key, None)
+        self.assumed.pop(key, None)
+        self._in_use = None
+
+    def assume(self, key: ClaimKey, allocation: Allocation) -> None:
+        self.assumed[key] = allocation
+        self._in_use = None
+
+    def forget(self, key: ClaimKey) -> None:
+        if self.assumed.pop(key, None) is not None:
+            self._in_use = None
+
+    # ----------------------------------------------------------------- reads
+
+    def allocation(self, key: ClaimKey) -> Allocation | None:
+        """The claim's allocation: in its status, or assumed by troupe."""
+        claim = self.claims.get(key)
+        if claim is not None and claim.allocation is not None:
+            return claim.allocation
+        return self.assumed.get(key)
+
+    def in_use(self) -> set[DeviceKey]:
+        """Devices allocated to any claim, or assumed for one."""
+        if self._in_use is None:
+            used: set[DeviceKey] = set()
+            for claim in self.claims.values():
+                if claim.allocation is not None:
+                    used |= claim.allocation.devices()
+            for allocation in self.assumed.values():
+                used |= allocation.devices()
+            self._in_use = used
+        return self._in_use
+
+    def usable_slices(self) -> list[ResourceSlice]:
+        if self._usable is None:
+            self._usable = pool_devices(list(self.slices.values()))
+        return self._usable
+
+    def devices_for(self, node_name: str, labels: Mapping[str, str]) -> list[Device]:
+        """Devices of complete pools that `node_name` reaches: its own
+        slices', then those of slices for many nodes (selector, allNodes)."""
+        if self._by_node is None or self._shared is None:
+            by_node: dict[str, list[Device]] = {}
+            shared: list[ResourceSlice] = []
+            for s in sorted(self.usable_slices(), key=lambda s: (s.driver, s.pool, s.name)):
+                if s.node_name:
+                    by_node.setdefault(s.node_name, []).extend(s.devices)
+                else:
+                    shared.append(s)
+            self._by_node, self._shared = by_node, shared
+        devices = list(self._by_node.get(node_name, ()))
+        for s in self._shared:
+            if s.reaches(node_name, labels):
+                devices.extend(s.devices)
+        return devices
+
+    def nodes_with_devices(self) -> set[str] | None:
+        """Nodes that have node-local devices; None when some slice serves
+        many nodes (then any node may reach devices)."""
+        self.devices_for("", {})
+        assert self._by_node is not None and self._shared is not None
+        if self._shared:
+            return None
+        return set(self._by_node)
+
+    def slice_of(self, key: DeviceKey) -> ResourceSlice | None:
+        for s in self.usable_slices():
+            if s.driver == key[0] and s.pool == key[1] and any(d.name == key[2] for d in s.devices):
+                return s
+        return None

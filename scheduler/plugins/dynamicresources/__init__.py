@@ -1,0 +1,5 @@
+"""DynamicResources: DRA device allocation for pods' ResourceClaims."""
+
+from .plugin import DynamicResources
+
+__all__ = ["DynamicResources"]

@@ -1,0 +1,199 @@
+"""The structured-parameters allocator (upstream
+k8s.io/dynamic-resource-allocation/structured): which devices, among those a
+node can reach, satisfy every request of a set of ResourceClaims.
+
+A depth-first search over the requests in claim order, each request's
+devices picked one by one in a fixed device order (so the same input always
+gives the same answer), backtracking when a later request or a
+`matchAttribute` constraint cannot be met. `firstAvailable` alternatives are
+tried in order. The search is bounded by a step budget; running out is a
+failure with that reason, never a partial allocation.
+
+Pure: no I/O, no cache. `matches(request, device)` says whether a device
+satisfies a request's class and own selectors (the plugin caches it);
+it may raise SelectorError, which fails the allocation for this node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ...api.dra import ALL, AllocationResult, AttributeValue, Device, DeviceRequest, RequestSlot, ResourceClaim
+from .cel import SelectorError
+
+DeviceKey = tuple[str, str, str]
+Matcher = Callable[[DeviceRequest, Device], bool]
+
+# Device picks the search may try per allocation (upstream bounds its search by time).
+MAX_STEPS = 20_000
+
+
+@dataclass(slots=True)
+class Outcome:
+    """Per claim, the devices given to its requests (None: no allocation;
+    `reason` says why)."""
+
+    results: list[list[AllocationResult]] | None
+    reason: str = ""
+    steps: int = 0
+
+
+@dataclass(slots=True)
+class _Search:
+    claims: Sequence[ResourceClaim]
+    devices: Sequence[Device]
+    in_use: set[DeviceKey]
+    matches: Matcher
+    max_steps: int
+    steps: int = 0
+    taken: set[DeviceKey] = field(default_factory=set)
+    # Per claim, attribute -> value fixed by the first device of a matchAttribute constraint.
+    fixed: list[dict[str, AttributeValue]] = field(default_factory=list)
+    results: list[list[AllocationResult]] = field(default_factory=list)
+    candidates: dict[DeviceRequest, list[Device]] = field(default_factory=dict)
+    first_failure: str = ""
+
+    def candidates_for(self, request: DeviceRequest) -> list[Device]:
+        found = self.candidates.get(request)
+        if found is None:
+            found = self.candidates[request] = [d for d in self.devices if self.matches(request, d)]
+        return found
+
+
+class BudgetExceeded(Exception):
+    pass
+
+
+def allocate(
+    claims: Sequence[ResourceClaim],
+    devices: Sequence[Device],
+    in_use: set[DeviceKey],
+    matches: Matcher,
+    max_steps: int = MAX_STEPS,
+) -> Outcome:
+    """Devices for every request of every claim, or why there are none.
+    `devices`: what the node reaches (complete pools only), `in_use`: devices
+    allocated to any other claim."""
+    search = _Search(claims, devices, in_use, matches, max_steps)
+    search.fixed = [{} for _ in claims]
+    search.results = [[] for _ in claims]
+    slots = [(c, slot) for c, claim in enumerate(claims) for slot in claim.requests]
+    try:
+        found = _slot(search, slots, 0)
+    except SelectorError as exc:
+        return Outcome(None, str(exc), search.steps)
+    except BudgetExceeded:
+        return Outcome(None, f"the device search gave up after {search.steps} steps", search.steps)
+    if not found:
+        return Outcome(None, search.first_failure or "cannot allocate all claims", search.steps)
+    return Outcome([list(r) for r in search.results], "", search.steps)
+
+
+def _slot(search: _Search, slots: list[tuple[int, RequestSlot]], i: int) -> bool:
+    if i == len(slots):
+        return True
+    c, slot = slots[i]
+    for request in slot.alternatives:
+        if request.mode == ALL:
+            if _all_devices(search, slots, i, c, request):
+                return True
+        elif _pick(search, slots, i, c, request, request.count, 0):
+            return True
+    return False
+
+
+def _constraint_ok(search: _Search, c: int, request: DeviceRequest, device: Device) -> list[str] | None:
+    """Attributes this device newly fixes for the claim's constraints, or
+    None when it breaks one."""
+    newly: list[str] = []
+    for constraint in search.claims[c].constraints:
+        if not constraint.applies_to(request.name):
+            continue
+        value = device.attributes.get(constraint.attribute)
+        if value is None:
+            _note(search, f"device {device.name} lacks attribute {constraint.attribute} (matchAttribute)")
+            return None
+        fixed = search.fixed[c].get(constraint.attribute)
+        if fixed is None:
+            if constraint.attribute not in newly:
+                newly.append(constraint.attribute)
+        elif fixed != value:
+            _note(search, f"devices differ in {constraint.attribute} (matchAttribute)")
+            return None
+    return newly
+
+
+def _take(search: _Search, c: int, request: DeviceRequest, device: Device, newly: list[str]) -> None:
+    for attribute in newly:
+        search.fixed[c][attribute] = device.attributes[attribute]
+    search.taken.add(device.key)
+    search.results[c].append(AllocationResult(request.name, device.driver, device.pool, device.name))
+
+
+def _untake(search: _Search, c: int, device: Device, newly: list[str]) -> None:
+    for attribute in newly:
+        del search.fixed[c][attribute]
+    search.taken.discard(device.key)
+    search.results[c].pop()
+
+
+def _pick(
+    search: _Search, slots: list[tuple[int, RequestSlot]], i: int, c: int, request: DeviceRequest, left: int, start: int
+) -> bool:
+    """Choose `left` more devices for `request`, from candidate index `start`
+    on (increasing indices: each set of devices is tried once)."""
+    if left == 0:
+        return _slot(search, slots, i + 1)
+    candidates = search.candidates_for(request)
+    free = sum(1 for d in candidates[start:] if d.key not in search.in_use and d.key not in search.taken)
+    if free < left:
+        _note(search, f"{request.name}: {free} matching device(s) free, {left} more needed")
+        return False
+    for j in range(start, len(candidates)):
+        device = candidates[j]
+        if device.key in search.in_use or device.key in search.taken:
+            continue
+        search.steps += 1
+        if search.steps > search.max_steps:
+            raise BudgetExceeded
+        newly = _constraint_ok(search, c, request, device)
+        if newly is None:
+            continue
+        _take(search, c, request, device, newly)
+        if _pick(search, slots, i, c, request, left - 1, j + 1):
+            return True
+        _untake(search, c, device, newly)
+    return False
+
+
+def _all_devices(search: _Search, slots: list[tuple[int, RequestSlot]], i: int, c: int, request: DeviceRequest) -> bool:
+    """allocationMode All: every matching device the node reaches, none of
+    them in use; at least one."""
+    candidates = search.candidates_for(request)
+    if not candidates:
+        _note(search, f"{request.name}: no matching device (allocationMode All)")
+        return False
+    busy = [d.name for d in candidates if d.key in search.in_use or d.key in search.taken]
+    if busy:
+        _note(search, f"{request.name}: allocationMode All, but {len(busy)} matching device(s) are allocated")
+        return False
+    done: list[tuple[Device, list[str]]] = []
+    for device in candidates:
+        search.steps += 1
+        newly = _constraint_ok(search, c, request, device)
+        if newly is None:
+            break
+        _take(search, c, request, device, newly)
+        done.append((device, newly))
+    else:
+        if _slot(search, slots, i + 1):
+            return True
+    for device, newly in reversed(done):
+        _untake(search, c, device, newly)
+    return False
+
+
+def _note(search: _Search, why: str) -> None:
+    if not search.first_failure:
+        search.first_failure = why

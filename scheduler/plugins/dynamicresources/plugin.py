@@ -1,0 +1,260 @@
+"""DynamicResources (upstream's name): devices from ResourceClaims
+(`resource.k8s.io/v1`, structured parameters) for the pods that reference
+them in `spec.resourceClaims`.
+
+- PreFilter: the pod's claims exist and are not being deleted; which of
+  them still need an allocation.
+- Filter: a node passes when every claim already allocated is reachable
+  from it (`allocation.nodeSelector`) and the pending ones can all be
+  allocated from the devices it reaches (the allocator, selectors in CEL).
+- Reserve: allocate on the chosen node and assume the result in the cache,
+  so the next pod of the cycle sees those devices taken; Unreserve drops it.
+- PreBind: write each claim as kube-scheduler does (finalizer, then
+  `status.allocation` and a `reservedFor` entry for the pod), before any pod
+  of the decision is bound.
+
+Pods without claims pass every point untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from ...api.config import PluginArgs
+from ...api.dra import (
+    Allocation,
+    AllocationResult,
+    ConsumerRef,
+    Device,
+    DeviceRequest,
+    NodeSelector,
+    ResourceClaim,
+)
+from ...api.records import PodInfo
+from ...cluster.dra import DraStore
+from ...cluster.snapshot import Snapshot
+from ...framework import events as E
+from ...framework.interface import (
+    CycleState,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    PreBindPlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+    Status,
+)
+from .allocator import allocate
+from .cel import SelectorError, compile_selector
+
+log = logging.getLogger(__name__)
+
+STATE_KEY = "DynamicResources"
+NOT_AVAILABLE = "resourceclaim not available on the node"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+
+
+class _PodClaims:
+    """What PreFilter found for one pod: its claims, and which are pending."""
+
+    def __init__(self, claims: list[ResourceClaim], pending: list[ResourceClaim]) -> None:
+        self.claims = claims
+        self.pending = pending
+        self.assumed: list[tuple[ResourceClaim, Allocation]] = []  # by Reserve
+
+
+class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
+    name = "DynamicResources"
+    events = frozenset(
+        {E.NODE_ADD, E.NODE_LABEL, E.RESOURCE_CLAIM_CHANGE, E.RESOURCE_SLICE_CHANGE, E.DEVICE_CLASS_CHANGE}
+    )
+
+    def __init__(self, args: PluginArgs, handle: Handle) -> None:
+        super().__init__(args, handle)
+        self._matches: dict[tuple[DeviceRequest, tuple[str, str, str]], bool] = {}
+        self._matches_generation = -1
+        self._skip = Status.skip(self.name)
+
+    @property
+    def store(self) -> DraStore:
+        return self.handle.cache.dra
+
+    # ------------------------------------------------------------- PreFilter
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        if not pod.resource_claims:
+            return self._skip  # not run at Filter, Reserve or PreBind for this pod
+        claims: list[ResourceClaim] = []
+        pending: list[ResourceClaim] = []
+        for ref in pod.resource_claims:
+            if not ref.claim_name:
+                return Status.unschedulable(
+                    f"resourceClaims[{ref.name}]: the claim from template {ref.template_name} does not exist yet "
+                    "(per-pod claims are created by kube-controller-manager's resource claim controller)",
+                    plugin=self.name,
+                )
+            key = (pod.namespace, ref.claim_name)
+            claim = self.store.claims.get(key)
+            if claim is None:
+                return Status.unschedulable(
+                    f"resourceclaim {pod.namespace}/{ref.claim_name} not found", plugin=self.name
+                )
+            if claim.deleting:
+                return Status.unschedulable(
+                    f"claim {pod.namespace}/{ref.claim_name} is being deleted", plugin=self.name, resolvable=False
+                )
+            claims.append(claim)
+            if self.store.allocation(key) is None and claim not in pending:
+                pending.append(claim)
+        state[STATE_KEY] = _PodClaims(claims, pending)
+        return Status.success()
+
+    # ---------------------------------------------------------------- Filter
+
+    def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
+        n = len(snapshot)
+        found: _PodClaims | None = state.get(STATE_KEY)
+        if found is None:
+            return FilterResult.all(n)
+        feasible = snapshot.valid.copy()
+        reasons: dict[str, list[int]] = {}
+        allocated = [self.store.allocation(c.key) for c in found.claims if c not in found.pending]
+        selectors = [a.node_selector for a in allocated if a is not None and a.node_selector is not None]
+        local = self.store.nodes_with_devices() if found.pending else None
+        for row in np.flatnonzero(feasible).tolist():
+            node = snapshot.nodes[row]
+            assert node is not None
+            why = None
+            if any(not s.matches(node.name, node.labels) for s in selectors):
+                why = NOT_AVAILABLE
+            elif found.pending:
+                if local is not None and node.name not in local:
+                    why = CANNOT_ALLOCATE
+                else:
+                    outcome, _ = self._allocate(found.pending, node.name, node.labels)
+                    if outcome is None:
+                        why = CANNOT_ALLOCATE
+                    elif isinstance(outcome, str):
+                        why = outcome
+            if why is not None:
+                feasible[row] = False
+                reasons.setdefault(why, []).append(row)
+        out = []
+        for why, rows in reasons.items():
+            mask = np.zeros(n, dtype=bool)
+            mask[rows] = True
+            out.append((why, mask))
+        return FilterResult(feasible, out)
+
+    def _allocate(
+        self, claims: list[ResourceClaim], node_name: str, labels: Any
+    ) -> tuple[list[Allocation] | str | None, str]:
+        """Allocations for `claims` on this node; None when they do not fit
+        (with the allocator's reason), a string for a selector error."""
+        devices = self.store.devices_for(node_name, labels)
+        outcome = allocate(claims, devices, self.store.in_use(), self._matcher)
+        if outcome.results is None:
+            if outcome.reason.startswith("selector "):
+                return outcome.reason, outcome.reason
+            return None, outcome.reason
+        by_key = {d.key: d for d in devices}
+        return [self._allocation(c, r, node_name, by_key) for c, r in zip(claims, outcome.results)], ""
+
+    def _matcher(self, request: DeviceRequest, device: Device) -> bool:
+        if self._matches_generation != self.store.generation:
+            self._matches.clear()
+            self._matches_generation = self.store.generation
+        key = (request, device.key)
+        hit = self._matches.get(key)
+        if hit is None:
+            cls = self.store.classes.get(request.device_class)
+            if cls is None:
+                hit = False
+            else:
+                hit = all(compile_selector(e).matches(device) for e in (*cls.selectors, *request.selectors))
+            if len(self._matches) > 1_000_000:
+                self._matches.clear()
+            self._matches[key] = hit
+        return hit
+
+    def _allocation(
+        self, claim: ResourceClaim, results: list[AllocationResult], node_name: str, by_key: dict[Any, Device]
+    ) -> Allocation:
+        config: list[dict[str, Any]] = []
+        used_classes: dict[str, list[str]] = {}
+        for slot in claim.requests:
+            for request in slot.alternatives:
+                if any(r.request == request.name for r in results):
+                    used_classes.setdefault(request.device_class, []).append(request.name)
+        for class_name, requests in used_classes.items():
+            cls = self.store.classes.get(class_name)
+            for cfg in cls.config if cls is not None else ():
+                config.append({**cfg.to_api("FromClass"), "requests": requests})
+        config.extend(cfg.to_api("FromClaim") for cfg in claim.config)
+        # Node-local devices pin the claim to this node; devices of a slice
+        # for many nodes, to that slice's nodes (the first such slice: an
+        # approximation where slices select different nodes).
+        selector: NodeSelector | None = None
+        for r in results:
+            s = self.store.slice_of((r.driver, r.pool, r.device))
+            if s is None:
+                continue
+            if s.node_name:
+                selector = NodeSelector.for_node(node_name)
+                break
+            if s.node_selector is not None and selector is None:
+                selector = s.node_selector
+        return Allocation(tuple(results), tuple(config), selector)
+
+    # --------------------------------------------------------------- Reserve
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        found: _PodClaims | None = state.get(STATE_KEY)
+        if found is None:
+            return Status.success()
+        pending = [c for c in found.pending if self.store.allocation(c.key) is None]
+        if not pending:
+            return Status.success()
+        info = self.handle.cache.node(node)
+        try:
+            outcome, why = self._allocate(pending, node, info.labels if info is not None else {})
+        except SelectorError as exc:
+            return Status.unschedulable(str(exc), plugin=self.name)
+        if outcome is None or isinstance(outcome, str):
+            return Status.unschedulable(CANNOT_ALLOCATE + (f": {why}" if why else ""), plugin=self.name)
+        for claim, allocation in zip(pending, outcome):
+            self.store.assume(claim.key, allocation)
+            found.assumed.append((claim, allocation))
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        found: _PodClaims | None = state.get(STATE_KEY)
+        if found is None:
+            return
+        for claim, _ in found.assumed:
+            self.store.forget(claim.key)
+        found.assumed.clear()
+
+    # --------------------------------------------------------------- PreBind
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        found: _PodClaims | None = state.get(STATE_KEY)
+        if found is None:
+            return Status.success()
+        writer = self.handle.claim_writer
+        if writer is None:
+            return Status.error("no claim writer: DynamicResources needs the API", plugin=self.name)
+        consumer = ConsumerRef("pods", pod.name, pod.uid)
+        assumed = {c.key: a for c, a in found.assumed}
+        for claim in found.claims:
+            current = self.store.claims.get(claim.key, claim)
+            if any(r.uid == pod.uid for r in current.reserved_for) and current.allocation is not None:
+                continue
+            allocation = assumed.get(claim.key) if current.allocation is None else None
+            if current.allocation is None and allocation is None:
+                return Status.error(f"claim {claim.namespace}/{claim.name} lost its allocation", plugin=self.name)
+            await writer.write_claim(current, allocation, consumer)
+        return Status.success()

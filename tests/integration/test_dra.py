@@ -1,0 +1,154 @@
+"""DynamicResources end to end: the real scheduler process, as its
+ServiceAccount, against the real kube-apiserver serving resource.k8s.io/v1.
+
+The test publishes ResourceSlices as a DRA driver would (one slice per node,
+its pool named after the node) and a DeviceClass; pods reference
+ResourceClaims by name. troupe allocates the devices, writes each claim as
+kube-scheduler does (finalizer, status.allocation, reservedFor) before any
+pod of the gang is bound, and a gang that needs more devices than exist
+waits whole, allocating nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from objects import bound, create, pod, podgroup, wait_condition
+from troupe_process import TroupeProcess
+from wait import wait_for
+
+pytestmark = pytest.mark.integration
+
+DRIVER = "gpu.example.com"
+
+
+@pytest.fixture(scope="module")
+def troupe(installed, tmp_path_factory):
+    proc = TroupeProcess(installed.scheduler_kubeconfig, tmp_path_factory.mktemp("troupe")).start()
+    yield proc
+    rc = proc.stop()
+    print(proc.log_tail(200))
+    assert rc == 0, f"troupe exited with {rc} on SIGTERM"
+    assert "Traceback" not in proc.log_path.read_text(), "troupe logged a traceback"
+
+
+@pytest.fixture
+def devices(installed):
+    """`devices(node, count, memory)` publishes a node's GPUs; the DeviceClass
+    exists; every slice and class is removed after the test."""
+    installed.kubectl("delete", "resourceslices,deviceclasses", "--all", "--wait=false", check=False)
+    create(
+        installed,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": DRIVER},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        },
+    )
+
+    def publish(node: str, count: int, memory: str = "80Gi") -> None:
+        create(
+            installed,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{node}-gpus"},
+                "spec": {
+                    "driver": DRIVER,
+                    "nodeName": node,
+                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                    "devices": [
+                        {
+                            "name": f"gpu-{i}",
+                            "attributes": {"model": {"string": "a100"}, "index": {"int": i}},
+                            "capacity": {"memory": {"value": memory}},
+                        }
+                        for i in range(count)
+                    ],
+                },
+            },
+        )
+
+    yield publish
+    installed.kubectl("delete", "resourceslices,deviceclasses", "--all", "--wait=false", check=False)
+
+
+def claim(ns: str, name: str, selector: str | None = None) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": DRIVER}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+    }
+
+
+def gpu_pod(ns: str, name: str, claim_name: str, group: str | None = None) -> dict[str, Any]:
+    body = pod(ns, name, group=group, cpu="100m")
+    body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+    body["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    return body
+
+
+def claims(cluster, ns: str) -> dict[str, dict[str, Any]]:
+    return {c["metadata"]["name"]: c for c in cluster.get_json("resourceclaims", "-n", ns)["items"]}
+
+
+def test_a_gang_with_one_gpu_per_pod_is_spread_by_devices(installed, troupe, nodes, devices, namespace):
+    c, ns = installed, namespace
+    for n in ("node-0", "node-1"):
+        nodes(n, cpu="8")  # cpu alone would hold all four pods on one node
+        devices(n, 2)
+    create(c, *[claim(ns, f"c{i}") for i in range(4)])
+    create(c, podgroup(ns, "train", 4), *[gpu_pod(ns, f"train-{i}", f"c{i}", group="train") for i in range(4)])
+    placed = wait_for(lambda: len(b := bound(c, ns)) == 4 and b, timeout=30, message="4 pods bound")
+    assert sorted(placed.values()) == ["node-0", "node-0", "node-1", "node-1"], placed
+    got = claims(c, ns)
+    pods = c.get_json("pods", "-n", ns)["items"]
+    uid = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
+    seen = set()
+    for i in range(4):
+        cl = got[f"c{i}"]
+        results = cl["status"]["allocation"]["devices"]["results"]
+        assert len(results) == 1 and results[0]["driver"] == DRIVER and results[0]["request"] == "gpu"
+        # The device is on the node the pod was bound to (pool = node), and only this claim has it.
+        assert results[0]["pool"] == placed[f"train-{i}"], (cl["status"], placed)
+        seen.add((results[0]["pool"], results[0]["device"]))
+        assert cl["status"]["reservedFor"] == [{"resource": "pods", "name": f"train-{i}", "uid": uid[f"train-{i}"]}]
+        assert "resource.kubernetes.io/delete-protection" in cl["metadata"]["finalizers"]
+        selector = cl["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]
+        assert selector == {"key": "metadata.name", "operator": "In", "values": [placed[f"train-{i}"]]}
+    assert len(seen) == 4
+
+
+def test_a_gang_needing_more_gpus_than_exist_waits_whole_and_allocates_nothing(
+    installed, troupe, nodes, devices, namespace
+):
+    c, ns = installed, namespace
+    nodes("node-0", cpu="8")
+    devices("node-0", 3)
+    create(c, *[claim(ns, f"c{i}") for i in range(4)])
+    create(c, podgroup(ns, "big", 4), *[gpu_pod(ns, f"big-{i}", f"c{i}", group="big") for i in range(4)])
+    cond = wait_condition(c, ns, "big", "False", "Unschedulable")
+    assert "cannot allocate all claims" in cond["message"], cond
+    assert bound(c, ns) == {}
+    for name, cl in claims(c, ns).items():
+        assert not (cl.get("status") or {}).get("allocation"), (name, cl.get("status"))
+
+
+def test_a_selector_on_a_capacity_quantity_picks_the_node_with_big_gpus(installed, troupe, nodes, devices, namespace):
+    c, ns = installed, namespace
+    nodes("small", cpu="8")
+    nodes("large", cpu="8")
+    devices("small", 4, memory="16Gi")
+    devices("large", 1, memory="80Gi")
+    create(c, claim(ns, "big-mem", f'device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0'))
+    create(c, gpu_pod(ns, "solo", "big-mem"))
+    placed = wait_for(lambda: bound(c, ns), timeout=30, message="the pod bound")
+    assert placed == {"solo": "large"}
+    result = claims(c, ns)["big-mem"]["status"]["allocation"]["devices"]["results"][0]
+    assert (result["pool"], result["device"]) == ("large", "gpu-0")
