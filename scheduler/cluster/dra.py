@@ -31,6 +31,8 @@ class DraStore:
         self._by_node: dict[str, list[Device]] | None = None
         self._shared: list[ResourceSlice] | None = None
         self._in_use: set[DeviceKey] | None = None
+        # Consumer uid (pod, PodGroup) -> the claims whose reservedFor names it.
+        self._consumers: dict[str, set[ClaimKey]] = {}
 
     # --------------------------------------------------------------- updates
 
@@ -55,15 +57,32 @@ class DraStore:
         self._usable = self._by_node = self._shared = None
 
     def upsert_claim(self, claim: ResourceClaim) -> None:
+        self._unindex(claim.key)
         self.claims[claim.key] = claim
+        for ref in claim.reserved_for:
+            self._consumers.setdefault(ref.uid, set()).add(claim.key)
         if claim.allocation is not None:
             self.assumed.pop(claim.key, None)  # the API shows it now
         self._in_use = None
 
     def remove_claim(self, key: ClaimKey) -> None:
+        self._unindex(key)
         self.claims.pop(key, None)
         self.assumed.pop(key, None)
         self._in_use = None
+
+    def _unindex(self, key: ClaimKey) -> None:
+        old = self.claims.get(key)
+        for ref in old.reserved_for if old is not None else ():
+            keys = self._consumers.get(ref.uid)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._consumers[ref.uid]
+
+    def reserved_for(self, uid: str) -> list[ResourceClaim]:
+        """The claims whose reservedFor names this consumer."""
+        return [self.claims[k] for k in sorted(self._consumers.get(uid, ()))]
 
     def assume(self, key: ClaimKey, allocation: Allocation) -> None:
         self.assumed[key] = allocation

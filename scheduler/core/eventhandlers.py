@@ -8,6 +8,7 @@ is O(1) in cluster size (Workload events, which are rare, scan the groups).
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,7 +24,7 @@ from ..framework import events as E
 from ..framework.framework import Framework
 from ..queue.scheduling_queue import SchedulingQueue, group_unit, unit_of
 from . import metrics
-from .outputs import StatusWriter
+from .outputs import ClaimReleaser, StatusWriter
 from .reporting import WaitingReporter
 from .schedule_podgroup import Assignment
 
@@ -35,6 +36,8 @@ IGNORED_GROUP_FIELDS = {
     "resourceClaims": "DRA claims are not allocated yet",
 }
 EVENT_IGNORED_FIELD = "IgnoredField"
+# Deleted pods remembered, for claims whose reservation arrives after the deletion.
+GONE_PODS_KEPT = 10_000
 
 
 class EventHandlers:
@@ -48,6 +51,9 @@ class EventHandlers:
     _told_ignored: set[str]
     _reserved: dict[str, tuple[Framework, Assignment]]  # pods reserved and not yet bound
     nominated: dict[str, tuple[str, PodInfo]]  # preemptors waiting for victims: uid -> (node, pod)
+    claim_releaser: ClaimReleaser | None  # the runtime's; None in a simulation
+    gone_pods: OrderedDict[str, None]  # uids of pods recently deleted, oldest first
+    synced: Any  # asyncio.Event: the initial listing is in the cache
 
     def is_ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.frameworks
@@ -103,6 +109,8 @@ class EventHandlers:
             self.queue.delete(pod.uid)
             self.reporter.forget_pod(pod.uid)
             self.nominated.pop(pod.uid, None)
+        if pod.terminal and not (old is not None and old.terminal):
+            self._release_claims(pod.uid)  # a finished pod holds no devices
         if pod.group_name and (old is None or old.group_name != pod.group_name or old.terminal != pod.terminal):
             # Membership changed: the gang may now have minCount pods.
             key = group_unit(pod.namespace, pod.group_name)
@@ -118,6 +126,10 @@ class EventHandlers:
         self.queue.delete(uid)
         self.reporter.forget_pod(uid)
         self.writer.forget_pod(uid)
+        self.gone_pods[uid] = None
+        if len(self.gone_pods) > GONE_PODS_KEPT:
+            self.gone_pods.popitem(last=False)
+        self._release_claims(uid)
         if old is None:
             return
         if held_room and not old.terminal:
@@ -287,11 +299,42 @@ class EventHandlers:
             self.cache.dra.remove_claim(key)
         else:
             try:
-                self.cache.dra.upsert_claim(parse_resource_claim(body))
+                claim = parse_resource_claim(body)
             except ObjectError as exc:
                 log.warning("ignoring ResourceClaim %s/%s: %s", *key, exc)
                 self.cache.dra.remove_claim(key)
+            else:
+                self.cache.dra.upsert_claim(claim)
+                if self.synced.is_set():
+                    self._release_orphans(claim)
         self._cluster_event(E.RESOURCE_CLAIM_CHANGE)
+
+    def _release_claims(self, uid: str) -> None:
+        """A consumer is gone or finished: its claims let it go."""
+        if self.claim_releaser is None:
+            return
+        for claim in self.cache.dra.reserved_for(uid):
+            self.claim_releaser.release(claim, uid)
+
+    def _release_orphans(self, claim: Any, unknown_too: bool = False) -> None:
+        """Pods in `reservedFor` that finished, or that were deleted (a
+        reservation can reach the cache after its pod's deletion did), are
+        released. `unknown_too`: also pods the cache does not know, which
+        after the initial listing means deleted while troupe was down (a
+        watch event could otherwise be a new pod not seen yet)."""
+        if self.claim_releaser is None:
+            return
+        for ref in claim.reserved_for:
+            if ref.resource != "pods" or ref.api_group:
+                continue
+            pod = self.cache.pods.get(ref.uid)
+            if (pod is not None and pod.terminal) or ref.uid in self.gone_pods or (pod is None and unknown_too):
+                self.claim_releaser.release(claim, ref.uid)
+
+    def sweep_claims(self) -> None:
+        """After the initial listing: release what pods gone meanwhile held."""
+        for claim in list(self.cache.dra.claims.values()):
+            self._release_orphans(claim, unknown_too=True)
 
     # ------------------------------------------------------ the binder's word
 

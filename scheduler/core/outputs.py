@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from ..api.dra import ResourceClaim
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
 
@@ -34,6 +35,15 @@ class Binder(Protocol):
         minCount), none is bound. Every pod is reported through `results`
         exactly once."""
         ...
+
+
+class ClaimReleaser(Protocol):
+    """Takes a consumer that no longer exists out of a claim's `reservedFor`;
+    a claim then reserved for no one is deallocated and loses its
+    delete-protection finalizer (kube-controller-manager's claim controller
+    does this upstream; troupe runs without it). Asynchronous, retried."""
+
+    def release(self, claim: ResourceClaim, uid: str) -> None: ...
 
 
 class StatusWriter(Protocol):

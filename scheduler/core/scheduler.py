@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from functools import partial
 
@@ -31,7 +32,7 @@ from ..framework.registry import Registry
 from ..queue.scheduling_queue import PoppedUnit, SchedulingQueue, UnitKey
 from . import metrics
 from .eventhandlers import EventHandlers
-from .outputs import Binder, NullBinder, NullWriter, StatusWriter
+from .outputs import Binder, ClaimReleaser, NullBinder, NullWriter, StatusWriter
 from .reporting import WaitingReporter
 from .schedule_podgroup import (
     Assignment,
@@ -88,6 +89,8 @@ class Scheduler(EventHandlers):
             max_delay=wr.max_delay_seconds if report_max_delay is None else report_max_delay,
         )
         self.synced = asyncio.Event()  # the initial listing is in the cache
+        self.claim_releaser: ClaimReleaser | None = None  # set by the runtime
+        self.gone_pods: OrderedDict[str, None] = OrderedDict()
         self.last_cycle = time.monotonic()
         # Pods reserved by Reserve plugins and not yet bound: uid -> (framework, assignment),
         # so that a failed bind or a deletion runs Unreserve.

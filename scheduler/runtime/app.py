@@ -67,6 +67,7 @@ async def run(
     writer = StatusWriter(rest, bucket, event_bucket=TokenBucket(cc.qps, cc.burst))
     scheduler = Scheduler(config, registry, binder=Binder(rest, bucket, cc.bind_concurrency), writer=writer)
     claim_writer = ClaimWriter(rest, bucket)
+    scheduler.claim_releaser = claim_writer
     for fwk in scheduler.frameworks.values():
         fwk.handle.claim_writer = claim_writer
 
@@ -88,6 +89,7 @@ async def run(
     informers = {resource: informer_for(scheduler, api_client, resource) for resource in INFORMED}
     await _prime_until_done(scheduler, api_client, informers)
     scheduler.synced.set()
+    scheduler.sweep_claims()  # devices held by pods deleted while troupe was down
     loop_task = asyncio.create_task(scheduler.run(), name="scheduling loop")
     watches = [asyncio.create_task(i.run(), name=f"watch {i.path}") for i in informers.values()]
     resync = None

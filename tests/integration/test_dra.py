@@ -152,3 +152,25 @@ def test_a_selector_on_a_capacity_quantity_picks_the_node_with_big_gpus(installe
     assert placed == {"solo": "large"}
     result = claims(c, ns)["big-mem"]["status"]["allocation"]["devices"]["results"][0]
     assert (result["pool"], result["device"]) == ("large", "gpu-0")
+
+
+def test_a_deleted_pod_releases_its_claim_and_the_device_is_used_again(installed, troupe, nodes, devices, namespace):
+    c, ns = installed, namespace
+    nodes("node-0", cpu="8")
+    devices("node-0", 1)
+    create(c, claim(ns, "first"), gpu_pod(ns, "first", "first"))
+    wait_for(lambda: bound(c, ns) == {"first": "node-0"}, timeout=30, message="the first pod bound")
+    assert claims(c, ns)["first"]["status"]["allocation"]
+    # The only device is taken: a second claim's pod waits.
+    create(c, claim(ns, "second"), gpu_pod(ns, "second", "second"))
+    c.kubectl("delete", "pod", "first", "-n", ns, "--grace-period=0", "--force")
+    # Without kube-controller-manager, troupe releases the claim: no consumer, no allocation, no finalizer.
+    released = wait_for(
+        lambda: not (cl := claims(c, ns)["first"]).get("status", {}).get("allocation")
+        and not cl["metadata"].get("finalizers")
+        and cl,
+        timeout=30,
+        message="claim first released",
+    )
+    assert not released.get("status", {}).get("reservedFor"), released["status"]
+    wait_for(lambda: bound(c, ns) == {"second": "node-0"}, timeout=30, message="the second pod bound on the freed GPU")

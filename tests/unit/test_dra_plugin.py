@@ -1,0 +1,173 @@
+"""DynamicResources in the scheduler core (no API): a gang's pods get
+distinct devices through Reserve, a gang short of devices waits whole and
+assumes nothing, allocated claims pin pods to their node, and claims are
+released when their pods go (live, finished, deleted before the
+reservation arrived, or while troupe was down)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.core.scheduler import Scheduler
+from scheduler.plugins import in_tree_registry
+
+from .test_runtime_scheduler import Clock, Recorder, drain, node, pod, podgroup
+
+DRIVER = "gpu.example.com"
+
+
+class Releases:
+    def __init__(self) -> None:
+        self.released: list[tuple[str, str]] = []
+
+    def release(self, claim: Any, uid: str) -> None:
+        self.released.append((claim.name, uid))
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def s(clock: Clock) -> tuple[Scheduler, Recorder, Releases]:
+    rec = Recorder()
+    sched = Scheduler(SchedulerConfiguration(), in_tree_registry(), binder=rec, writer=rec, clock=clock, report_delay=0)
+    sched.start_scheduling()
+    releases = Releases()
+    sched.claim_releaser = releases
+    sched.on_device_class(
+        {
+            "metadata": {"name": DRIVER},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        }
+    )
+    return sched, rec, releases
+
+
+def gpus(node_name: str, count: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"{node_name}-gpus"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"gpu-{i}"} for i in range(count)],
+        },
+    }
+
+
+def claim(name: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-claim-{name}", "resourceVersion": "1"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}},
+        "status": status or {},
+    }
+
+
+def gpu_pod(name: str, claim_name: str, group: str | None = None) -> dict[str, Any]:
+    body = pod(name, group, cpu="100m")
+    body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+    return body
+
+
+def test_a_gangs_pods_get_distinct_devices_and_spread_by_them(s) -> None:
+    sched, rec, _ = s
+    for n in ("a", "b"):
+        sched.on_node(node(n, cpu="8"))
+        sched.on_resource_slice(gpus(n, 2))
+    sched.on_podgroup(podgroup("g", 4))
+    for i in range(4):
+        sched.on_resource_claim(claim(f"c{i}"))
+        sched.on_pod(gpu_pod(f"p{i}", f"c{i}", "g"))
+    drain(sched)
+    assert sorted(n for _, n in rec.binds) == ["a", "a", "b", "b"]
+    assumed = sched.cache.dra.assumed
+    devices = {(r.pool, r.device) for a in assumed.values() for r in a.results}
+    assert len(assumed) == 4 and len(devices) == 4
+    node_of = dict(rec.binds)
+    for i in range(4):
+        allocation = assumed[("ns", f"c{i}")]
+        assert allocation.results[0].pool == node_of[f"p{i}"]
+        assert allocation.node_selector is not None and allocation.node_selector.matches(node_of[f"p{i}"], {})
+
+
+def test_a_gang_short_of_devices_waits_whole_and_assumes_nothing(s) -> None:
+    sched, rec, _ = s
+    sched.on_node(node("a", cpu="8"))
+    sched.on_resource_slice(gpus("a", 3))
+    sched.on_podgroup(podgroup("g", 4))
+    for i in range(4):
+        sched.on_resource_claim(claim(f"c{i}"))
+        sched.on_pod(gpu_pod(f"p{i}", f"c{i}", "g"))
+    drain(sched)
+    assert rec.binds == [] and sched.cache.dra.assumed == {}
+    assert rec.groups[-1][1:3] == ("False", "Unschedulable")
+    assert "cannot allocate all claims" in rec.groups[-1][3]
+
+
+def test_a_missing_claim_waits_and_says_so_then_schedules_when_it_appears(s, clock: Clock) -> None:
+    sched, rec, _ = s
+    sched.on_node(node("a", cpu="8"))
+    sched.on_resource_slice(gpus("a", 1))
+    sched.on_pod(gpu_pod("solo", "later"))
+    drain(sched)
+    assert rec.binds == [] and "resourceclaim ns/later not found" in rec.pods["solo"]
+    sched.on_resource_claim(claim("later"))  # the claim event moves the pod on (to its backoff)
+    clock.now += 10
+    drain(sched)
+    assert rec.binds == [("solo", "a")]
+
+
+def test_an_allocated_claim_pins_its_pod_to_the_allocations_node(s) -> None:
+    sched, rec, _ = s
+    for n in ("a", "b"):
+        sched.on_node(node(n, cpu="8"))
+        sched.on_resource_slice(gpus(n, 1))
+    allocated = {
+        "allocation": {
+            "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "b", "device": "gpu-0"}]},
+            "nodeSelector": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}]
+            },
+        }
+    }
+    sched.on_resource_claim(claim("c", allocated))
+    sched.on_pod(gpu_pod("p", "c"))
+    drain(sched)
+    assert rec.binds == [("p", "b")] and sched.cache.dra.assumed == {}
+
+
+def test_claims_are_released_when_their_pods_go(s) -> None:
+    sched, _, releases = s
+    sched.on_node(node("a", cpu="8"))
+    reserved = {"reservedFor": [{"resource": "pods", "name": "p", "uid": "uid-p"}]}
+    sched.on_pod(gpu_pod("p", "c") | {"spec": {**gpu_pod("p", "c")["spec"], "nodeName": "a"}})
+    sched.synced.set()
+    sched.on_resource_claim(claim("c", reserved))
+    assert releases.released == []  # its pod runs
+    sched.on_pod_deleted(pod("p"))
+    assert releases.released == [("c", "uid-p")]
+    # A reservation that arrives after its pod's deletion is released too.
+    sched.on_resource_claim(claim("late", {"reservedFor": [{"resource": "pods", "name": "p", "uid": "uid-p"}]}))
+    assert releases.released[-1] == ("late", "uid-p")
+    # A pod the cache has never seen may be new (its watch lags): left alone, except by the startup sweep.
+    sched.on_resource_claim(claim("other", {"reservedFor": [{"resource": "pods", "name": "q", "uid": "uid-q"}]}))
+    assert ("other", "uid-q") not in releases.released
+    sched.sweep_claims()
+    assert ("other", "uid-q") in releases.released
+
+
+def test_a_finished_pod_releases_its_claims(s) -> None:
+    sched, _, releases = s
+    sched.on_node(node("a", cpu="8"))
+    body = gpu_pod("p", "c")
+    body["spec"]["nodeName"] = "a"
+    sched.on_pod(body)
+    sched.synced.set()
+    sched.on_resource_claim(claim("c", {"reservedFor": [{"resource": "pods", "name": "p", "uid": "uid-p"}]}))
+    sched.on_pod({**body, "status": {"phase": "Succeeded"}})
+    assert releases.released == [("c", "uid-p")]
