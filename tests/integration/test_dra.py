@@ -166,9 +166,11 @@ def test_a_deleted_pod_releases_its_claim_and_the_device_is_used_again(installed
     c.kubectl("delete", "pod", "first", "-n", ns, "--grace-period=0", "--force")
     # Without kube-controller-manager, troupe releases the claim: no consumer, no allocation, no finalizer.
     released = wait_for(
-        lambda: not (cl := claims(c, ns)["first"]).get("status", {}).get("allocation")
-        and not cl["metadata"].get("finalizers")
-        and cl,
+        lambda: (
+            not (cl := claims(c, ns)["first"]).get("status", {}).get("allocation")
+            and not cl["metadata"].get("finalizers")
+            and cl
+        ),
         timeout=30,
         message="claim first released",
     )
