@@ -118,6 +118,19 @@ class NodeSelector:
             terms.append(term)
         return {"nodeSelectorTerms": terms}
 
+    def node_names(self) -> set[str] | None:
+        """The nodes a selector of only `metadata.name In` fields names; None
+        for any other selector."""
+        names: set[str] = set()
+        for t in self.terms:
+            if t.match_expressions or len(t.match_fields) != 1:
+                return None
+            key, op, values = t.match_fields[0]
+            if key != "metadata.name" or op != "In":
+                return None
+            names.update(values)
+        return names
+
     @staticmethod
     def for_node(node_name: str) -> NodeSelector:
         return NodeSelector((NodeSelectorTerm(match_fields=(("metadata.name", "In", (node_name,)),)),))

@@ -30,6 +30,7 @@ class DraStore:
         self._usable: list[ResourceSlice] | None = None
         self._by_node: dict[str, list[Device]] | None = None
         self._shared: list[ResourceSlice] | None = None
+        self._homes: dict[DeviceKey, tuple[Device, str]] = {}  # node-local device -> (device, node)
         self._in_use: set[DeviceKey] | None = None
         # Consumer uid (pod, PodGroup) -> the claims whose reservedFor names it.
         self._consumers: dict[str, set[ClaimKey]] = {}
@@ -118,20 +119,36 @@ class DraStore:
             self._usable = pool_devices(list(self.slices.values()))
         return self._usable
 
-    def devices_for(self, node_name: str, labels: Mapping[str, str]) -> list[Device]:
-        """Devices of complete pools that `node_name` reaches: its own
-        slices', then those of slices for many nodes (selector, allNodes)."""
+    def _index(self) -> tuple[dict[str, list[Device]], list[ResourceSlice]]:
         if self._by_node is None or self._shared is None:
             by_node: dict[str, list[Device]] = {}
             shared: list[ResourceSlice] = []
+            homes: dict[DeviceKey, tuple[Device, str]] = {}
             for s in sorted(self.usable_slices(), key=lambda s: (s.driver, s.pool, s.name)):
                 if s.node_name:
                     by_node.setdefault(s.node_name, []).extend(s.devices)
+                    for d in s.devices:
+                        homes[d.key] = (d, s.node_name)
                 else:
                     shared.append(s)
-            self._by_node, self._shared = by_node, shared
-        devices = list(self._by_node.get(node_name, ()))
-        for s in self._shared:
+            self._by_node, self._shared, self._homes = by_node, shared, homes
+        return self._by_node, self._shared
+
+    def local_devices(self) -> dict[str, list[Device]]:
+        """Node name -> the devices of its own slices (complete pools)."""
+        return self._index()[0]
+
+    def home(self, key: DeviceKey) -> tuple[Device, str] | None:
+        """A node-local device and its node."""
+        self._index()
+        return self._homes.get(key)
+
+    def devices_for(self, node_name: str, labels: Mapping[str, str]) -> list[Device]:
+        """Devices of complete pools that `node_name` reaches: its own
+        slices', then those of slices for many nodes (selector, allNodes)."""
+        by_node, shared = self._index()
+        devices = list(by_node.get(node_name, ()))
+        for s in shared:
             if s.reaches(node_name, labels):
                 devices.extend(s.devices)
         return devices
@@ -139,11 +156,10 @@ class DraStore:
     def nodes_with_devices(self) -> set[str] | None:
         """Nodes that have node-local devices; None when some slice serves
         many nodes (then any node may reach devices)."""
-        self.devices_for("", {})
-        assert self._by_node is not None and self._shared is not None
-        if self._shared:
+        by_node, shared = self._index()
+        if shared:
             return None
-        return set(self._by_node)
+        return set(by_node)
 
     def slice_of(self, key: DeviceKey) -> ResourceSlice | None:
         for s in self.usable_slices():

@@ -9,9 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.dra import Allocation, AllocationResult
 from scheduler.core.scheduler import Scheduler
+from scheduler.framework.interface import CycleState
 from scheduler.plugins import in_tree_registry
 
 from .test_runtime_scheduler import Clock, Recorder, drain, node, pod, podgroup
@@ -171,3 +175,44 @@ def test_a_finished_pod_releases_its_claims(s) -> None:
     sched.on_resource_claim(claim("c", {"reservedFor": [{"resource": "pods", "name": "p", "uid": "uid-p"}]}))
     sched.on_pod({**body, "status": {"phase": "Succeeded"}})
     assert releases.released == [("c", "uid-p")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 3), min_size=1, max_size=5),  # devices per node
+    st.lists(st.integers(1, 2), min_size=1, max_size=3),  # the pod's claims: devices each
+    st.integers(0, 6),  # claims allocated elsewhere first (devices in use)
+)
+def test_the_counted_filter_agrees_with_the_allocator_node_by_node(
+    per_node: list[int], wanted: list[int], taken: int
+) -> None:
+    rec = Recorder()
+    sched = Scheduler(SchedulerConfiguration(), in_tree_registry(), binder=rec, writer=rec, report_delay=0)
+    sched.on_device_class({"metadata": {"name": DRIVER}, "spec": {}})
+    for i, count in enumerate(per_node):
+        sched.on_node(node(f"n{i}", cpu="8"))
+        if count:
+            sched.on_resource_slice(gpus(f"n{i}", count))
+    store = sched.cache.dra
+    # Devices in use: assumed for other claims, first devices first.
+    homes = [d for devices in store.local_devices().values() for d in devices][:taken]
+    for j, d in enumerate(homes):
+        store.assume(("ns", f"other-{j}"), Allocation((AllocationResult("gpu", d.driver, d.pool, d.name),)))
+    refs = []
+    for j, count in enumerate(wanted):
+        body = claim(f"c{j}")
+        body["spec"]["devices"]["requests"][0]["exactly"]["count"] = count
+        sched.on_resource_claim(body)
+        refs.append({"name": f"r{j}", "resourceClaimName": f"c{j}"})
+    body = pod("p", cpu="100m")
+    body["spec"]["resourceClaims"] = refs
+    sched.on_pod(body)
+    fwk = sched.frameworks["troupe-scheduler"]
+    plugin = next(p for p in fwk.filters if p.name == "DynamicResources")
+    snapshot = sched.cache.snapshot()
+    state = CycleState()
+    assert fwk.run_pre_filters(state, sched.cache.pods["uid-p"], snapshot).ok
+    counted = plugin.filter(state, sched.cache.pods["uid-p"], snapshot).feasible
+    plugin._free_counts = lambda *a: None  # type: ignore[method-assign]
+    searched = plugin.filter(state, sched.cache.pods["uid-p"], snapshot).feasible
+    assert counted.tolist() == searched.tolist()

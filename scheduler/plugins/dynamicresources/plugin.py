@@ -25,6 +25,7 @@ import numpy as np
 
 from ...api.config import PluginArgs
 from ...api.dra import (
+    EXACT_COUNT,
     Allocation,
     AllocationResult,
     ConsumerRef,
@@ -74,7 +75,10 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
 
     def __init__(self, args: PluginArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        self._matches: dict[tuple[DeviceRequest, tuple[str, str, str]], bool] = {}
+        # (class, selectors, device) -> does the device match; valid for one store generation.
+        self._matches: dict[tuple[str, tuple[str, ...], tuple[str, str, str]], bool] = {}
+        self._counts: dict[tuple[Any, ...], np.ndarray] = {}
+        self._used: dict[tuple[Any, ...], tuple[set[tuple[str, str, str]], int, np.ndarray]] = {}
         self._matches_generation = -1
         self._skip = Status.skip(self.name)
 
@@ -120,34 +124,109 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         if found is None:
             return FilterResult.all(n)
         feasible = snapshot.valid.copy()
-        reasons: dict[str, list[int]] = {}
-        allocated = [self.store.allocation(c.key) for c in found.claims if c not in found.pending]
-        selectors = [a.node_selector for a in allocated if a is not None and a.node_selector is not None]
-        local = self.store.nodes_with_devices() if found.pending else None
+        reasons: list[tuple[str, np.ndarray]] = []
+
+        def reject(why: str, rows: np.ndarray) -> None:
+            mask = np.zeros(n, dtype=bool)
+            mask[rows] = True
+            feasible[rows] = False
+            reasons.append((why, mask))
+
+        # Claims already allocated: only where their allocation is reachable.
+        for claim in found.claims:
+            allocation = None if claim in found.pending else self.store.allocation(claim.key)
+            if allocation is not None and allocation.node_selector is not None:
+                reachable = _selector_rows(allocation.node_selector, snapshot)
+                reject(NOT_AVAILABLE, np.flatnonzero(feasible & ~reachable))
+        if not found.pending or not feasible.any():
+            return FilterResult(feasible, reasons)
+        counted = self._free_counts(found.pending, snapshot)
+        if counted is not None:
+            free, need = counted
+            reject(CANNOT_ALLOCATE, np.flatnonzero(feasible & (free < need)))
+            return FilterResult(feasible, reasons)
+        # The general case: the allocator, node by node.
+        local = self.store.nodes_with_devices()
+        failed: dict[str, list[int]] = {}
         for row in np.flatnonzero(feasible).tolist():
             node = snapshot.nodes[row]
             assert node is not None
-            why = None
-            if any(not s.matches(node.name, node.labels) for s in selectors):
-                why = NOT_AVAILABLE
-            elif found.pending:
-                if local is not None and node.name not in local:
-                    why = CANNOT_ALLOCATE
-                else:
-                    outcome, _ = self._allocate(found.pending, node.name, node.labels)
-                    if outcome is None:
-                        why = CANNOT_ALLOCATE
-                    elif isinstance(outcome, str):
-                        why = outcome
-            if why is not None:
-                feasible[row] = False
-                reasons.setdefault(why, []).append(row)
-        out = []
-        for why, rows in reasons.items():
-            mask = np.zeros(n, dtype=bool)
-            mask[rows] = True
-            out.append((why, mask))
-        return FilterResult(feasible, out)
+            if local is not None and node.name not in local:
+                failed.setdefault(CANNOT_ALLOCATE, []).append(row)
+                continue
+            outcome, _ = self._allocate(found.pending, node.name, node.labels)
+            if outcome is None:
+                failed.setdefault(CANNOT_ALLOCATE, []).append(row)
+            elif isinstance(outcome, str):
+                failed.setdefault(outcome, []).append(row)
+        for why, rows in failed.items():
+            reject(why, np.array(rows, dtype=np.int64))
+        return FilterResult(feasible, reasons)
+
+    def _free_counts(self, pending: list[ResourceClaim], snapshot: Snapshot) -> tuple[np.ndarray, int] | None:
+        """The common case counted per node instead of searched: every
+        pending request asks ExactCount of one kind of device (one class, the
+        same selectors), no alternatives, no constraints, node-local devices
+        only. Then a node fits exactly when it has that many free matching
+        devices. None: not that case."""
+        requests: list[DeviceRequest] = []
+        for claim in pending:
+            if claim.constraints:
+                return None
+            for slot in claim.requests:
+                if len(slot.alternatives) != 1 or slot.alternatives[0].mode != EXACT_COUNT:
+                    return None
+                requests.append(slot.alternatives[0])
+        if len({(r.device_class, r.selectors) for r in requests}) != 1 or self.store.nodes_with_devices() is None:
+            return None
+        request = requests[0]
+        try:
+            matching = self._matching_rows(request, snapshot)
+            used = self._used_rows(request, snapshot)
+        except SelectorError:
+            return None  # node by node, so each node gets the selector's error
+        return matching - used, sum(r.count for r in requests)
+
+    def _matching_rows(self, request: DeviceRequest, snapshot: Snapshot) -> np.ndarray:
+        """Per row, the node-local devices matching the request's class and selectors."""
+        key = (
+            request.device_class,
+            request.selectors,
+            self.store.generation,
+            snapshot.static_generation,
+            len(snapshot),
+        )
+        hit = self._counts.get(key)
+        if hit is None:
+            counts = np.zeros(len(snapshot), dtype=np.int64)
+            for node_name, devices in self.store.local_devices().items():
+                row = snapshot.row.get(node_name)
+                if row is not None:
+                    counts[row] = sum(1 for d in devices if self._matcher(request, d))
+            if len(self._counts) > 64:
+                self._counts.clear()
+            hit = self._counts[key] = counts
+        return hit
+
+    def _used_rows(self, request: DeviceRequest, snapshot: Snapshot) -> np.ndarray:
+        """Per row, the matching node-local devices in use."""
+        in_use = self.store.in_use()
+        key = (request.device_class, request.selectors, snapshot.static_generation, len(snapshot))
+        hit = self._used.get(key)
+        if hit is not None and hit[0] is in_use and hit[1] == self.store.generation:
+            return hit[2]
+        used = np.zeros(len(snapshot), dtype=np.int64)
+        for device_key in in_use:
+            home = self.store.home(device_key)
+            if home is None:
+                continue
+            row = snapshot.row.get(home[1])
+            if row is not None and self._matcher(request, home[0]):
+                used[row] += 1
+        if len(self._used) > 64:
+            self._used.clear()
+        self._used[key] = (in_use, self.store.generation, used)
+        return used
 
     def _allocate(
         self, claims: list[ResourceClaim], node_name: str, labels: Any
@@ -167,7 +246,7 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         if self._matches_generation != self.store.generation:
             self._matches.clear()
             self._matches_generation = self.store.generation
-        key = (request, device.key)
+        key = (request.device_class, request.selectors, device.key)
         hit = self._matches.get(key)
         if hit is None:
             cls = self.store.classes.get(request.device_class)
@@ -258,3 +337,20 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
                 return Status.error(f"claim {claim.namespace}/{claim.name} lost its allocation", plugin=self.name)
             await writer.write_claim(current, allocation, consumer)
         return Status.success()
+
+
+def _selector_rows(selector: NodeSelector, snapshot: Snapshot) -> np.ndarray:
+    """Rows whose node the selector matches; a selector naming nodes
+    (`metadata.name In [...]`, what a node-local allocation has) by lookup."""
+    mask = np.zeros(len(snapshot), dtype=bool)
+    names = selector.node_names()
+    if names is not None:
+        for name in names:
+            row = snapshot.row.get(name)
+            if row is not None:
+                mask[row] = True
+        return mask
+    for row, node in enumerate(snapshot.nodes):
+        if node is not None and selector.matches(node.name, node.labels):
+            mask[row] = True
+    return mask
