@@ -33,7 +33,9 @@ log = logging.getLogger(__name__)
 # PodGroup fields troupe reads but does not act on yet: reported once per
 # PodGroup (a log line and a Warning Event), never silently dropped.
 IGNORED_GROUP_FIELDS = {
-    "resourceClaims": "DRA claims are not allocated yet",
+    "resourceClaims[].resourceClaimTemplateName": (
+        "claims from templates are not created yet; create the claim and list it by resourceClaimName"
+    ),
 }
 EVENT_IGNORED_FIELD = "IgnoredField"
 # Deleted pods remembered, for claims whose reservation arrives after the deletion.
@@ -187,8 +189,8 @@ class EventHandlers:
         """Once per PodGroup (by uid): the fields of its spec troupe does not act on."""
         spec = group.spec
         used = []
-        if spec.resource_claims:
-            used.append("resourceClaims")
+        if any(c.resource_claim_template_name for c in spec.resource_claims):
+            used.append("resourceClaims[].resourceClaimTemplateName")
         ident = group.metadata.uid or "/".join(group.key)
         if not used or ident in self._told_ignored:
             return
@@ -202,6 +204,9 @@ class EventHandlers:
         self.cache.remove_group(key)
         self.queue.regate(group_unit(*key))
         self.reporter.report_if_gated(group_unit(*key))
+        uid = str((body.get("metadata") or {}).get("uid") or "")
+        if uid:
+            self._release_claims(uid)  # the group's claims
 
     def on_workload(self, body: Mapping[str, Any]) -> None:
         key = _object_key(body)
@@ -325,6 +330,12 @@ class EventHandlers:
         if self.claim_releaser is None:
             return
         for ref in claim.reserved_for:
+            if ref.resource == "podgroups" and ref.api_group == C.GROUP:
+                group = self.cache.groups.get((claim.namespace, ref.name))
+                here = isinstance(group, PodGroup) and group.metadata.uid == ref.uid
+                if unknown_too and not here:
+                    self.claim_releaser.release(claim, ref.uid)
+                continue
             if ref.resource != "pods" or ref.api_group:
                 continue
             pod = self.cache.pods.get(ref.uid)

@@ -134,7 +134,11 @@ class ClaimWriter(Protocol):
     given, the claim has none yet) and `consumer` in `reservedFor`, under
     the claim's resourceVersion. Raises on any failure (a conflict too)."""
 
-    async def write_claim(self, claim: ResourceClaim, allocation: Allocation | None, consumer: ConsumerRef) -> None: ...
+    async def write_claim(
+        self, claim: ResourceClaim, allocation: Allocation | None, consumer: ConsumerRef
+    ) -> ResourceClaim:
+        """The claim as the API returned it after the writes."""
+        ...
 
 
 class Handle:

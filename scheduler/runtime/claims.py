@@ -46,7 +46,9 @@ class ClaimWriter:
         base = f"/apis/{API_VERSION}/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
         return base + ("/status" if status else "")
 
-    async def write_claim(self, claim: ResourceClaim, allocation: Allocation | None, consumer: ConsumerRef) -> None:
+    async def write_claim(
+        self, claim: ResourceClaim, allocation: Allocation | None, consumer: ConsumerRef
+    ) -> ResourceClaim:
         version = claim.resource_version
         if allocation is not None and DELETE_PROTECTION_FINALIZER not in claim.finalizers:
             await self._bucket.acquire()
@@ -63,7 +65,7 @@ class ClaimWriter:
         if allocation is not None:
             status["allocation"] = allocation.to_api()
         await self._bucket.acquire()
-        await self._rest.patch(
+        answer = await self._rest.patch(
             self._path(claim, status=True),
             encode({"metadata": {"resourceVersion": version}, "status": status}),
             MERGE_PATCH,
@@ -76,6 +78,7 @@ class ClaimWriter:
             consumer.resource,
             consumer.name,
         )
+        return parse_resource_claim(json.loads(answer))
 
     # --------------------------------------------------------------- release
 

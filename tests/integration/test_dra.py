@@ -176,3 +176,58 @@ def test_a_deleted_pod_releases_its_claim_and_the_device_is_used_again(installed
     )
     assert not released.get("status", {}).get("reservedFor"), released["status"]
     wait_for(lambda: bound(c, ns) == {"second": "node-0"}, timeout=30, message="the second pod bound on the freed GPU")
+
+
+def test_a_group_claim_on_a_multi_node_pool_is_allocated_once_for_the_podgroup(
+    installed, troupe, nodes, devices, namespace
+):
+    c, ns = installed, namespace
+    for n in ("fabric-0", "fabric-1"):
+        nodes(n, cpu="2", labels={"example.com/fabric": "f1"})
+    nodes("plain", cpu="8")  # most room, but no interconnect
+    devices("plain", 1)  # a DeviceClass exists; this node's GPU is not what the claim asks
+    create(
+        c,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": "fabric-f1"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "example.com/fabric", "operator": "In", "values": ["f1"]}]}
+                    ]
+                },
+                "pool": {"name": "fabric-f1", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "link-0", "attributes": {"kind": {"string": "interconnect"}}}],
+            },
+        },
+        claim(ns, "fabric", f'device.attributes["{DRIVER}"].kind == "interconnect"'),
+    )
+    group = podgroup(ns, "train", 4)
+    group["spec"]["resourceClaims"] = [{"name": "fabric", "resourceClaimName": "fabric"}]
+    pods = []
+    for i in range(4):
+        body = pod(ns, f"train-{i}", group="train", cpu="1")
+        body["spec"]["resourceClaims"] = [{"name": "fabric", "resourceClaimName": "fabric"}]
+        pods.append(body)
+    create(c, group, *pods)
+    placed = wait_for(lambda: len(b := bound(c, ns)) == 4 and b, timeout=30, message="4 pods bound")
+    assert sorted(placed.values()) == ["fabric-0", "fabric-0", "fabric-1", "fabric-1"], placed
+    fabric = claims(c, ns)["fabric"]
+    results = fabric["status"]["allocation"]["devices"]["results"]
+    assert [(r["pool"], r["device"]) for r in results] == [("fabric-f1", "link-0")]
+    uid = c.get_json("podgroup", "train", "-n", ns)["metadata"]["uid"]
+    assert fabric["status"]["reservedFor"] == [
+        {"apiGroup": "scheduling.troupe.dev", "resource": "podgroups", "name": "train", "uid": uid}
+    ]
+    terms = fabric["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["key"] == "example.com/fabric"
+    # The group goes: its claim is released and deallocated.
+    c.kubectl("delete", "podgroup", "train", "-n", ns)
+    wait_for(
+        lambda: not claims(c, ns)["fabric"].get("status", {}).get("allocation"),
+        timeout=30,
+        message="the group claim deallocated after its PodGroup was deleted",
+    )

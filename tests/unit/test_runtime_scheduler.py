@@ -315,7 +315,10 @@ def test_podgroup_fields_troupe_ignores_are_reported_once(sched, caplog):
     s, rec = sched
     body = podgroup("g", 2)
     body["spec"]["schedulingConstraints"] = {"topology": [{"key": "topology.kubernetes.io/zone"}]}
-    body["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "shared-gpus"}]
+    body["spec"]["resourceClaims"] = [
+        {"name": "gpus", "resourceClaimName": "shared-gpus"},
+        {"name": "fabric", "resourceClaimTemplateName": "fabric-template"},
+    ]
     with caplog.at_level("WARNING", logger="scheduler.core.eventhandlers"):
         s.on_podgroup(body)
         changed = {
@@ -324,8 +327,11 @@ def test_podgroup_fields_troupe_ignores_are_reported_once(sched, caplog):
             "spec": {**body["spec"], "schedulingPolicy": {"gang": {"minCount": 3}}},
         }
         s.on_podgroup(changed)  # a spec update: not told again
-    # schedulingConstraints is honoured (the placement algorithm): not named.
-    note = "spec.resourceClaims is ignored: DRA claims are not allocated yet"
+    # schedulingConstraints and claims by name are honoured (placement, DynamicResources): not named.
+    note = (
+        "spec.resourceClaims[].resourceClaimTemplateName is ignored: claims from templates are not created yet; "
+        "create the claim and list it by resourceClaimName"
+    )
     assert [e for e in rec.events if e[1] == "IgnoredField"] == [("g", "IgnoredField", note)]
     assert [r.getMessage() for r in caplog.records] == [f"PodGroup ns/g: {note}"]
     # A group without them says nothing.

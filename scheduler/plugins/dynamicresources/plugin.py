@@ -18,12 +18,16 @@ Pods without claims pass every point untouched.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
 
 from ...api.config import PluginArgs
+from ...api.constants import GROUP
 from ...api.dra import (
     EXACT_COUNT,
     Allocation,
@@ -34,6 +38,7 @@ from ...api.dra import (
     NodeSelector,
     ResourceClaim,
 )
+from ...api.podgroup import PodGroup
 from ...api.records import PodInfo
 from ...cluster.dra import DraStore
 from ...cluster.snapshot import Snapshot
@@ -59,11 +64,20 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 
 
 class _PodClaims:
-    """What PreFilter found for one pod: its claims, and which are pending."""
+    """What PreFilter found for one pod: its claims, which are pending, and
+    which are its PodGroup's (reserved for the group, not the pod)."""
 
-    def __init__(self, claims: list[ResourceClaim], pending: list[ResourceClaim]) -> None:
+    def __init__(
+        self,
+        claims: list[ResourceClaim],
+        pending: list[ResourceClaim],
+        group: ConsumerRef | None = None,
+        group_claims: frozenset[tuple[str, str]] = frozenset(),
+    ) -> None:
         self.claims = claims
         self.pending = pending
+        self.group = group
+        self.group_claims = group_claims
         self.assumed: list[tuple[ResourceClaim, Allocation]] = []  # by Reserve
 
 
@@ -81,6 +95,7 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         self._used: dict[tuple[Any, ...], tuple[set[tuple[str, str, str]], int, np.ndarray]] = {}
         self._matches_generation = -1
         self._skip = Status.skip(self.name)
+        self._locks: dict[tuple[str, str], list[Any]] = {}  # claim -> [asyncio.Lock, users]
 
     @property
     def store(self) -> DraStore:
@@ -113,8 +128,21 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             claims.append(claim)
             if self.store.allocation(key) is None and claim not in pending:
                 pending.append(claim)
-        state[STATE_KEY] = _PodClaims(claims, pending)
+        group, group_claims = self._group_claims(pod)
+        state[STATE_KEY] = _PodClaims(claims, pending, group, group_claims)
         return Status.success()
+
+    def _group_claims(self, pod: PodInfo) -> tuple[ConsumerRef | None, frozenset[tuple[str, str]]]:
+        """The pod's PodGroup as a consumer, and the claims it lists in
+        `spec.resourceClaims` by name: shared by its pods, reserved for it."""
+        if not pod.group_name:
+            return None, frozenset()
+        group = self.handle.cache.groups.get((pod.namespace, pod.group_name))
+        if not isinstance(group, PodGroup) or not group.spec.resource_claims:
+            return None, frozenset()
+        names = {c.resource_claim_name for c in group.spec.resource_claims if c.resource_claim_name}
+        ref = ConsumerRef("podgroups", group.metadata.name, group.metadata.uid or "", api_group=GROUP)
+        return ref, frozenset((pod.namespace, n) for n in names)
 
     # ---------------------------------------------------------------- Filter
 
@@ -326,17 +354,34 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         writer = self.handle.claim_writer
         if writer is None:
             return Status.error("no claim writer: DynamicResources needs the API", plugin=self.name)
-        consumer = ConsumerRef("pods", pod.name, pod.uid)
-        assumed = {c.key: a for c, a in found.assumed}
         for claim in found.claims:
-            current = self.store.claims.get(claim.key, claim)
-            if any(r.uid == pod.uid for r in current.reserved_for) and current.allocation is not None:
-                continue
-            allocation = assumed.get(claim.key) if current.allocation is None else None
-            if current.allocation is None and allocation is None:
-                return Status.error(f"claim {claim.namespace}/{claim.name} lost its allocation", plugin=self.name)
-            await writer.write_claim(current, allocation, consumer)
+            consumer = ConsumerRef("pods", pod.name, pod.uid)
+            if claim.key in found.group_claims and found.group is not None:
+                consumer = found.group
+            # One write at a time per claim: a group claim is shared by the
+            # group's pods, whose PreBinds run together; each write must see
+            # the resourceVersion the previous one left.
+            async with self._claim_lock(claim.key):
+                current = self.store.claims.get(claim.key, claim)
+                if current.allocation is not None and any(r.uid == consumer.uid for r in current.reserved_for):
+                    continue
+                allocation = self.store.assumed.get(claim.key) if current.allocation is None else None
+                if current.allocation is None and allocation is None:
+                    return Status.error(f"claim {claim.namespace}/{claim.name} lost its allocation", plugin=self.name)
+                self.store.upsert_claim(await writer.write_claim(current, allocation, consumer))
         return Status.success()
+
+    @contextlib.asynccontextmanager
+    async def _claim_lock(self, key: tuple[str, str]) -> AsyncIterator[None]:
+        entry = self._locks.setdefault(key, [asyncio.Lock(), 0])
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._locks[key]
 
 
 def _selector_rows(selector: NodeSelector, snapshot: Snapshot) -> np.ndarray:
