@@ -137,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("kopf").setLevel(max(logging.WARNING, logging.getLogger().level))
     logging.getLogger("kubernetes_asyncio").setLevel(logging.INFO)  # its DEBUG dumps every response body
+    # The CEL bindings warn on every failing function call (once per device); the
+    # selector error itself reaches the pod's condition and the log once.
+    logging.getLogger("cel").setLevel(logging.ERROR)
     if args.command == "run":
         return _run(args)
     parser.error(f"unknown command {args.command}")
