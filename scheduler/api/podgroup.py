@@ -105,8 +105,14 @@ class Condition(_Model):
     last_transition_time: str | None = Field(default=None, alias="lastTransitionTime")
 
 
+class ResourceClaimStatus(_Model):
+    name: str
+    resource_claim_name: str | None = Field(default=None, alias="resourceClaimName")
+
+
 class PodGroupStatus(_Model):
     conditions: list[Condition] = Field(default_factory=list)
+    resource_claim_statuses: list[ResourceClaimStatus] = Field(default_factory=list, alias="resourceClaimStatuses")
 
 
 class ObjectMeta(_Model):
@@ -116,6 +122,7 @@ class ObjectMeta(_Model):
     generation: int = 0
     resource_version: str = Field(default="", alias="resourceVersion")
     creation_timestamp: str = Field(default="", alias="creationTimestamp")
+    deletion_timestamp: str | None = Field(default=None, alias="deletionTimestamp")
 
 
 class PodGroup(_Model):

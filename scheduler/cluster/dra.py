@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..api.dra import Allocation, Device, DeviceClass, ResourceClaim, ResourceSlice, pool_devices
+from ..api.dra import (
+    POD_CLAIM_NAME_ANNOTATION,
+    Allocation,
+    Device,
+    DeviceClass,
+    ResourceClaim,
+    ResourceSlice,
+    pool_devices,
+)
 
 DeviceKey = tuple[str, str, str]  # (driver, pool, device)
 ClaimKey = tuple[str, str]  # (namespace, name)
@@ -80,6 +88,16 @@ class DraStore:
                 keys.discard(key)
                 if not keys:
                     del self._consumers[ref.uid]
+
+    def owned_by(self, owner_uid: str) -> dict[str, ResourceClaim]:
+        """Claims made for an owner (a PodGroup) from its templates, by the
+        `spec.resourceClaims` name their annotation records."""
+        out: dict[str, ResourceClaim] = {}
+        for claim in self.claims.values():
+            name = claim.annotations.get(POD_CLAIM_NAME_ANNOTATION)
+            if name and owner_uid in claim.owner_uids:
+                out[name] = claim
+        return out
 
     def reserved_for(self, uid: str) -> list[ResourceClaim]:
         """The claims whose reservedFor names this consumer."""

@@ -24,7 +24,7 @@ from ..framework import events as E
 from ..framework.framework import Framework
 from ..queue.scheduling_queue import SchedulingQueue, group_unit, unit_of
 from . import metrics
-from .outputs import ClaimReleaser, StatusWriter
+from .outputs import ClaimLifecycle, StatusWriter
 from .reporting import WaitingReporter
 from .schedule_podgroup import Assignment
 
@@ -32,11 +32,7 @@ log = logging.getLogger(__name__)
 
 # PodGroup fields troupe reads but does not act on yet: reported once per
 # PodGroup (a log line and a Warning Event), never silently dropped.
-IGNORED_GROUP_FIELDS = {
-    "resourceClaims[].resourceClaimTemplateName": (
-        "claims from templates are not created yet; create the claim and list it by resourceClaimName"
-    ),
-}
+IGNORED_GROUP_FIELDS: dict[str, str] = {}
 EVENT_IGNORED_FIELD = "IgnoredField"
 # Deleted pods remembered, for claims whose reservation arrives after the deletion.
 GONE_PODS_KEPT = 10_000
@@ -53,7 +49,7 @@ class EventHandlers:
     _told_ignored: set[str]
     _reserved: dict[str, tuple[Framework, Assignment]]  # pods reserved and not yet bound
     nominated: dict[str, tuple[str, PodInfo]]  # preemptors waiting for victims: uid -> (node, pod)
-    claim_releaser: ClaimReleaser | None  # the runtime's; None in a simulation
+    claim_lifecycle: ClaimLifecycle | None  # the runtime's; None in a simulation
     gone_pods: OrderedDict[str, None]  # uids of pods recently deleted, oldest first
     synced: Any  # asyncio.Event: the initial listing is in the cache
 
@@ -178,6 +174,8 @@ class EventHandlers:
             log.warning("PodGroup %s/%s is invalid: %s", *key, group.message)
         old = self.cache.groups.get(key)
         self.cache.upsert_group(key, group)
+        if isinstance(group, PodGroup) and self.synced.is_set():
+            self._make_group_claims(group)
         if isinstance(old, PodGroup) and isinstance(group, PodGroup) and old.spec == group.spec:
             return  # only our own status write came back
         if isinstance(group, PodGroup):
@@ -186,11 +184,9 @@ class EventHandlers:
         self.reporter.report_if_gated(group_unit(*key))
 
     def _report_ignored_fields(self, group: PodGroup) -> None:
-        """Once per PodGroup (by uid): the fields of its spec troupe does not act on."""
-        spec = group.spec
-        used = []
-        if any(c.resource_claim_template_name for c in spec.resource_claims):
-            used.append("resourceClaims[].resourceClaimTemplateName")
+        """Once per PodGroup (by uid): the fields of its spec troupe does not act
+        on (none today; kept for fields a later API version adds)."""
+        used: list[str] = []
         ident = group.metadata.uid or "/".join(group.key)
         if not used or ident in self._told_ignored:
             return
@@ -206,7 +202,13 @@ class EventHandlers:
         self.reporter.report_if_gated(group_unit(*key))
         uid = str((body.get("metadata") or {}).get("uid") or "")
         if uid:
-            self._release_claims(uid)  # the group's claims
+            made = list(self.cache.dra.owned_by(uid).values())
+            if made and self.claim_lifecycle is not None:
+                self.claim_lifecycle.delete_group_claims(uid, made)  # made from its templates: they go with it
+            if self.claim_lifecycle is not None:
+                for claim in self.cache.dra.reserved_for(uid):
+                    if claim not in made:
+                        self.claim_lifecycle.release(claim, uid)
 
     def on_workload(self, body: Mapping[str, Any]) -> None:
         key = _object_key(body)
@@ -316,10 +318,10 @@ class EventHandlers:
 
     def _release_claims(self, uid: str) -> None:
         """A consumer is gone or finished: its claims let it go."""
-        if self.claim_releaser is None:
+        if self.claim_lifecycle is None:
             return
         for claim in self.cache.dra.reserved_for(uid):
-            self.claim_releaser.release(claim, uid)
+            self.claim_lifecycle.release(claim, uid)
 
     def _release_orphans(self, claim: Any, unknown_too: bool = False) -> None:
         """Pods in `reservedFor` that finished, or that were deleted (a
@@ -327,25 +329,47 @@ class EventHandlers:
         released. `unknown_too`: also pods the cache does not know, which
         after the initial listing means deleted while troupe was down (a
         watch event could otherwise be a new pod not seen yet)."""
-        if self.claim_releaser is None:
+        if self.claim_lifecycle is None:
             return
         for ref in claim.reserved_for:
             if ref.resource == "podgroups" and ref.api_group == C.GROUP:
                 group = self.cache.groups.get((claim.namespace, ref.name))
                 here = isinstance(group, PodGroup) and group.metadata.uid == ref.uid
                 if unknown_too and not here:
-                    self.claim_releaser.release(claim, ref.uid)
+                    self.claim_lifecycle.release(claim, ref.uid)
                 continue
             if ref.resource != "pods" or ref.api_group:
                 continue
             pod = self.cache.pods.get(ref.uid)
             if (pod is not None and pod.terminal) or ref.uid in self.gone_pods or (pod is None and unknown_too):
-                self.claim_releaser.release(claim, ref.uid)
+                self.claim_lifecycle.release(claim, ref.uid)
 
     def sweep_claims(self) -> None:
-        """After the initial listing: release what pods gone meanwhile held."""
+        """After the initial listing: release what pods gone meanwhile held,
+        and make the PodGroup claims still missing."""
         for claim in list(self.cache.dra.claims.values()):
             self._release_orphans(claim, unknown_too=True)
+        for group in list(self.cache.groups.values()):
+            if isinstance(group, PodGroup):
+                self._make_group_claims(group)
+
+    def _make_group_claims(self, group: PodGroup) -> None:
+        """The claims a PodGroup's `resourceClaimTemplateName` entries ask for,
+        and their names in its status, where either is missing."""
+        if self.claim_lifecycle is None or group.metadata.deletion_timestamp:
+            return
+        templates = [(c.name, c.resource_claim_template_name) for c in group.spec.resource_claims]
+        if not any(t for _, t in templates):
+            return
+        made = self.cache.dra.owned_by(group.metadata.uid)
+        recorded = {s.name: s.resource_claim_name for s in group.status.resource_claim_statuses}
+        todo = [
+            (name, template)
+            for name, template in templates
+            if template and (name not in made or recorded.get(name) != made[name].name)
+        ]
+        if todo:
+            self.claim_lifecycle.make_group_claims(group, todo)
 
     # ------------------------------------------------------ the binder's word
 

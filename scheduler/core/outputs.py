@@ -37,13 +37,26 @@ class Binder(Protocol):
         ...
 
 
-class ClaimReleaser(Protocol):
-    """Takes a consumer that no longer exists out of a claim's `reservedFor`;
-    a claim then reserved for no one is deallocated and loses its
-    delete-protection finalizer (kube-controller-manager's claim controller
-    does this upstream; troupe runs without it). Asynchronous, retried."""
+class ClaimLifecycle(Protocol):
+    """What kube-controller-manager's resource claim controller does
+    upstream, for what troupe allocates (troupe runs without it).
+    Asynchronous and retried; each call is idempotent."""
 
-    def release(self, claim: ResourceClaim, uid: str) -> None: ...
+    def release(self, claim: ResourceClaim, uid: str) -> None:
+        """Take a consumer that no longer exists out of the claim's
+        `reservedFor`; a claim then reserved for no one is deallocated and
+        loses its delete-protection finalizer."""
+        ...
+
+    def make_group_claims(self, group: PodGroup, entries: Sequence[tuple[str, str]]) -> None:
+        """For each (spec.resourceClaims name, template name): the PodGroup's
+        claim from that template (owned by it, named `<group>-<name>`,
+        annotated with the name), and its `status.resourceClaimStatuses`."""
+        ...
+
+    def delete_group_claims(self, group_uid: str, claims: Sequence[ResourceClaim]) -> None:
+        """The claims made for a deleted PodGroup: released, then deleted."""
+        ...
 
 
 class StatusWriter(Protocol):

@@ -32,7 +32,7 @@ from ..framework.registry import Registry
 from ..queue.scheduling_queue import PoppedUnit, SchedulingQueue, UnitKey
 from . import metrics
 from .eventhandlers import EventHandlers
-from .outputs import Binder, ClaimReleaser, NullBinder, NullWriter, StatusWriter
+from .outputs import Binder, ClaimLifecycle, NullBinder, NullWriter, StatusWriter
 from .reporting import WaitingReporter
 from .schedule_podgroup import (
     Assignment,
@@ -89,7 +89,7 @@ class Scheduler(EventHandlers):
             max_delay=wr.max_delay_seconds if report_max_delay is None else report_max_delay,
         )
         self.synced = asyncio.Event()  # the initial listing is in the cache
-        self.claim_releaser: ClaimReleaser | None = None  # set by the runtime
+        self.claim_lifecycle: ClaimLifecycle | None = None  # set by the runtime
         self.gone_pods: OrderedDict[str, None] = OrderedDict()
         self.last_cycle = time.monotonic()
         # Pods reserved by Reserve plugins and not yet bound: uid -> (framework, assignment),

@@ -67,7 +67,7 @@ async def run(
     writer = StatusWriter(rest, bucket, event_bucket=TokenBucket(cc.qps, cc.burst))
     scheduler = Scheduler(config, registry, binder=Binder(rest, bucket, cc.bind_concurrency), writer=writer)
     claim_writer = ClaimWriter(rest, bucket)
-    scheduler.claim_releaser = claim_writer
+    scheduler.claim_lifecycle = claim_writer
     for fwk in scheduler.frameworks.values():
         fwk.handle.claim_writer = claim_writer
 

@@ -231,3 +231,45 @@ def test_a_group_claim_on_a_multi_node_pool_is_allocated_once_for_the_podgroup(
         timeout=30,
         message="the group claim deallocated after its PodGroup was deleted",
     )
+
+
+def test_a_podgroup_claim_from_a_template_is_made_allocated_and_deleted_with_its_group(
+    installed, troupe, nodes, devices, namespace
+):
+    c, ns = installed, namespace
+    nodes("node-0", cpu="8")
+    devices("node-0", 2)
+    create(
+        c,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu", "namespace": ns},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}},
+        },
+    )
+    group = podgroup(ns, "train", 2)
+    group["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    pods = []
+    for i in range(2):
+        body = pod(ns, f"train-{i}", group="train", cpu="1")
+        body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+        pods.append(body)
+    create(c, group, *pods)
+    placed = wait_for(lambda: len(b := bound(c, ns)) == 2 and b, timeout=30, message="2 pods bound")
+    assert set(placed.values()) == {"node-0"}
+    made = claims(c, ns)["train-gpu"]
+    pg = c.get_json("podgroup", "train", "-n", ns)
+    assert made["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
+    owner = made["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+        "PodGroup",
+        "train",
+        pg["metadata"]["uid"],
+        True,
+    )
+    assert pg["status"]["resourceClaimStatuses"] == [{"name": "gpu", "resourceClaimName": "train-gpu"}]
+    assert len(made["status"]["allocation"]["devices"]["results"]) == 1  # one GPU for the group, not one per pod
+    assert made["status"]["reservedFor"][0]["resource"] == "podgroups"
+    c.kubectl("delete", "podgroup", "train", "-n", ns)
+    wait_for(lambda: "train-gpu" not in claims(c, ns), timeout=30, message="the group's claim deleted with it")

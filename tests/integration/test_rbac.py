@@ -45,7 +45,8 @@ GRANTED: list[Check] = [
     *[(v, "leases.coordination.k8s.io", None, SYSTEM_NS) for v in ("get", "create", "update")],
     # DynamicResources: claims read and written (finalizer, allocation, reservedFor); devices read
     *[(v, "resourceclaims.resource.k8s.io", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
-    *[(v, "resourceclaims.resource.k8s.io", None, OTHER_NS) for v in ("patch", "update")],
+    *[(v, "resourceclaims.resource.k8s.io", None, OTHER_NS) for v in ("patch", "update", "create", "delete")],
+    ("get", "resourceclaimtemplates.resource.k8s.io", None, OTHER_NS),
     *[(v, "resourceclaims.resource.k8s.io", "status", OTHER_NS) for v in ("get", "patch", "update")],
     *[(v, "resourceclaims.resource.k8s.io", "binding", OTHER_NS) for v in ("patch", "update")],
     *[
@@ -81,8 +82,9 @@ DENIED: list[Check] = [
     # events are written, never deleted
     ("delete", "events", None, OTHER_NS),
     ("delete", "events.events.k8s.io", None, OTHER_NS),
-    # DRA: claims are not created or deleted (no template claims yet); devices and classes are the driver's
-    *[(v, "resourceclaims.resource.k8s.io", None, OTHER_NS) for v in ("create", "delete")],
+    # DRA: templates only read, claims never deleted in bulk; devices and classes are the driver's
+    *[(v, "resourceclaimtemplates.resource.k8s.io", None, OTHER_NS) for v in ("list", "create", "update", "delete")],
+    ("deletecollection", "resourceclaims.resource.k8s.io", None, OTHER_NS),
     *[
         (v, f"{r}.resource.k8s.io", None, None)
         for r in ("resourceslices", "deviceclasses")

@@ -311,7 +311,7 @@ def test_a_pod_being_bound_is_not_queued_again_by_other_updates(sched):
     assert "uid-p-0" in s.queue
 
 
-def test_podgroup_fields_troupe_ignores_are_reported_once(sched, caplog):
+def test_podgroup_fields_troupe_honours_are_not_reported_as_ignored(sched, caplog):
     s, rec = sched
     body = podgroup("g", 2)
     body["spec"]["schedulingConstraints"] = {"topology": [{"key": "topology.kubernetes.io/zone"}]}
@@ -321,22 +321,9 @@ def test_podgroup_fields_troupe_ignores_are_reported_once(sched, caplog):
     ]
     with caplog.at_level("WARNING", logger="scheduler.core.eventhandlers"):
         s.on_podgroup(body)
-        changed = {
-            **body,
-            "metadata": {**body["metadata"], "generation": 2},
-            "spec": {**body["spec"], "schedulingPolicy": {"gang": {"minCount": 3}}},
-        }
-        s.on_podgroup(changed)  # a spec update: not told again
-    # schedulingConstraints and claims by name are honoured (placement, DynamicResources): not named.
-    note = (
-        "spec.resourceClaims[].resourceClaimTemplateName is ignored: claims from templates are not created yet; "
-        "create the claim and list it by resourceClaimName"
-    )
-    assert [e for e in rec.events if e[1] == "IgnoredField"] == [("g", "IgnoredField", note)]
-    assert [r.getMessage() for r in caplog.records] == [f"PodGroup ns/g: {note}"]
-    # A group without them says nothing.
-    s.on_podgroup(podgroup("plain", 2))
-    assert len([e for e in rec.events if e[1] == "IgnoredField"]) == 1
+    # schedulingConstraints (placement) and both kinds of claims (DynamicResources) are honoured.
+    assert [e for e in rec.events if e[1] == "IgnoredField"] == []
+    assert caplog.records == []
 
 
 def test_the_binder_is_told_how_many_of_a_gang_must_pass_prebind(sched):

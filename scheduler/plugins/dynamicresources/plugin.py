@@ -108,41 +108,61 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             return self._skip  # not run at Filter, Reserve or PreBind for this pod
         claims: list[ResourceClaim] = []
         pending: list[ResourceClaim] = []
+        group, group_claims, made = self._group_claims(pod)
         for ref in pod.resource_claims:
-            if not ref.claim_name:
+            claim_name = ref.claim_name
+            if not claim_name and ref.template_name and (ref.name, ref.template_name) in made:
+                # The PodGroup's claim from the same template entry: the group's, shared.
+                claim_name = made[(ref.name, ref.template_name)]
+                if not claim_name:
+                    return Status.unschedulable(
+                        f"waiting for the claim {ref.name} of PodGroup {pod.namespace}/{pod.group_name} "
+                        f"(template {ref.template_name}) to be created",
+                        plugin=self.name,
+                    )
+            if not claim_name:
                 return Status.unschedulable(
                     f"resourceClaims[{ref.name}]: the claim from template {ref.template_name} does not exist yet "
                     "(per-pod claims are created by kube-controller-manager's resource claim controller)",
                     plugin=self.name,
                 )
-            key = (pod.namespace, ref.claim_name)
+            key = (pod.namespace, claim_name)
             claim = self.store.claims.get(key)
             if claim is None:
-                return Status.unschedulable(
-                    f"resourceclaim {pod.namespace}/{ref.claim_name} not found", plugin=self.name
-                )
+                return Status.unschedulable(f"resourceclaim {pod.namespace}/{claim_name} not found", plugin=self.name)
             if claim.deleting:
                 return Status.unschedulable(
-                    f"claim {pod.namespace}/{ref.claim_name} is being deleted", plugin=self.name, resolvable=False
+                    f"claim {pod.namespace}/{claim_name} is being deleted", plugin=self.name, resolvable=False
                 )
             claims.append(claim)
             if self.store.allocation(key) is None and claim not in pending:
                 pending.append(claim)
-        group, group_claims = self._group_claims(pod)
         state[STATE_KEY] = _PodClaims(claims, pending, group, group_claims)
         return Status.success()
 
-    def _group_claims(self, pod: PodInfo) -> tuple[ConsumerRef | None, frozenset[tuple[str, str]]]:
-        """The pod's PodGroup as a consumer, and the claims it lists in
-        `spec.resourceClaims` by name: shared by its pods, reserved for it."""
+    def _group_claims(
+        self, pod: PodInfo
+    ) -> tuple[ConsumerRef | None, frozenset[tuple[str, str]], dict[tuple[str, str], str]]:
+        """The pod's PodGroup as a consumer; the claims it lists in
+        `spec.resourceClaims` (shared by its pods, reserved for it); and its
+        template entries, (name, template) -> the claim made from it ("" not yet)."""
         if not pod.group_name:
-            return None, frozenset()
+            return None, frozenset(), {}
         group = self.handle.cache.groups.get((pod.namespace, pod.group_name))
         if not isinstance(group, PodGroup) or not group.spec.resource_claims:
-            return None, frozenset()
+            return None, frozenset(), {}
         names = {c.resource_claim_name for c in group.spec.resource_claims if c.resource_claim_name}
+        made: dict[tuple[str, str], str] = {}
+        if any(c.resource_claim_template_name for c in group.spec.resource_claims):
+            owned = self.store.owned_by(group.metadata.uid)
+            for c in group.spec.resource_claims:
+                if c.resource_claim_template_name:
+                    claim = owned.get(c.name)
+                    made[(c.name, c.resource_claim_template_name)] = claim.name if claim is not None else ""
+                    if claim is not None:
+                        names.add(claim.name)
         ref = ConsumerRef("podgroups", group.metadata.name, group.metadata.uid or "", api_group=GROUP)
-        return ref, frozenset((pod.namespace, n) for n in names)
+        return ref, frozenset((pod.namespace, n) for n in names), made
 
     # ---------------------------------------------------------------- Filter
 
