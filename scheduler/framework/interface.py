@@ -140,6 +140,11 @@ class ClaimWriter(Protocol):
         """The claim as the API returned it after the writes."""
         ...
 
+    def release(self, claim: ResourceClaim, uid: str) -> None:
+        """Undo a write (in the background): `uid` out of reservedFor, and a
+        claim left reserved for no one deallocated."""
+        ...
+
 
 class Handle:
     """What plugins may reach outside their arguments: the cache, read-only,

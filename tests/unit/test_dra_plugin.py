@@ -42,7 +42,7 @@ def s(clock: Clock) -> tuple[Scheduler, Recorder, Releases]:
     sched = Scheduler(SchedulerConfiguration(), in_tree_registry(), binder=rec, writer=rec, clock=clock, report_delay=0)
     sched.start_scheduling()
     releases = Releases()
-    sched.claim_releaser = releases
+    sched.claim_lifecycle = releases
     sched.on_device_class(
         {
             "metadata": {"name": DRIVER},
@@ -216,3 +216,54 @@ def test_the_counted_filter_agrees_with_the_allocator_node_by_node(
     plugin._free_counts = lambda *a: None  # type: ignore[method-assign]
     searched = plugin.filter(state, sched.cache.pods["uid-p"], snapshot).feasible
     assert counted.tolist() == searched.tolist()
+
+
+class FakeWriter:
+    """The runtime's ClaimWriter, in memory: records writes and releases."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, str, bool]] = []
+        self.released: list[tuple[str, str]] = []
+
+    async def write_claim(self, claim: Any, allocation: Any, consumer: Any) -> Any:
+        self.writes.append((claim.name, consumer.uid, allocation is not None))
+        return claim
+
+    def release(self, claim: Any, uid: str) -> None:
+        self.released.append((claim.name, uid))
+
+
+async def test_prebind_writes_each_claim_and_unreserve_after_it_undoes_the_write(s) -> None:
+    sched, rec, _ = s
+    sched.on_node(node("a", cpu="8"))
+    sched.on_resource_slice(gpus("a", 1))
+    sched.on_resource_claim(claim("c"))
+    sched.on_pod(gpu_pod("p", "c"))
+    fwk = sched.frameworks["troupe-scheduler"]
+    writer = FakeWriter()
+    fwk.handle.claim_writer = writer
+    # The binder is the Recorder: take the decision's assignment and run PreBind as the runtime binder would.
+    popped = sched.queue.pop_nowait()
+    decision = sched.schedule_unit(popped)
+    assert decision is not None and [a.node for a in decision.assignments] == ["a"]
+    a = decision.assignments[0]
+    assert (await fwk.run_pre_bind(a.state, a.pod, a.node)).ok
+    assert writer.writes == [("c", "uid-p", True)]
+    sched.on_bind_failed(a.pod, a.node, "Binding rejected: 500")
+    assert writer.released == [("c", "uid-p")]
+    assert sched.cache.dra.assumed == {}
+
+
+def test_a_selector_that_fails_on_a_device_names_the_expression(s) -> None:
+    sched, rec, _ = s
+    sched.on_node(node("a", cpu="8"))
+    sched.on_resource_slice(gpus("a", 1))
+    body = claim("c")
+    body["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": f'device.attributes["{DRIVER}"].model == "a100"'}}
+    ]
+    sched.on_resource_claim(body)
+    sched.on_pod(gpu_pod("p", "c"))
+    drain(sched)
+    assert rec.binds == []
+    assert f'selector "device.attributes["{DRIVER}"].model == "a100"": no such key' in rec.pods["p"], rec.pods

@@ -79,6 +79,7 @@ class _PodClaims:
         self.group = group
         self.group_claims = group_claims
         self.assumed: list[tuple[ResourceClaim, Allocation]] = []  # by Reserve
+        self.written: list[ResourceClaim] = []  # reserved for the pod by its PreBind
 
 
 class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
@@ -364,6 +365,12 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         for claim, _ in found.assumed:
             self.store.forget(claim.key)
         found.assumed.clear()
+        # PreBind wrote, then the bind (or the gang) failed: undo the pod's
+        # reservations, so its devices are not held for a pod that waits.
+        if found.written and self.handle.claim_writer is not None:
+            for claim in found.written:
+                self.handle.claim_writer.release(claim, pod.uid)
+        found.written.clear()
 
     # --------------------------------------------------------------- PreBind
 
@@ -388,7 +395,10 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
                 allocation = self.store.assumed.get(claim.key) if current.allocation is None else None
                 if current.allocation is None and allocation is None:
                     return Status.error(f"claim {claim.namespace}/{claim.name} lost its allocation", plugin=self.name)
-                self.store.upsert_claim(await writer.write_claim(current, allocation, consumer))
+                written = await writer.write_claim(current, allocation, consumer)
+                self.store.upsert_claim(written)
+                if consumer.resource == "pods":
+                    found.written.append(written)
         return Status.success()
 
     @contextlib.asynccontextmanager
