@@ -39,7 +39,15 @@ class DraStore:
         self._by_node: dict[str, list[Device]] | None = None
         self._shared: list[ResourceSlice] | None = None
         self._homes: dict[DeviceKey, tuple[Device, str]] = {}  # node-local device -> (device, node)
-        self._in_use: set[DeviceKey] | None = None
+        self._slice_of: dict[DeviceKey, ResourceSlice] = {}
+        self._local_nodes: set[str] = set()
+        # Devices in use -> how many allocations (in a claim's status, or
+        # assumed) hold them; kept up to date change by change. Every change
+        # of membership is logged, so per-node counts can follow it; the log
+        # is cut (a new epoch) when it grows long.
+        self._use: dict[DeviceKey, int] = {}
+        self.usage_log: list[tuple[DeviceKey, int]] = []
+        self.usage_epoch = 0
         # Consumer uid (pod, PodGroup) -> the claims whose reservedFor names it.
         self._consumers: dict[str, set[ClaimKey]] = {}
 
@@ -67,18 +75,40 @@ class DraStore:
 
     def upsert_claim(self, claim: ResourceClaim) -> None:
         self._unindex(claim.key)
+        old = self.claims.get(claim.key)
+        if old is not None and old.allocation is not None:
+            self._hold(old.allocation, -1)
         self.claims[claim.key] = claim
         for ref in claim.reserved_for:
             self._consumers.setdefault(ref.uid, set()).add(claim.key)
         if claim.allocation is not None:
-            self.assumed.pop(claim.key, None)  # the API shows it now
-        self._in_use = None
+            self._hold(claim.allocation, +1)
+            assumed = self.assumed.pop(claim.key, None)  # the API shows it now
+            if assumed is not None:
+                self._hold(assumed, -1)
 
     def remove_claim(self, key: ClaimKey) -> None:
         self._unindex(key)
-        self.claims.pop(key, None)
-        self.assumed.pop(key, None)
-        self._in_use = None
+        old = self.claims.pop(key, None)
+        if old is not None and old.allocation is not None:
+            self._hold(old.allocation, -1)
+        self.forget(key)
+
+    def _hold(self, allocation: Allocation, sign: int) -> None:
+        for key in allocation.devices():
+            count = self._use.get(key, 0) + sign
+            if count > 0:
+                self._use[key] = count
+                if count == 1 and sign > 0:
+                    self._log(key, +1)
+            elif self._use.pop(key, None) is not None:
+                self._log(key, -1)
+
+    def _log(self, key: DeviceKey, sign: int) -> None:
+        if len(self.usage_log) >= 100_000:
+            self.usage_log = []
+            self.usage_epoch += 1
+        self.usage_log.append((key, sign))
 
     def _unindex(self, key: ClaimKey) -> None:
         old = self.claims.get(key)
@@ -104,12 +134,14 @@ class DraStore:
         return [self.claims[k] for k in sorted(self._consumers.get(uid, ()))]
 
     def assume(self, key: ClaimKey, allocation: Allocation) -> None:
+        self.forget(key)
         self.assumed[key] = allocation
-        self._in_use = None
+        self._hold(allocation, +1)
 
     def forget(self, key: ClaimKey) -> None:
-        if self.assumed.pop(key, None) is not None:
-            self._in_use = None
+        old = self.assumed.pop(key, None)
+        if old is not None:
+            self._hold(old, -1)
 
     # ----------------------------------------------------------------- reads
 
@@ -120,17 +152,9 @@ class DraStore:
             return claim.allocation
         return self.assumed.get(key)
 
-    def in_use(self) -> set[DeviceKey]:
-        """Devices allocated to any claim, or assumed for one."""
-        if self._in_use is None:
-            used: set[DeviceKey] = set()
-            for claim in self.claims.values():
-                if claim.allocation is not None:
-                    used |= claim.allocation.devices()
-            for allocation in self.assumed.values():
-                used |= allocation.devices()
-            self._in_use = used
-        return self._in_use
+    def in_use(self) -> Mapping[DeviceKey, int]:
+        """Devices allocated to any claim, or assumed for one (`key in`)."""
+        return self._use
 
     def usable_slices(self) -> list[ResourceSlice]:
         if self._usable is None:
@@ -142,14 +166,18 @@ class DraStore:
             by_node: dict[str, list[Device]] = {}
             shared: list[ResourceSlice] = []
             homes: dict[DeviceKey, tuple[Device, str]] = {}
+            slice_of: dict[DeviceKey, ResourceSlice] = {}
             for s in sorted(self.usable_slices(), key=lambda s: (s.driver, s.pool, s.name)):
+                for d in s.devices:
+                    slice_of[d.key] = s
                 if s.node_name:
                     by_node.setdefault(s.node_name, []).extend(s.devices)
                     for d in s.devices:
                         homes[d.key] = (d, s.node_name)
                 else:
                     shared.append(s)
-            self._by_node, self._shared, self._homes = by_node, shared, homes
+            self._by_node, self._shared, self._homes, self._slice_of = by_node, shared, homes, slice_of
+            self._local_nodes = set(by_node)
         return self._by_node, self._shared
 
     def local_devices(self) -> dict[str, list[Device]]:
@@ -174,13 +202,11 @@ class DraStore:
     def nodes_with_devices(self) -> set[str] | None:
         """Nodes that have node-local devices; None when some slice serves
         many nodes (then any node may reach devices)."""
-        by_node, shared = self._index()
+        _, shared = self._index()
         if shared:
             return None
-        return set(by_node)
+        return self._local_nodes
 
     def slice_of(self, key: DeviceKey) -> ResourceSlice | None:
-        for s in self.usable_slices():
-            if s.driver == key[0] and s.pool == key[1] and any(d.name == key[2] for d in s.devices):
-                return s
-        return None
+        self._index()
+        return self._slice_of.get(key)

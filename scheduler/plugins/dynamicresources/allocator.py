@@ -16,7 +16,7 @@ it may raise SelectorError, which fails the allocation for this node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 
 from ...api.dra import ALL, AllocationResult, AttributeValue, Device, DeviceRequest, RequestSlot, ResourceClaim
@@ -43,7 +43,7 @@ class Outcome:
 class _Search:
     claims: Sequence[ResourceClaim]
     devices: Sequence[Device]
-    in_use: set[DeviceKey]
+    in_use: Container[DeviceKey]
     matches: Matcher
     max_steps: int
     steps: int = 0
@@ -68,7 +68,7 @@ class BudgetExceeded(Exception):
 def allocate(
     claims: Sequence[ResourceClaim],
     devices: Sequence[Device],
-    in_use: set[DeviceKey],
+    in_use: Container[DeviceKey],
     matches: Matcher,
     max_steps: int = MAX_STEPS,
 ) -> Outcome:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import numpy as np
@@ -93,7 +93,11 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         # (class, selectors, device) -> does the device match; valid for one store generation.
         self._matches: dict[tuple[str, tuple[str, ...], tuple[str, str, str]], bool] = {}
         self._counts: dict[tuple[Any, ...], np.ndarray] = {}
-        self._used: dict[tuple[Any, ...], tuple[set[tuple[str, str, str]], int, np.ndarray]] = {}
+        # (class, selectors, rows) -> (usage epoch, store generation, log position, used per row)
+        self._used: dict[tuple[Any, ...], tuple[int, int, int, np.ndarray]] = {}
+        # Selector results by device content (driver, attributes, capacity: all CEL sees), so
+        # alike devices (the same model on every node) are evaluated once.
+        self._by_content: dict[tuple[Any, ...], bool] = {}
         self._matches_generation = -1
         self._skip = Status.skip(self.name)
         self._locks: dict[tuple[str, str], list[Any]] = {}  # claim -> [asyncio.Lock, users]
@@ -258,23 +262,28 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         return hit
 
     def _used_rows(self, request: DeviceRequest, snapshot: Snapshot) -> np.ndarray:
-        """Per row, the matching node-local devices in use."""
-        in_use = self.store.in_use()
+        """Per row, the matching node-local devices in use: following the
+        store's usage log since the last call (a few devices per cycle), or
+        counted afresh after a new epoch, slices or classes changed."""
+        store = self.store
         key = (request.device_class, request.selectors, snapshot.static_generation, len(snapshot))
         hit = self._used.get(key)
-        if hit is not None and hit[0] is in_use and hit[1] == self.store.generation:
-            return hit[2]
-        used = np.zeros(len(snapshot), dtype=np.int64)
-        for device_key in in_use:
-            home = self.store.home(device_key)
+        if hit is None or hit[0] != store.usage_epoch or hit[1] != store.generation:
+            used = np.zeros(len(snapshot), dtype=np.int64)
+            changes: Iterable[tuple[tuple[str, str, str], int]] = ((k, 1) for k in store.in_use())
+        else:
+            used = hit[3]
+            changes = store.usage_log[hit[2] :]
+        for device_key, sign in changes:
+            home = store.home(device_key)
             if home is None:
                 continue
             row = snapshot.row.get(home[1])
             if row is not None and self._matcher(request, home[0]):
-                used[row] += 1
+                used[row] += sign
         if len(self._used) > 64:
             self._used.clear()
-        self._used[key] = (in_use, self.store.generation, used)
+        self._used[key] = (store.usage_epoch, store.generation, len(store.usage_log), used)
         return used
 
     def _allocate(
@@ -294,17 +303,29 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
     def _matcher(self, request: DeviceRequest, device: Device) -> bool:
         if self._matches_generation != self.store.generation:
             self._matches.clear()
+            self._by_content.clear()
             self._matches_generation = self.store.generation
         key = (request.device_class, request.selectors, device.key)
         hit = self._matches.get(key)
         if hit is None:
-            cls = self.store.classes.get(request.device_class)
-            if cls is None:
-                hit = False
-            else:
-                hit = all(compile_selector(e).matches(device) for e in (*cls.selectors, *request.selectors))
+            content = (
+                request.device_class,
+                request.selectors,
+                device.driver,
+                tuple(sorted(device.attributes.items())),
+                tuple(sorted(device.capacity.items())),
+            )
+            hit = self._by_content.get(content)
+            if hit is None:
+                cls = self.store.classes.get(request.device_class)
+                if cls is None:
+                    hit = False
+                else:
+                    hit = all(compile_selector(e).matches(device) for e in (*cls.selectors, *request.selectors))
+                self._by_content[content] = hit
             if len(self._matches) > 1_000_000:
                 self._matches.clear()
+                self._by_content.clear()
             self._matches[key] = hit
         return hit
 
