@@ -39,6 +39,19 @@ full of running low-priority 3-pod gangs, then 100 high-priority 8-pod gangs
 that must preempt; DefaultPreemption's gang search against the "remove all,
 then reprieve" baseline, which gets a search-time budget (`--preempt-budget`).
 
+Shapes `r` and `g` (devices, in the default `--shapes`): 5000 nodes of 4
+CPU with 8 GPUs each, 500 gangs of 4 pods asking one GPU each. In `r` the GPUs
+are DRA devices (a ResourceSlice per node, a DeviceClass, a ResourceClaim per
+pod, all fed with `on_device_class` / `on_resource_slice` / `on_resource_claim`
+before the pods); in `g` they are the extended resource `nvidia.com/gpu`.
+Each placement of `r` is confirmed as the API would show it: the claim with
+`status.allocation` (the allocation troupe assumed at Reserve) and
+`reservedFor` the pod, then the bound pod. After each run the placements are
+checked (no device allocated twice, each claim's devices on its pod's node,
+every gang bound whole; for `g`, no node given more GPUs than it has), and the
+table gives g's pods/s ÷ r's against the target (DRA within 3x of extended
+resources). The reference knows no devices: no `full`/`reference` pair.
+
 `--profile` adds cProfile listings (bench/out/core_profile_*.txt) of the
 largest gang's cycle, the small-gang decision loop and the feed.
 """
@@ -62,10 +75,27 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .shapes import Shape, pod_body, pod_index, podgroup_body, preempt_shape, shape_node_body, shapes
+from .shapes import (
+    DRA,
+    EXTENDED,
+    NAMESPACE,
+    Shape,
+    device_class_body,
+    pod_body,
+    pod_index,
+    pod_name,
+    podgroup_body,
+    preempt_shape,
+    resource_claim_body,
+    resource_slice_body,
+    shape_node_body,
+    shapes,
+)
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 TARGET_PODS_PER_S = 5000
+# Shapes r and g: DRA pods/s must be within this factor of the extended-resource rate (g ÷ r <= 3).
+TARGET_DRA_RATIO = 3.0
 
 # Upstream's published scheduler_perf figures for TopologyAwareScheduling/5000Nodes_750Gangs_3000Pods
 # (SchedulingThroughput Average, pods/s, two runs of pull-kubernetes-scheduler-perf, quoted in
@@ -158,15 +188,108 @@ def _new_scheduler(variant: str) -> Any:
 
 
 def _feed(sched: Any, shape: Shape) -> tuple[float, float]:
+    """(nodes s, pods s): the nodes (and, for DRA, the DeviceClass and the ResourceSlices), then the
+    PodGroups (and, for DRA, the ResourceClaims) and the pods."""
     t0 = time.perf_counter()
     for i in range(shape.nodes):
         sched.on_node(shape_node_body(shape, i))
+    if shape.devices == DRA:
+        sched.on_device_class(device_class_body())
+        for i in range(shape.nodes):
+            sched.on_resource_slice(resource_slice_body(shape, i))
     t1 = time.perf_counter()
     for g in range(shape.gangs):
         sched.on_podgroup(podgroup_body(shape, g))
+    if shape.devices == DRA:
+        for i in range(shape.pods):
+            sched.on_resource_claim(resource_claim_body(i))
     for i in range(shape.pods):
         sched.on_pod(pod_body(shape, i))
     return t1 - t0, time.perf_counter() - t1
+
+
+def _confirm(sched: Any, shape: Shape, decision: Any) -> None:
+    """The watch events that follow a decision once it is written: for DRA, each pod's claim with the
+    allocation troupe assumed at Reserve and `reservedFor` the pod (PreBind writes it before the bind),
+    then each pod bound to its node. A pod placed with no allocation assumed gets no claim event (the
+    check after the run counts it)."""
+    for p in decision.assignments:
+        i = pod_index(p.pod.name)
+        if shape.devices == DRA:
+            allocation = sched.cache.dra.assumed.get((NAMESPACE, p.pod.name))
+            if allocation is not None:
+                sched.on_resource_claim(resource_claim_body(i, allocation.to_api(), resource_version="2"))
+        sched.on_pod(pod_body(shape, i, p.node))
+
+
+def devices_check(shape: Shape, sched: Any, node_of: dict[int, str]) -> dict[str, Any]:
+    """Shapes with devices, after the run: gangs bound whole (from the cache) and, for DRA, no device
+    allocated to two claims, each placed pod's claim allocated on its node (pool == node name, the
+    slices' pools are named after their node), no allocation left only assumed; for extended
+    resources, no node given more GPUs than it has."""
+    size = shape.pods_per_gang
+    bound_per_gang: dict[int, int] = {}
+    for p in sched.cache.pods.values():
+        if p.node_name:
+            g = pod_index(p.name) // size
+            bound_per_gang[g] = bound_per_gang.get(g, 0) + 1
+    out: dict[str, Any] = {
+        "devices": shape.devices,
+        "devices_per_node": shape.devices_per_node,
+        "gangs": shape.gangs,
+        "gangs_bound_whole": sum(1 for n in bound_per_gang.values() if n == size),
+        "gangs_partly_bound": sum(1 for n in bound_per_gang.values() if 0 < n < size),
+    }
+    per_node: dict[str, int] = {}
+    for node in node_of.values():
+        per_node[node] = per_node.get(node, 0) + 1  # one GPU a pod
+    if shape.devices == EXTENDED:
+        out["nodes_over_capacity"] = sum(1 for n in per_node.values() if n > shape.devices_per_node)
+        return out
+    dra = sched.cache.dra
+    owners: dict[tuple[str, str, str], int] = {}  # device -> claims it is allocated to
+    allocated = not_allocated = off_node = 0
+    for i in range(shape.pods):
+        allocation = dra.allocation((NAMESPACE, pod_name(i)))
+        if allocation is None:
+            not_allocated += i in node_of
+            continue
+        allocated += 1
+        for r in allocation.results:
+            owners[(r.driver, r.pool, r.device)] = owners.get((r.driver, r.pool, r.device), 0) + 1
+        node = node_of.get(i)
+        if node is None or any(r.pool != node for r in allocation.results):
+            off_node += 1  # allocated for a pod not placed, or on another node than its pod's
+    out.update(
+        {
+            "claims_allocated": allocated,
+            "devices_allocated": len(owners),
+            "devices_allocated_twice": sum(1 for n in owners.values() if n > 1),
+            "claims_off_node": off_node,
+            "placed_without_allocation": not_allocated,
+            "claims_only_assumed": len(dra.assumed),
+        }
+    )
+    return out
+
+
+def devices_problems(check: dict[str, Any]) -> list[str]:
+    """What is wrong in a devices_check result (empty: all good)."""
+    problems = []
+    if check["gangs_bound_whole"] != check["gangs"]:
+        problems.append(f"{check['gangs_bound_whole']} of {check['gangs']} gangs bound whole")
+    if check["gangs_partly_bound"]:
+        problems.append(f"{check['gangs_partly_bound']} gangs partly bound")
+    for key, what in (
+        ("nodes_over_capacity", "nodes given more GPUs than they have"),
+        ("devices_allocated_twice", "devices allocated twice"),
+        ("claims_off_node", "claims allocated off their pod's node"),
+        ("placed_without_allocation", "pods placed without an allocated claim"),
+        ("claims_only_assumed", "claims still only assumed"),
+    ):
+        if check.get(key):
+            problems.append(f"{check[key]} {what}")
+    return problems
 
 
 def topology_check(shape: Shape, node_of: dict[int, str]) -> dict[str, Any]:
@@ -214,10 +337,9 @@ def run_vectorized(shape: Shape, variant: str, placements_file: str | None) -> d
         t1 = time.perf_counter()
         cycles += 1
         if decision is not None:
+            _confirm(sched, shape, decision)  # the watch confirms the claims' allocations and the binding
             for p in decision.assignments:
-                i = pod_index(p.pod.name)
-                sched.on_pod(pod_body(shape, i, p.node))  # the watch confirms the binding
-                node_of[i] = p.node
+                node_of[pod_index(p.pod.name)] = p.node
             placements.extend(p.node for p in decision.assignments)
             unit_times.setdefault(len(popped.pods), []).append(t1 - t0)
         confirm_s += time.perf_counter() - t1
@@ -228,6 +350,7 @@ def run_vectorized(shape: Shape, variant: str, placements_file: str | None) -> d
     return {
         "variant": variant,
         "topology": topology_check(shape, node_of) if shape.topology_key else None,
+        "devices": devices_check(shape, sched, node_of) if shape.devices else None,
         "percentage_of_nodes_to_score": fwk.percentage_of_nodes_to_score,
         "nodes_to_score": fwk.num_nodes_to_score(shape.nodes),
         "filters": [p.name for p in fwk.filters],
@@ -306,8 +429,7 @@ def run_profile(shape: Shape, what: str, top: int = 10) -> dict[str, Any]:
             if decision is not None:
                 pods += len(decision.assignments)
                 prof.disable()
-                for p in decision.assignments:
-                    sched.on_pod(pod_body(shape, pod_index(p.pod.name), p.node))
+                _confirm(sched, shape, decision)
                 prof.enable()
             if what == "gang":
                 break
@@ -460,6 +582,10 @@ def render(result: dict[str, Any]) -> str:
     if topo:
         out.append(topo)
         out.append("")
+    dev = render_devices(result)
+    if dev:
+        out.append(dev)
+        out.append("")
     headers = [
         "shape",
         "full pods/s",
@@ -507,7 +633,11 @@ def render(result: dict[str, Any]) -> str:
             "`same node`: pods the full run put on the same node as the reference, over the pods the reference decided;"
         )
         out.append(f"{result['reference_profile']}.")
-    gangs = [r for r in result["shapes"] if r["gangs"] and r["nodes"] >= 5000 and not r.get("topology_key")]
+    gangs = [
+        r
+        for r in result["shapes"]
+        if r["gangs"] and r["nodes"] >= 5000 and not r.get("topology_key") and not r.get("devices")
+    ]
     if gangs:
         out.append("")
         verdict = ", ".join(
@@ -592,6 +722,76 @@ def render_topology(result: dict[str, Any]) -> str:
             f"Ratios are troupe ÷ {up['adaptive_ref']} and all-nodes ÷ {up['score_all_ref']}.",
         ]
     )
+
+
+def devices_ratio(result: dict[str, Any]) -> dict[str, Any] | None:
+    """Shape g's pods/s ÷ shape r's (medians of the runs), against TARGET_DRA_RATIO; None without both."""
+    by_key = {r["key"]: r for r in result["shapes"] if r.get("devices")}
+    g, r = by_key.get("g"), by_key.get("r")
+    if g is None or r is None:
+        return None
+    gv, rv = g["default"]["pods_per_s"], r["default"]["pods_per_s"]
+    ratio = gv / rv if rv else None
+    return {
+        "extended_pods_per_s": gv,
+        "dra_pods_per_s": rv,
+        "ratio": ratio,
+        "target": TARGET_DRA_RATIO,
+        "ok": ratio is not None and ratio <= TARGET_DRA_RATIO,
+    }
+
+
+def render_devices(result: dict[str, Any]) -> str:
+    """Shapes with devices (r, g): pods/s, the placement checks, and g ÷ r against the target."""
+    rows = []
+    for r in result["shapes"]:
+        if not r.get("devices"):
+            continue
+        d = r["default"]
+        c = d.get("devices") or {}
+        dra = r["devices"] == DRA
+        runs = r["default_runs_pods_per_s"]
+        rows.append(
+            [
+                f"{r['key']} {r['name']}",
+                "DRA claims" if dra else "extended resource",
+                _fmt(d["pods_per_s"]),
+                "-".join(_fmt(v) for v in (min(runs), max(runs))),
+                _fmt(d["largest_unit"]["seconds"] * 1e3, ".1f"),
+                f"{d['pods_placed']}/{r['pods']}",
+                f"{c.get('gangs_bound_whole', '-')}/{r['gangs']}",
+                str(c.get("devices_allocated_twice", "-")) if dra else "-",
+                str(c.get("claims_off_node", "-")) if dra else "-",
+                "-" if dra else str(c.get("nodes_over_capacity", "-")),
+            ]
+        )
+    if not rows:
+        return ""
+    headers = [
+        "shape",
+        "GPUs as",
+        "pods/s",
+        "range",
+        "gang ms (median)",
+        "pods placed",
+        "gangs bound whole",
+        "devices allocated twice",
+        "claims off their pod's node",
+        "nodes over GPU capacity",
+    ]
+    lines = [
+        "devices: 8 GPUs per node, every pod asks for one; pods/s = median of the runs of the default configuration;",
+        "`devices allocated twice`, `claims off their pod's node` and `nodes over GPU capacity` must be 0:",
+        _table(headers, rows),
+    ]
+    ratio = result.get("devices_ratio")
+    if ratio is not None:
+        verdict = "-" if ratio["ratio"] is None else ("ok" if ratio["ok"] else "MISS")
+        lines.append(
+            f"extended resource ÷ DRA (g ÷ r): {_fmt(ratio['extended_pods_per_s'])} ÷ {_fmt(ratio['dra_pods_per_s'])} "
+            f"= {_fmt(ratio['ratio'], '.2f')}x; target <= {ratio['target']:.0f}x: {verdict}"
+        )
+    return "\n".join(lines)
 
 
 def render_preemption(entry: dict[str, Any]) -> str:
@@ -707,9 +907,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench core", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--shapes",
-        default="a,b,c,d,t",
-        help="comma-separated shape keys (a,b,c,d,t,p); default a,b,c,d,t. t: upstream's topology-aware shape "
+        default="a,b,c,d,t,g,r",
+        help="comma-separated shape keys (a,b,c,d,t,g,r,p); default a,b,c,d,t,g,r. t: upstream's topology-aware shape "
         "(750 gangs x 4, each inside one of 50 racks of 100 nodes), checked for gangs that span racks. "
+        "r and g: 500 gangs x 4 pods asking one GPU each on 5000 nodes of 8 GPUs, as DRA ResourceClaims (r) or "
+        "the extended resource nvidia.com/gpu (g); `--shapes g,r` prints g's pods/s / r's against the 3x target. "
         "p (preemption: 5000 nodes full of "
         "low-priority gangs, 100 high-priority 8-pod gangs, gang search vs remove-all-then-reprieve) is not in the "
         "default: at 5000 nodes it takes about 15 minutes, nearly all of it the baseline's first decision (--quick: 15 s)",
@@ -795,6 +997,8 @@ def main(argv: list[str] | None = None) -> int:
                 "pods_per_gang": shape.pods_per_gang,
                 "pods": shape.pods,
                 "topology_key": shape.topology_key,
+                "devices": shape.devices,
+                "devices_per_node": shape.devices_per_node,
             }
             print(
                 f"[{time.perf_counter() - started:6.1f}s] shape {key} {shape.name}: default",
@@ -812,7 +1016,7 @@ def main(argv: list[str] | None = None) -> int:
                 # default profile scoring every feasible node, beside upstream's score-all figure.
                 print(f"[{time.perf_counter() - started:6.1f}s] shape {key}: all", file=sys.stderr, flush=True)
                 entry["all"] = _spawn({"shape": key, "quick": args.quick, "variant": "all"})
-            elif not args.no_reference:
+            elif not args.no_reference and not shape.devices:  # the reference knows no devices
                 files = {v: str(Path(tmp) / f"{key}-{v}.txt") for v in ("full", "reference")}
                 print(f"[{time.perf_counter() - started:6.1f}s] shape {key}: full", file=sys.stderr, flush=True)
                 entry["full"] = _spawn(
@@ -842,7 +1046,13 @@ def main(argv: list[str] | None = None) -> int:
                         f"than one {top['key']} domain",
                         file=sys.stderr,
                     )
+                if got is not None and got.get("devices"):
+                    for problem in devices_problems(got["devices"]):
+                        print(f"warning: shape {key} {v}: {problem}", file=sys.stderr)
             result["shapes"].append(entry)
+        ratio = devices_ratio(result)
+        if ratio is not None:
+            result["devices_ratio"] = ratio
         if preempt:
             result["preemption"] = run_preemption(args.quick, preempt_budget, started)
         if args.profile:

@@ -16,6 +16,16 @@ nodes), 750 gangs of 4 (minCount 4), every PodGroup with
 `schedulingConstraints: {topology: [{key: topology.kubernetes.io/rack}]}`: a
 gang must land inside one rack.
 
+Shapes r and g are devices: 5000 nodes of 4 CPU / 32Gi / 110 pods (no racks)
+with 8 GPUs each, 500 gangs of 4 pods (minCount 4), each pod asking one GPU.
+Shape r (DRA) publishes the GPUs as one ResourceSlice per node (driver
+`gpu.example.com`, pool = node name) with one DeviceClass selecting the
+driver, and gives every pod its own ResourceClaim (namespace bench, name =
+pod name, one request `exactly: {deviceClassName: gpu.example.com}`) named
+in `spec.resourceClaims`. Shape g is the same cluster with the GPUs as the
+extended resource `nvidia.com/gpu: 8` on the nodes and `nvidia.com/gpu: 1`
+in each pod's requests and limits: no DRA objects.
+
 Bodies are generated from an index on demand, so the benchmark keeps no copy
 of 50 000 pod bodies (that would inflate the RSS it reports).
 """
@@ -26,17 +36,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.constants import API_VERSION, DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL
+from scheduler.api.dra import DELETE_PROTECTION_FINALIZER
 
 NAMESPACE = "bench"
 ZONES = 10  # topology.kubernetes.io/zone values (node i is in zone i % ZONES)
 REGIONS = 2
 RACK_KEY = "topology.kubernetes.io/rack"
 NODES_PER_RACK = 100  # upstream's tas/templates/node.yaml: rack-{{DivideInt .Index 100}}
+DRA_DRIVER = "gpu.example.com"  # shape r: the driver of the ResourceSlices, also the DeviceClass's name
+EXTENDED_GPU = "nvidia.com/gpu"  # shape g: the extended resource
+DRA = "dra"  # Shape.devices: GPUs as ResourceSlices, a ResourceClaim per pod
+EXTENDED = "extended"  # Shape.devices: GPUs as the extended resource EXTENDED_GPU
 
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    key: str  # a, b, c, d
+    key: str  # a, b, c, d, t, g, r
     name: str  # upstream-style workload name
     nodes: int
     gangs: int  # 0: pods without any PodGroup
@@ -44,6 +59,10 @@ class Shape:
     # Every PodGroup asks for schedulingConstraints.topology[0].key = this (shape t);
     # its nodes are then upstream's TAS nodes (4 CPU, racks of NODES_PER_RACK).
     topology_key: str | None = None
+    # DRA or EXTENDED: every node has `devices_per_node` GPUs, every pod asks for one (shapes r, g);
+    # nodes are then 4 CPU / 32Gi / 110 pods.
+    devices: str | None = None
+    devices_per_node: int = 0
 
     @property
     def pods(self) -> int:
@@ -63,6 +82,8 @@ FULL: dict[str, Shape] = {
     "c": Shape("c", "5000Nodes_10Gangs_50000Pods_5000PerGroup", 5000, 10, 5000),
     "d": Shape("d", "5000Nodes_10000Pods_NoGroups", 5000, 0, 10000),
     "t": Shape("t", "TAS/5000Nodes_750Gangs_3000Pods", 5000, 750, 4, RACK_KEY),
+    "g": Shape("g", "ExtendedResource/5000Nodes_500Gangs_2000Pods_8GPUsPerNode", 5000, 500, 4, None, EXTENDED, 8),
+    "r": Shape("r", "DRA/5000Nodes_500Gangs_2000Pods_8DevicesPerNode", 5000, 500, 4, None, DRA, 8),
 }
 
 # --quick: 500 nodes and a tenth of the pods (fewer gangs where there are many, smaller gangs otherwise).
@@ -72,6 +93,8 @@ QUICK: dict[str, Shape] = {
     "c": Shape("c", "500Nodes_10Gangs_5000Pods_500PerGroup", 500, 10, 500),
     "d": Shape("d", "500Nodes_1000Pods_NoGroups", 500, 0, 1000),
     "t": Shape("t", "TAS/500Nodes_50Gangs_200Pods", 500, 50, 4, RACK_KEY),
+    "g": Shape("g", "ExtendedResource/500Nodes_50Gangs_200Pods_8GPUsPerNode", 500, 50, 4, None, EXTENDED, 8),
+    "r": Shape("r", "DRA/500Nodes_50Gangs_200Pods_8DevicesPerNode", 500, 50, 4, None, DRA, 8),
 }
 
 
@@ -80,8 +103,13 @@ def shapes(quick: bool) -> dict[str, Shape]:
 
 
 def shape_node_body(shape: Shape, i: int) -> dict[str, Any]:
-    """Node i of the shape: upstream's TAS node for a shape with a topology key, else node_body(i)."""
-    return tas_node_body(i) if shape.topology_key else node_body(i)
+    """Node i of the shape: upstream's TAS node for a shape with a topology key, a GPU node for a shape
+    with devices, else node_body(i)."""
+    if shape.topology_key:
+        return tas_node_body(i)
+    if shape.devices:
+        return gpu_node_body(shape, i)
+    return node_body(i)
 
 
 def tas_node_body(i: int) -> dict[str, Any]:
@@ -99,8 +127,24 @@ def tas_node_body(i: int) -> dict[str, Any]:
     return body
 
 
+def gpu_node_body(shape: Shape, i: int) -> dict[str, Any]:
+    """Shapes r and g: 4 CPU / 32Gi / 110 pods (upstream's node-default.yaml); with EXTENDED, also
+    `nvidia.com/gpu: <devices_per_node>` (with DRA the GPUs are in the node's ResourceSlice)."""
+    body = node_body(i)
+    cap = {"pods": "110", "cpu": "4", "memory": "32Gi"}
+    if shape.devices == EXTENDED:
+        cap[EXTENDED_GPU] = str(shape.devices_per_node)
+    body["status"]["capacity"] = dict(cap)
+    body["status"]["allocatable"] = dict(cap)
+    return body
+
+
+def node_name(i: int) -> str:
+    return f"node-{i:05d}"
+
+
 def node_body(i: int) -> dict[str, Any]:
-    name = f"node-{i:05d}"
+    name = node_name(i)
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -144,7 +188,15 @@ def pod_index(name: str) -> int:
 
 def pod_body(shape: Shape, i: int, node_name: str = "") -> dict[str, Any]:
     name = pod_name(i)
-    return api_pod(name, shape.group_of(i), {"cpu": "100m", "memory": "100Mi"}, node_name, "Pending")
+    requests = {"cpu": "100m", "memory": "100Mi"}
+    if shape.devices == EXTENDED:
+        requests[EXTENDED_GPU] = "1"
+        body = api_pod(name, shape.group_of(i), requests, node_name, "Pending", limits={EXTENDED_GPU: "1"})
+    else:
+        body = api_pod(name, shape.group_of(i), requests, node_name, "Pending")
+    if shape.devices == DRA:
+        body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]  # the claim is named as the pod
+    return body
 
 
 def api_pod(
@@ -154,11 +206,15 @@ def api_pod(
     node_name: str,
     phase: str,
     priority: int | None = None,
+    limits: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A Pod as the API returns it: one pause container asking `requests`."""
+    """A Pod as the API returns it: one pause container asking `requests` (and `limits`, if given)."""
+    resources: dict[str, Any] = {"requests": requests}
+    if limits:
+        resources["limits"] = limits
     spec: dict[str, Any] = {
         "schedulerName": DEFAULT_SCHEDULER_NAME,
-        "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10.1", "resources": {"requests": requests}}],
+        "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10.1", "resources": resources}],
     }
     if priority is not None:
         spec["priority"] = priority
@@ -176,6 +232,69 @@ def api_pod(
         "spec": spec,
         "status": {"phase": phase},
     }
+
+
+# ------------------------------------------------------------------ DRA (r)
+
+
+def device_class_body() -> dict[str, Any]:
+    """Shape r's one DeviceClass: every device of the driver."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": DRA_DRIVER, "uid": f"uid-class-{DRA_DRIVER}"},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]},
+    }
+
+
+def resource_slice_body(shape: Shape, i: int) -> dict[str, Any]:
+    """Node i's ResourceSlice: its `devices_per_node` GPUs, pool = node name, one slice per pool."""
+    node = node_name(i)
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-gpus", "uid": f"uid-slice-{node}"},
+        "spec": {
+            "driver": DRA_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": f"gpu-{k}",
+                    "attributes": {"model": {"string": "a100"}},
+                    "capacity": {"memory": {"value": "80Gi"}},
+                }
+                for k in range(shape.devices_per_node)
+            ],
+        },
+    }
+
+
+def resource_claim_body(
+    i: int, allocation: dict[str, Any] | None = None, resource_version: str = "1"
+) -> dict[str, Any]:
+    """Pod i's ResourceClaim (named as the pod): one GPU of the class. With `allocation` (the API form of
+    `status.allocation`), as the API shows it once the pod's PreBind wrote it: allocated and reserved for
+    the pod."""
+    name = pod_name(i)
+    body: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": f"uid-claim-{name}",
+            "resourceVersion": resource_version,
+        },
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRA_DRIVER}}]}},
+    }
+    if allocation is not None:
+        body["metadata"]["finalizers"] = [DELETE_PROTECTION_FINALIZER]
+        body["status"] = {
+            "allocation": allocation,
+            "reservedFor": [{"resource": "pods", "name": name, "uid": f"uid-{name}"}],
+        }
+    return body
 
 
 # ------------------------------------------------------------- preemption (p)
