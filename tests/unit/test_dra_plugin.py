@@ -267,3 +267,26 @@ def test_a_selector_that_fails_on_a_device_names_the_expression(s) -> None:
     drain(sched)
     assert rec.binds == []
     assert f'selector "device.attributes["{DRIVER}"].model == "a100"": no such key' in rec.pods["p"], rec.pods
+
+
+def test_reserve_refuses_a_node_the_groups_claim_does_not_reach(s) -> None:
+    """A pod placed without seeing an earlier pod's allocation (a trial without
+    Reserve) is refused at Reserve, never bound where its claim is unreachable."""
+    sched, _, _ = s
+    for n in ("a", "b"):
+        sched.on_node(node(n, cpu="8"))
+        sched.on_resource_slice(gpus(n, 1))
+    sched.on_resource_claim(claim("shared"))
+    sched.on_pod(gpu_pod("p0", "shared"))
+    sched.on_pod(gpu_pod("p1", "shared"))
+    fwk = sched.frameworks["troupe-scheduler"]
+    snapshot = sched.cache.snapshot()
+    states = []
+    for name in ("p0", "p1"):
+        state = CycleState()
+        assert fwk.run_pre_filters(state, sched.cache.pods[f"uid-{name}"], snapshot).ok
+        states.append(state)
+    assert fwk.run_reserve(states[0], sched.cache.pods["uid-p0"], "a").ok  # allocates gpu-0 of node a
+    refused = fwk.run_reserve(states[1], sched.cache.pods["uid-p1"], "b")
+    assert not refused.ok and refused.message == "resourceclaim not available on the node"
+    assert fwk.run_reserve(states[1], sched.cache.pods["uid-p1"], "a").ok

@@ -364,12 +364,23 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         found: _PodClaims | None = state.get(STATE_KEY)
         if found is None:
             return Status.success()
+        info = self.handle.cache.node(node)
+        labels = info.labels if info is not None else {}
+        # Claims allocated since Filter (by an earlier pod of this cycle, e.g. a
+        # group claim) or before: the node must reach them. A trial placed
+        # without Reserve (the search, placement trials) may not have known.
+        for claim in found.claims:
+            allocation = self.store.allocation(claim.key)
+            if claim in found.pending and allocation is None:
+                continue
+            if allocation is not None and allocation.node_selector is not None:
+                if not allocation.node_selector.matches(node, labels):
+                    return Status.unschedulable(NOT_AVAILABLE, plugin=self.name)
         pending = [c for c in found.pending if self.store.allocation(c.key) is None]
         if not pending:
             return Status.success()
-        info = self.handle.cache.node(node)
         try:
-            outcome, why = self._allocate(pending, node, info.labels if info is not None else {})
+            outcome, why = self._allocate(pending, node, labels)
         except SelectorError as exc:
             return Status.unschedulable(str(exc), plugin=self.name)
         if outcome is None or isinstance(outcome, str):
