@@ -371,11 +371,9 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         # without Reserve (the search, placement trials) may not have known.
         for claim in found.claims:
             allocation = self.store.allocation(claim.key)
-            if claim in found.pending and allocation is None:
-                continue
-            if allocation is not None and allocation.node_selector is not None:
-                if not allocation.node_selector.matches(node, labels):
-                    return Status.unschedulable(NOT_AVAILABLE, plugin=self.name)
+            selector = allocation.node_selector if allocation is not None else None
+            if selector is not None and not selector.matches(node, labels):
+                return Status.unschedulable(NOT_AVAILABLE, plugin=self.name)
         pending = [c for c in found.pending if self.store.allocation(c.key) is None]
         if not pending:
             return Status.success()
