@@ -43,6 +43,9 @@ Kubernetes objects, as you would `kubectl apply` them:
                  unset: pending, placed if its schedulerName is a profile's
   PodGroup       scheduling.troupe.dev/v1alpha2; pods join with the label
                  scheduling.troupe.dev/pod-group
+  DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate
+                 resource.k8s.io/v1 (DRA): devices are allocated as the
+                 scheduler would, and a DEVICES column shows them
   Workload, PriorityClass, Namespace, and `kind: List` wrappers
                  (so `kubectl get ... -o yaml` output works)
 Other kinds are skipped with a warning. spec.priorityClassName (and a
@@ -59,6 +62,7 @@ example:
   demo/train-b   gang     4      0/4          Unschedulable   needs 4 pods, 0 fit: ...
   ...
   $ kubectl get nodes,priorityclasses,pods,podgroups -A -o yaml | troupe simulate - --output json
+  $ troupe simulate examples/simulate-dra.yaml     # GPUs as DRA claims
 
 exit status: 0 when the simulation ran (even if pods stay unplaced),
 2 on bad input or configuration (the message names the document and field).

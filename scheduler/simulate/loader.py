@@ -12,13 +12,18 @@ Priority admission does not run in a simulation, so the loader does its work:
 `spec.priorityClassName` (or the `globalDefault` PriorityClass) is resolved to
 `spec.priority` from the file's PriorityClasses plus the two built-in ones,
 with upstream's messages (plugin/pkg/admission/priority).
+
+Pods, PodGroups and ResourceClaims get simulated uids (`simulate-pod/ns/name`,
+...); a claim's `status.reservedFor` and `ownerReferences` that name a pod or
+PodGroup of the input by name are given its simulated uid, so that a cluster
+dumped with `kubectl get -o yaml` keeps its reservations.
 """
 
 from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -26,9 +31,11 @@ from typing import Any, NoReturn
 import yaml
 from pydantic import ValidationError
 
+from ..api import constants as C
+from ..api.dra import ResourceClaim, parse_device_class, parse_resource_claim, parse_resource_slice
 from ..api.parse import parse_node, parse_pod
-from ..api.podgroup import describe_validation_error, parse_podgroup, parse_workload
-from ..api.records import ObjectError
+from ..api.podgroup import PodGroup, describe_validation_error, parse_podgroup, parse_workload
+from ..api.records import ObjectError, PodClaim
 from ..api.resources import PODS
 
 # Kinds the simulation feeds to the scheduler, and whether they are namespaced.
@@ -39,6 +46,10 @@ KINDS: dict[str, bool] = {
     "Workload": True,
     "PodGroup": True,
     "Pod": True,
+    "DeviceClass": False,
+    "ResourceSlice": False,
+    "ResourceClaim": True,
+    "ResourceClaimTemplate": True,
 }
 # Controllers whose pods a user might expect the simulation to create.
 _CONTROLLERS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob", "ReplicationController"}
@@ -254,16 +265,19 @@ def _check(inp: SimulationInput) -> None:
                 f"usually 110): no pod fits on this node"
             )
 
-    groups: set[tuple[str, str]] = set()
+    groups: dict[tuple[str, str], PodGroup | None] = {}  # None: invalid
     for obj in inp.of_kind("PodGroup") + inp.of_kind("Workload"):
         parse = parse_podgroup if obj.kind == "PodGroup" else parse_workload
         body = dict(obj.body)
         body["metadata"] = {**(obj.body.get("metadata") or {}), "name": obj.name, "namespace": obj.namespace}
-        obj.body = body
         if obj.kind == "PodGroup":
-            groups.add((obj.namespace, obj.name))
+            body["metadata"]["uid"] = group_uid(obj.namespace, obj.name)
+            groups[(obj.namespace, obj.name)] = None
+        obj.body = body
         try:
-            parse(body)
+            parsed = parse(body)
+            if isinstance(parsed, PodGroup):
+                groups[parsed.key] = parsed
         except ValidationError as exc:
             consequence = (
                 "the scheduler reports it as SchedulerError, as it would in a cluster"
@@ -274,11 +288,13 @@ def _check(inp: SimulationInput) -> None:
                 f"{src}: {obj.label}: warning: invalid {obj.kind}: {describe_validation_error(exc)}; {consequence}"
             )
 
+    claims = _check_dra(inp, groups, fail)
+
     for obj in inp.of_kind("Pod"):
         body = copy.deepcopy(obj.body)
         meta = body.setdefault("metadata", {})
         meta["namespace"] = obj.namespace
-        meta["uid"] = f"simulate-pod/{obj.namespace}/{obj.name}"
+        meta["uid"] = pod_uid(obj.namespace, obj.name)
         spec = body.setdefault("spec", {})
         try:
             _resolve_priority(spec, classes, default)
@@ -297,7 +313,160 @@ def _check(inp: SimulationInput) -> None:
                 f"{src}: {obj.label}: warning: names PodGroup {pod.namespace}/{pod.group_name}, which is not in the "
                 f"input: the pod waits for it to be created"
             )
+        for i, ref in enumerate(pod.resource_claims):
+            group = groups.get((pod.namespace, pod.group_name)) if pod.group_name else None
+            problem = _pod_claim_problem(pod.namespace, ref, group, claims)
+            if problem:
+                inp.warnings.append(f"{src}: {obj.label}: warning: spec.resourceClaims[{i}] {problem}")
         obj.body = body
+
+
+def pod_uid(namespace: str, name: str) -> str:
+    return f"simulate-pod/{namespace}/{name}"
+
+
+def group_uid(namespace: str, name: str) -> str:
+    return f"simulate-podgroup/{namespace}/{name}"
+
+
+def claim_uid(namespace: str, name: str) -> str:
+    return f"simulate-claim/{namespace}/{name}"
+
+
+# Where a ResourceSlice's devices are reachable from: exactly one (API validation).
+_SLICE_NODES = ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
+
+
+def _check_dra(
+    inp: SimulationInput,
+    groups: Mapping[tuple[str, str], PodGroup | None],
+    fail: Callable[[SourceObject, str], InputError],
+) -> set[tuple[str, str]]:
+    """DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates
+    parsed as the scheduler will (an object it cannot read is an input error),
+    claims given uids, and what would leave a pod waiting forever warned.
+    Returns the (namespace, name) of the claims."""
+    src = inp.source
+
+    def parsed(obj: SourceObject, parse: Callable[[Mapping[str, Any]], Any], body: Mapping[str, Any]) -> Any:
+        try:
+            return parse(body)
+        except ObjectError as exc:
+            prefix = "spec." if obj.kind == "ResourceClaimTemplate" else ""
+            raise fail(obj, f"{prefix}{exc}") from None
+        except (TypeError, AttributeError, ValueError) as exc:
+            raise fail(obj, f"cannot read: {exc}") from None
+
+    def warn(obj: SourceObject, message: str) -> None:
+        inp.warnings.append(f"{src}: {obj.label}: warning: {message}")
+
+    classes = {obj.name for obj in inp.of_kind("DeviceClass")}
+    for obj in inp.of_kind("DeviceClass"):
+        parsed(obj, parse_device_class, obj.body)
+
+    for obj in inp.of_kind("ResourceSlice"):
+        spec = obj.body.get("spec") or {}
+        reach = [k for k in _SLICE_NODES if spec.get(k)]
+        if len(reach) != 1:
+            raise fail(obj, f"spec: exactly one of {', '.join(_SLICE_NODES)} is required")
+        parsed(obj, parse_resource_slice, obj.body)
+        if reach == ["perDeviceNodeSelection"]:
+            warn(obj, "spec.perDeviceNodeSelection is not supported: its devices reach no node")
+
+    def unknown_classes(obj: SourceObject, claim: ResourceClaim) -> None:
+        if claim.allocation is not None:
+            return
+        wanted = {r.device_class for slot in claim.requests for r in slot.alternatives}
+        for name in sorted(wanted - classes):
+            warn(obj, f"requests DeviceClass {name}, which is not in the input: no device matches it")
+
+    pods = {(o.namespace, o.name) for o in inp.of_kind("Pod")}
+    claims: dict[tuple[str, str], ResourceClaim] = {}
+    for obj in inp.of_kind("ResourceClaim"):
+        obj.body = body = copy.deepcopy(obj.body)
+        meta = body.setdefault("metadata", {})
+        meta.update(namespace=obj.namespace, uid=claim_uid(obj.namespace, obj.name), resourceVersion="1")
+        _own_uids(body, obj.namespace, pods, groups)
+        claim = parsed(obj, parse_resource_claim, body)
+        claims[(obj.namespace, obj.name)] = claim
+        unknown_classes(obj, claim)
+
+    templates: set[tuple[str, str]] = set()
+    for obj in inp.of_kind("ResourceClaimTemplate"):
+        inner = (obj.body.get("spec") or {}).get("spec")
+        if inner is not None and not isinstance(inner, dict):
+            raise fail(obj, f"spec.spec must be a mapping, got {_type_name(inner)}")
+        as_claim = {"metadata": {"name": obj.name, "namespace": obj.namespace}, "spec": inner or {}}
+        unknown_classes(obj, parsed(obj, parse_resource_claim, as_claim))
+        templates.add((obj.namespace, obj.name))
+
+    for obj in inp.of_kind("PodGroup"):
+        group = groups.get((obj.namespace, obj.name))
+        for i, entry in enumerate(group.spec.resource_claims if group is not None else ()):
+            where = f"spec.resourceClaims[{i}]"
+            if entry.resource_claim_name and (obj.namespace, entry.resource_claim_name) not in claims:
+                warn(
+                    obj,
+                    f"{where} names ResourceClaim {obj.namespace}/{entry.resource_claim_name}, which is not in the "
+                    f"input: its pods wait for it",
+                )
+            template = entry.resource_claim_template_name
+            if not template:
+                continue
+            if (obj.namespace, template) not in templates:
+                warn(
+                    obj,
+                    f"{where} names ResourceClaimTemplate {obj.namespace}/{template}, which is not in the input: "
+                    f"its claim is not made and its pods wait",
+                )
+            made = claims.get((obj.namespace, f"{obj.name}-{entry.name}"))
+            if made is not None and group_uid(obj.namespace, obj.name) not in made.owner_uids:
+                warn(
+                    obj,
+                    f"{where}: ResourceClaim {obj.namespace}/{made.name} exists and is not this PodGroup's: "
+                    f"its claim is not made and its pods wait",
+                )
+    return set(claims)
+
+
+def _own_uids(
+    body: dict[str, Any], namespace: str, pods: set[tuple[str, str]], groups: Mapping[tuple[str, str], Any]
+) -> None:
+    """A claim's `reservedFor` and `ownerReferences` entries that name a pod
+    or PodGroup of the input get its simulated uid (others are left: a
+    reservation for a pod not in the input is released, as at troupe's start)."""
+    status = body.get("status")
+    for ref in (status.get("reservedFor") if isinstance(status, dict) else None) or ():
+        if not isinstance(ref, dict):
+            continue
+        key = (namespace, str(ref.get("name") or ""))
+        if ref.get("resource") == "pods" and not ref.get("apiGroup") and key in pods:
+            ref["uid"] = pod_uid(*key)
+        elif ref.get("resource") == "podgroups" and ref.get("apiGroup") == C.GROUP and key in groups:
+            ref["uid"] = group_uid(*key)
+    for owner in body["metadata"].get("ownerReferences") or ():
+        if not isinstance(owner, dict):
+            continue
+        key = (namespace, str(owner.get("name") or ""))
+        if owner.get("kind") == "PodGroup" and key in groups:
+            owner["uid"] = group_uid(*key)
+
+
+def _pod_claim_problem(namespace: str, ref: PodClaim, group: PodGroup | None, claims: set[tuple[str, str]]) -> str:
+    """Why a pod's `spec.resourceClaims` entry would leave it waiting, or ""."""
+    if ref.claim_name:  # named, or recorded in the pod's status for its template
+        if (namespace, ref.claim_name) in claims:
+            return ""
+        return f"names ResourceClaim {namespace}/{ref.claim_name}, which is not in the input: the pod waits for it"
+    if group is not None and any(
+        e.name == ref.name and e.resource_claim_template_name == ref.template_name for e in group.spec.resource_claims
+    ):
+        return ""  # its PodGroup's claim (the template is checked with the PodGroup)
+    return (
+        f"names ResourceClaimTemplate {namespace}/{ref.template_name}: a claim per pod is made by "
+        f"kube-controller-manager, which the simulation does not run: the pod waits (name a ResourceClaim, "
+        f"or its PodGroup's entry for the template)"
+    )
 
 
 def _resolve_priority(spec: dict[str, Any], classes: Mapping[str, int], default: tuple[str, int] | None) -> None:

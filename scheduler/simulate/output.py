@@ -1,12 +1,15 @@
 """Rendering a simulation result: aligned tables for people, JSON for programs.
 
 Both are deterministic: rows sorted by namespace/name, no times, no uids.
+When a pod of the input uses ResourceClaims, each pod also shows its devices
+(`driver/pool/device`, in the order of its `spec.resourceClaims`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from .runner import SimulationResult
 
@@ -56,8 +59,14 @@ def render_table(result: SimulationResult) -> str:
         lines += _table([*headers, *(["VICTIMS"] if preempting else []), "MESSAGE"], rows)
         lines.append("")
     if result.pods:
-        rows = [[f"{p.namespace}/{p.name}", p.group or "-", p.node or NONE, p.message] for p in result.pods]
-        lines += _table(["POD", "GROUP", "NODE", "MESSAGE"], rows)
+        devices = _uses_devices(result)
+        rows = []
+        for p in result.pods:
+            row = [f"{p.namespace}/{p.name}", p.group or "-", p.node or NONE]
+            if devices:
+                row.append(",".join(d.path for d in p.devices) or "-")
+            rows.append([*row, p.message])
+        lines += _table(["POD", "GROUP", "NODE", *(["DEVICES"] if devices else []), "MESSAGE"], rows)
         lines.append("")
     lines.append(summary(result))
     return "\n".join(lines) + "\n"
@@ -86,12 +95,23 @@ def summary(result: SimulationResult) -> str:
     return text + "."
 
 
+def _uses_devices(result: SimulationResult) -> bool:
+    return any(p.uses_claims for p in result.pods)
+
+
 def render_json(result: SimulationResult) -> str:
+    devices = _uses_devices(result)
+    pods: list[dict[str, Any]] = []
+    for p in result.pods:
+        pod: dict[str, Any] = {"namespace": p.namespace, "name": p.name, "node": p.node, "preemptedBy": p.preempted_by}
+        if devices:
+            pod["devices"] = [
+                {"claim": d.claim, "request": d.request, "driver": d.driver, "pool": d.pool, "device": d.device}
+                for d in p.devices
+            ]
+        pods.append(pod)
     doc = {
-        "pods": [
-            {"namespace": p.namespace, "name": p.name, "node": p.node, "preemptedBy": p.preempted_by}
-            for p in result.pods
-        ],
+        "pods": pods,
         "podGroups": [
             {
                 "namespace": g.namespace,

@@ -15,27 +15,54 @@ every backoff and past `maxUnschedulableSeconds` (the periodic flush that
 retries an unschedulable group in a cluster), and tries again; it stops after
 a round that places nothing. Each productive round binds at least one pod, so
 there are at most (pending pods + 1) rounds.
+
+DRA objects go to the scheduler too. What troupe's claim writer would write
+to the API is done by `Claims` on the claim bodies of the input, each written
+claim coming back through the watch: PreBind's allocation and `reservedFor`
+for each placed pod, the claims a PodGroup makes from its templates (with its
+`status.resourceClaimStatuses`), and the release of a claim whose consumer is
+gone (a preemption victim's devices are free for the preemptor).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..api import constants as C
 from ..api.config import SchedulerConfiguration
+from ..api.dra import (
+    API_VERSION,
+    DELETE_PROTECTION_FINALIZER,
+    POD_CLAIM_NAME_ANNOTATION,
+    ConsumerRef,
+    ResourceClaim,
+)
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
 from ..cluster.cache import InvalidObject
 from ..core.schedule_podgroup import GroupDecision
 from ..core.scheduler import Scheduler
 from ..framework.registry import Registry
-from .loader import SimulationInput
+from .loader import SimulationInput, claim_uid
 
 # Objects in the order kopf's initial listing hands them over (a kind at a time).
-FEED_ORDER = ("Namespace", "Node", "PriorityClass", "Workload", "PodGroup", "Pod")
+# ResourceClaimTemplates are not watched: `Claims` reads them when a PodGroup needs one.
+FEED_ORDER = (
+    "Namespace",
+    "Node",
+    "PriorityClass",
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaim",
+    "Workload",
+    "PodGroup",
+    "Pod",
+)
+ClaimKey = tuple[str, str]  # (namespace, name)
 # Between two pods, so that first-seen order is file order (as `kubectl apply` creates them).
 POD_SPACING_SECONDS = 0.001
 
@@ -96,6 +123,21 @@ class Recorder:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceResult:
+    """A device allocated to one of a pod's claims (`status.allocation.devices.results[]`)."""
+
+    claim: str  # the ResourceClaim, in the pod's namespace
+    request: str
+    driver: str
+    pool: str
+    device: str
+
+    @property
+    def path(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+@dataclass(frozen=True, slots=True)
 class PodResult:
     namespace: str
     name: str
@@ -106,6 +148,8 @@ class PodResult:
     running_before: bool  # had spec.nodeName in the input
     finished: bool  # phase Succeeded or Failed: not pending, uses no room
     preempted_by: str | None = None  # evicted for this preemptor ("PodGroup ns/name" or "pod ns/name")
+    uses_claims: bool = False  # has spec.resourceClaims
+    devices: tuple[DeviceResult, ...] = ()  # of its claims, while it has a node
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +187,8 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
     # would; reports are written at once (the fake clock has no timers).
     sched = Scheduler(config, registry, writer=recorder, clock=clock, report_delay=0)
     groups = {(o.namespace, o.name): o.body for o in inp.of_kind("PodGroup")}
+    claims = Claims(sched, groups, {(o.namespace, o.name): o.body for o in inp.of_kind("ResourceClaimTemplate")})
+    sched.claim_lifecycle = claims
     pod_bodies: dict[str, dict[str, Any]] = {}
     warnings = list(inp.warnings)
 
@@ -153,6 +199,9 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
         "Workload": sched.on_workload,
         "PodGroup": sched.on_podgroup,
         "Pod": sched.on_pod,
+        "DeviceClass": sched.on_device_class,
+        "ResourceSlice": sched.on_resource_slice,
+        "ResourceClaim": claims.add,
     }
     for kind in FEED_ORDER:
         for obj in inp.of_kind(kind):
@@ -184,10 +233,15 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
             groups[key] = body
             sched.on_podgroup(body)
 
-    # The cache is synced: as Scheduler.run() does before its loop, judge every
-    # gate again and say why the gated units wait.
+    # The cache is synced: as the runtime does, release what pods not in the
+    # input hold and make the PodGroups' claims; then, as Scheduler.run() does
+    # before its loop, judge every gate again and say why the gated units wait.
+    sched.synced.set()
+    sched.sweep_claims()
+    claims.settle()
     sched.start_scheduling()
     feed_back_status()
+    claims.settle()
 
     placed: set[str] = set()
     preemption = Preemptions()
@@ -211,6 +265,9 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
                 recorder.groups[key] = GroupCondition("False", decision.outcome, decision.message)
             if key is not None and decision.assignments and decision.placement:
                 placements[key] = decision.placement
+            for a in decision.assignments:  # PreBind, for all of them before any bind
+                for claim_key, consumer in claims_of(sched, a.pod):
+                    claims.reserve(claim_key, consumer)
             for a in decision.assignments:
                 uid = a.pod.uid
                 sched.on_bound(a.pod, a.node)
@@ -220,6 +277,7 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
                 sched.on_pod(body)
                 placed.add(uid)
                 placed_now += 1
+            claims.settle()
         if placed_now == 0:
             break
         # Past every backoff and the unschedulable flush: everything left is retried.
@@ -255,6 +313,214 @@ class Preemptions:
         return len(decision.victims)
 
 
+class Claims:
+    """The claim bodies of the simulation, written as troupe's claim writer
+    and the API would write them; each write comes back to the scheduler
+    through the watch (`on_resource_claim`, `on_podgroup`).
+
+    It is the scheduler's `ClaimLifecycle` (scheduler/core/outputs.py). As in
+    the runtime, where those are background tasks, what the scheduler asks
+    is done after the handler that asked returns: the runner `settle()`s
+    the requests between steps. `reserve` is PreBind's write, done at once."""
+
+    def __init__(
+        self, sched: Scheduler, groups: dict[ClaimKey, dict[str, Any]], templates: dict[ClaimKey, dict[str, Any]]
+    ) -> None:
+        self.sched = sched
+        self.bodies: dict[ClaimKey, dict[str, Any]] = {}
+        self.groups = groups  # PodGroup bodies, shared with the runner's status writes
+        self.templates = templates  # ResourceClaimTemplates of the input
+        self._todo: list[Callable[[], None]] = []
+
+    def add(self, body: dict[str, Any]) -> None:
+        """A claim created (in the input, or from a template)."""
+        meta = body["metadata"]
+        self.bodies[(meta["namespace"], meta["name"])] = body
+        self.sched.on_resource_claim(body)
+
+    def _write(self, body: dict[str, Any]) -> None:
+        meta = body["metadata"]
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1)
+        self.add(body)
+
+    def settle(self) -> None:
+        """Carries out the requests, and those they lead to."""
+        while self._todo:
+            todo, self._todo = self._todo, []
+            for step in todo:
+                step()
+
+    # --------------------------------------------------------- PreBind
+
+    def reserve(self, key: ClaimKey, consumer: ConsumerRef) -> None:
+        """The allocation Reserve assumed, and `consumer` in `reservedFor`
+        (with troupe's delete-protection finalizer), as PreBind writes them."""
+        claim = self.sched.cache.dra.claims.get(key)
+        body = self.bodies.get(key)
+        if claim is None or body is None:
+            return
+        if claim.allocation is not None and any(r.uid == consumer.uid for r in claim.reserved_for):
+            return  # written already (a claim the group's pods share)
+        allocation = self.sched.cache.dra.assumed.get(key) if claim.allocation is None else None
+        if claim.allocation is None and allocation is None:
+            return  # nothing was allocated: nothing to write
+        body = copy.deepcopy(body)
+        meta = body["metadata"]
+        status = body.get("status") or {}
+        if allocation is not None:
+            if DELETE_PROTECTION_FINALIZER not in (meta.get("finalizers") or ()):
+                meta["finalizers"] = [*(meta.get("finalizers") or ()), DELETE_PROTECTION_FINALIZER]
+            status["allocation"] = allocation.to_api()
+        others = [r for r in status.get("reservedFor") or () if r.get("uid") != consumer.uid]
+        status["reservedFor"] = [*others, consumer.to_api()]
+        body["status"] = status
+        self._write(body)
+
+    # -------------------------------------------------- ClaimLifecycle
+
+    def release(self, claim: ResourceClaim, uid: str) -> None:
+        self._todo.append(partial(self._release, claim.key, uid))
+
+    def make_group_claims(self, group: PodGroup, entries: Sequence[tuple[str, str]]) -> None:
+        self._todo.append(partial(self._make_group_claims, group.key, tuple(entries)))
+
+    def delete_group_claims(self, group_uid: str, claims: Sequence[ResourceClaim]) -> None:
+        for claim in claims:
+            self._todo.append(partial(self._delete, claim.key, group_uid))
+
+    def _release(self, key: ClaimKey, uid: str) -> None:
+        """`uid` out of `reservedFor`; a claim reserved for no one is
+        deallocated and loses the finalizer (the runtime's `_release_once`)."""
+        current = self.bodies.get(key)
+        if current is None:
+            return
+        body = copy.deepcopy(current)
+        meta = body["metadata"]
+        status = body.get("status") or {}
+        reserved = status.get("reservedFor") or []
+        kept = [r for r in reserved if r.get("uid") != uid]
+        finalizers = meta.get("finalizers") or []
+        if len(kept) == len(reserved) and (kept or DELETE_PROTECTION_FINALIZER not in finalizers):
+            return
+        if kept:
+            status["reservedFor"] = kept
+        else:
+            status.pop("reservedFor", None)
+            if len(kept) != len(reserved):
+                status.pop("allocation", None)
+            meta["finalizers"] = [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]
+            if not meta["finalizers"]:
+                del meta["finalizers"]
+        body["status"] = status
+        self._write(body)
+
+    def _delete(self, key: ClaimKey, group_uid: str) -> None:
+        self._release(key, group_uid)
+        body = self.bodies.pop(key, None)
+        if body is not None:
+            self.sched.on_resource_claim(body, deleted=True)
+
+    def _make_group_claims(self, key: ClaimKey, entries: tuple[tuple[str, str], ...]) -> None:
+        """Each entry's claim, `<group>-<entry>` from its template, and the
+        names in the PodGroup's `status.resourceClaimStatuses`. A missing
+        template, or a claim of that name that is not the group's, leaves
+        the entry waiting (the loader warned)."""
+        group = self.groups.get(key)
+        if group is None:
+            return
+        ns, name = key
+        uid = str(group["metadata"].get("uid") or "")
+        status = group.get("status") or {}
+        recorded = {str(s.get("name")): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or ()}
+        before = dict(recorded)
+        for entry, template_name in entries:
+            claim_name = f"{name}-{entry}"[:253]
+            existing = self.bodies.get((ns, claim_name))
+            template = self.templates.get((ns, template_name))
+            if existing is None and template is not None:
+                self.add(_claim_from_template(template, ns, claim_name, entry, name, uid))
+            elif existing is None or uid not in [
+                o.get("uid") for o in existing["metadata"].get("ownerReferences") or ()
+            ]:
+                continue
+            recorded[entry] = claim_name
+        if recorded != before:
+            body = copy.deepcopy(group)
+            statuses = [{"name": n, **({"resourceClaimName": c} if c else {})} for n, c in recorded.items()]
+            body["status"] = {**status, "resourceClaimStatuses": statuses}
+            self.groups[key] = body
+            self.sched.on_podgroup(body)
+
+
+def _claim_from_template(
+    template: dict[str, Any], namespace: str, name: str, entry: str, group: str, group_uid: str
+) -> dict[str, Any]:
+    spec = template.get("spec") or {}
+    meta = spec.get("metadata") or {}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": claim_uid(namespace, name),
+            "resourceVersion": "1",
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": {**(meta.get("annotations") or {}), POD_CLAIM_NAME_ANNOTATION: entry},
+            "ownerReferences": [
+                {
+                    "apiVersion": C.API_VERSION,
+                    "kind": "PodGroup",
+                    "name": group,
+                    "uid": group_uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": copy.deepcopy(spec.get("spec") or {}),
+    }
+
+
+def claims_of(sched: Scheduler, pod: PodInfo) -> list[tuple[ClaimKey, ConsumerRef]]:
+    """The ResourceClaims a pod uses, each with whom it is reserved for: its
+    PodGroup for a claim the group lists (by name, or made from the template
+    entry the pod names too), else the pod. A claim not made yet is left out."""
+    group = sched.cache.groups.get((pod.namespace, pod.group_name)) if pod.group_name else None
+    shared: set[str] = set()
+    made: dict[tuple[str, str], str] = {}
+    group_ref: ConsumerRef | None = None
+    if isinstance(group, PodGroup) and group.spec.resource_claims:
+        group_ref = ConsumerRef("podgroups", group.metadata.name, group.metadata.uid, api_group=C.GROUP)
+        owned = (
+            sched.cache.dra.owned_by(group.metadata.uid)
+            if any(e.resource_claim_template_name for e in group.spec.resource_claims)
+            else {}
+        )
+        for e in group.spec.resource_claims:
+            if e.resource_claim_name:
+                shared.add(e.resource_claim_name)
+            elif e.resource_claim_template_name and e.name in owned:
+                made[(e.name, e.resource_claim_template_name)] = owned[e.name].name
+                shared.add(owned[e.name].name)
+    out: list[tuple[ClaimKey, ConsumerRef]] = []
+    for ref in pod.resource_claims:
+        name = ref.claim_name or made.get((ref.name, ref.template_name), "")
+        if name:
+            consumer = group_ref if group_ref is not None and name in shared else None
+            out.append(((pod.namespace, name), consumer or ConsumerRef("pods", pod.name, pod.uid)))
+    return out
+
+
+def _devices(sched: Scheduler, pod: PodInfo) -> tuple[DeviceResult, ...]:
+    out = []
+    for key, _ in claims_of(sched, pod):
+        allocation = sched.cache.dra.allocation(key)
+        for r in allocation.results if allocation is not None else ():
+            out.append(DeviceResult(key[1], r.request, r.driver, r.pool, r.device))
+    return tuple(out)
+
+
 def _pod_results(
     inp: SimulationInput, sched: Scheduler, recorder: Recorder, placed: set[str], preemption: Preemptions
 ) -> list[PodResult]:
@@ -265,7 +531,9 @@ def _pod_results(
             meta = obj.body["metadata"]
             group = (meta.get("labels") or {}).get(C.POD_GROUP_LABEL)
             by = preemption.by[uid]
-            out.append(PodResult(obj.namespace, obj.name, group, None, f"preempted by {by}", False, True, False, by))
+            uses = bool(obj.body["spec"].get("resourceClaims"))
+            message = f"preempted by {by}"
+            out.append(PodResult(obj.namespace, obj.name, group, None, message, False, True, False, by, uses))
             continue
         pod = sched.cache.pods[uid]
         node = sched.cache.placed_node(uid) or None
@@ -282,7 +550,16 @@ def _pod_results(
             message = ""
         out.append(
             PodResult(
-                pod.namespace, pod.name, pod.group_name, node, message, uid in placed, running_before, pod.terminal
+                pod.namespace,
+                pod.name,
+                pod.group_name,
+                node,
+                message,
+                uid in placed,
+                running_before,
+                pod.terminal,
+                uses_claims=bool(pod.resource_claims),
+                devices=_devices(sched, pod) if node is not None and not pod.terminal else (),
             )
         )
     return sorted(out, key=lambda p: (p.namespace, p.name))
