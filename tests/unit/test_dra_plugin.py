@@ -290,3 +290,31 @@ def test_reserve_refuses_a_node_the_groups_claim_does_not_reach(s) -> None:
     refused = fwk.run_reserve(states[1], sched.cache.pods["uid-p1"], "b")
     assert not refused.ok and refused.message == "resourceclaim not available on the node"
     assert fwk.run_reserve(states[1], sched.cache.pods["uid-p1"], "a").ok
+
+
+def test_a_high_priority_pod_preempts_the_pod_holding_the_only_gpu(s, clock: Clock) -> None:
+    sched, rec, releases = s
+    sched.on_node(node("a", cpu="8"))
+    sched.on_resource_slice(gpus("a", 1))
+    held = {
+        "allocation": {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "a", "device": "gpu-0"}]}},
+        "reservedFor": [{"resource": "pods", "name": "low", "uid": "uid-low"}],
+    }
+    sched.on_resource_claim(claim("c-low", held))
+    low = gpu_pod("low", "c-low")
+    low["spec"]["nodeName"] = "a"
+    sched.on_pod(low)
+    sched.on_resource_claim(claim("c-high"))
+    high = gpu_pod("high", "c-high")
+    high["spec"]["priority"] = 100
+    sched.on_pod(high)
+    drain(sched)
+    assert list(rec.preempted) == ["low"], rec.pods  # cpu is plenty: only the device makes room
+    assert rec.nominated == {"high": "a"}
+    # The victim goes: troupe releases its claim, the watch shows the device free, the preemptor binds.
+    sched.on_pod_deleted(pod("low"))
+    assert ("c-low", "uid-low") in releases.released
+    sched.on_resource_claim(claim("c-low"))
+    clock.now += 10
+    drain(sched)
+    assert rec.binds == [("high", "a")]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Container, Iterable
 from typing import Any
 
 import numpy as np
@@ -193,7 +193,8 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
                 reject(NOT_AVAILABLE, np.flatnonzero(feasible & ~reachable))
         if not found.pending or not feasible.any():
             return FilterResult(feasible, reasons)
-        counted = self._free_counts(found.pending, snapshot)
+        freed = self._freed(snapshot)
+        counted = self._free_counts(found.pending, snapshot, freed)
         if counted is not None:
             free, need = counted
             reject(CANNOT_ALLOCATE, np.flatnonzero(feasible & (free < need)))
@@ -207,7 +208,7 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             if local is not None and node.name not in local:
                 failed.setdefault(CANNOT_ALLOCATE, []).append(row)
                 continue
-            outcome, _ = self._allocate(found.pending, node.name, node.labels)
+            outcome, _ = self._allocate(found.pending, node.name, node.labels, freed)
             if outcome is None:
                 failed.setdefault(CANNOT_ALLOCATE, []).append(row)
             elif isinstance(outcome, str):
@@ -216,7 +217,22 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             reject(why, np.array(rows, dtype=np.int64))
         return FilterResult(feasible, reasons)
 
-    def _free_counts(self, pending: list[ResourceClaim], snapshot: Snapshot) -> tuple[np.ndarray, int] | None:
+    def _freed(self, snapshot: Snapshot) -> frozenset[tuple[str, str, str]]:
+        """Devices a preemption trial frees: those of claims reserved only
+        for pods the trial removed from the snapshot (when the victims go,
+        their claims are released)."""
+        if not snapshot.removed:
+            return frozenset()
+        freed: set[tuple[str, str, str]] = set()
+        for uid in snapshot.removed:
+            for claim in self.store.reserved_for(uid):
+                if claim.allocation is not None and all(r.uid in snapshot.removed for r in claim.reserved_for):
+                    freed |= claim.allocation.devices()
+        return frozenset(freed)
+
+    def _free_counts(
+        self, pending: list[ResourceClaim], snapshot: Snapshot, freed: frozenset[tuple[str, str, str]] = frozenset()
+    ) -> tuple[np.ndarray, int] | None:
         """The common case counted per node instead of searched: every
         pending request asks ExactCount of one kind of device (one class, the
         same selectors), no alternatives, no constraints, node-local devices
@@ -236,6 +252,13 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         try:
             matching = self._matching_rows(request, snapshot)
             used = self._used_rows(request, snapshot)
+            if freed:
+                used = used.copy()
+                for device_key in freed:
+                    home = self.store.home(device_key)
+                    row = snapshot.row.get(home[1]) if home is not None else None
+                    if home is not None and row is not None and self._matcher(request, home[0]):
+                        used[row] -= 1
         except SelectorError:
             return None  # node by node, so each node gets the selector's error
         return matching - used, sum(r.count for r in requests)
@@ -287,12 +310,19 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         return used
 
     def _allocate(
-        self, claims: list[ResourceClaim], node_name: str, labels: Any
+        self,
+        claims: list[ResourceClaim],
+        node_name: str,
+        labels: Any,
+        freed: frozenset[tuple[str, str, str]] = frozenset(),
     ) -> tuple[list[Allocation] | str | None, str]:
         """Allocations for `claims` on this node; None when they do not fit
         (with the allocator's reason), a string for a selector error."""
         devices = self.store.devices_for(node_name, labels)
-        outcome = allocate(claims, devices, self.store.in_use(), self._matcher)
+        in_use: Container[tuple[str, str, str]] = self.store.in_use()
+        if freed:
+            in_use = _Without(in_use, freed)
+        outcome = allocate(claims, devices, in_use, self._matcher)
         if outcome.results is None:
             if outcome.reason.startswith("selector "):
                 return outcome.reason, outcome.reason
@@ -459,3 +489,13 @@ def _selector_rows(selector: NodeSelector, snapshot: Snapshot) -> np.ndarray:
         if node is not None and selector.matches(node.name, node.labels):
             mask[row] = True
     return mask
+
+
+class _Without:
+    """Devices in use, but for those a preemption trial frees."""
+
+    def __init__(self, in_use: Container[tuple[str, str, str]], freed: frozenset[tuple[str, str, str]]) -> None:
+        self.in_use, self.freed = in_use, freed
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.in_use and key not in self.freed
