@@ -74,7 +74,7 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
     "reserve": [("DynamicResources", None)],
     "permit": [("GangScheduling", None)],
     "preBind": [("DynamicResources", None)],
-    "placementGenerate": [("TopologyPlacementGenerator", None)],
+    "placementGenerate": [("TopologyPlacementGenerator", None), ("DynamicResources", None)],
     "placementScore": [("PodGroupPodsCount", 1), ("NodeResourcesFit", 1)],
 }
 

@@ -318,3 +318,58 @@ def test_a_high_priority_pod_preempts_the_pod_holding_the_only_gpu(s, clock: Clo
     clock.now += 10
     drain(sched)
     assert rec.binds == [("high", "a")]
+
+
+def _group_claim_cluster(sched: Scheduler) -> None:
+    """small: 2 cpu; big: 10 cpu, 5 used. Each has one GPU. The gang of 4 x 1
+    cpu shares one group claim: only big holds all four, but the pods prefer
+    small (a preferred node affinity), so the first pod alone goes there."""
+    sched.on_node(node("small", cpu="2"))
+    sched.on_node(node("big", cpu="10"))
+    for n in ("small", "big"):
+        sched.on_resource_slice(gpus(n, 1))
+    sched.on_pod(pod("busy", cpu="5", node_name="big"))
+    sched.on_resource_claim(claim("shared"))
+    group = podgroup("g", 4)
+    group["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
+    sched.on_podgroup(group)
+    for i in range(4):
+        body = pod(f"g-{i}", "g", cpu="1")
+        body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
+        body["spec"]["affinity"] = {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "preference": {
+                            "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["small"]}]
+                        },
+                    }
+                ]
+            }
+        }
+        sched.on_pod(body)
+
+
+def test_a_group_claims_device_is_chosen_with_the_placement_not_by_the_first_pod(s) -> None:
+    sched, rec, _ = s
+    _group_claim_cluster(sched)
+    drain(sched)
+    assert sorted(rec.binds) == [(f"g-{i}", "big") for i in range(4)], rec.groups
+    allocation = sched.cache.dra.assumed[("ns", "shared")]
+    assert [r.pool for r in allocation.results] == ["big"]
+    assert rec.groups[-1][3] == "4 pod(s) placed in big"
+
+
+def test_without_the_placement_the_first_pod_pins_the_group_claim_to_the_wrong_node(clock: Clock) -> None:
+    rec = Recorder()
+    config = SchedulerConfiguration.model_validate(
+        {"profiles": [{"plugins": {"placementGenerate": {"disabled": [{"name": "DynamicResources"}]}}}]}
+    )
+    sched = Scheduler(config, in_tree_registry(), binder=rec, writer=rec, clock=clock, report_delay=0)
+    sched.start_scheduling()
+    sched.on_device_class({"metadata": {"name": DRIVER}, "spec": {}})
+    _group_claim_cluster(sched)
+    drain(sched)
+    assert rec.binds == [] and rec.groups[-1][1:3] == ("False", "Unschedulable")
+    assert rec.groups[-1][3].startswith("needs 4 pods, 2 fit"), rec.groups[-1]

@@ -356,10 +356,10 @@ def test_references_to_missing_objects_warn():
 
 
 EXAMPLE_TABLE = """\
-PODGROUP   POLICY   PODS   PLACED/MIN   CONDITION       MESSAGE
-ml/eval    gang     2      0/2          Unschedulable   needs 2 pods, 1 fit: DynamicResources: cannot allocate all claims: gpu: 0 matching device(s) free, 1 more needed
-ml/serve   gang     2      2/2          Scheduled       2 pod(s) placed
-ml/train   gang     2      2/2          Scheduled       2 pod(s) placed
+PODGROUP   POLICY   PODS   PLACED/MIN   CONDITION       PLACEMENT   MESSAGE
+ml/eval    gang     2      0/2          Unschedulable   -           needs 2 pods, 1 fit: DynamicResources: cannot allocate all claims: gpu: 0 matching device(s) free, 1 more needed
+ml/serve   gang     2      2/2          Scheduled       node-0      2 pod(s) placed in node-0
+ml/train   gang     2      2/2          Scheduled       -           2 pod(s) placed
 
 POD          GROUP   NODE     DEVICES                        MESSAGE
 ml/eval-0    eval    <none>   -                              PodGroup ml/eval: needs 2 pods, 1 fit: DynamicResources: cannot allocate all claims: gpu: 0 matching device(s) free, 1 more needed

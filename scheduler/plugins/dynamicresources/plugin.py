@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Container, Iterable
+from collections.abc import AsyncIterator, Container, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,7 +47,10 @@ from ...framework.interface import (
     CycleState,
     FilterPlugin,
     FilterResult,
+    GroupContext,
     Handle,
+    Placement,
+    PlacementGeneratePlugin,
     PreBindPlugin,
     PreFilterPlugin,
     ReservePlugin,
@@ -82,7 +85,7 @@ class _PodClaims:
         self.written: list[ResourceClaim] = []  # reserved for the pod by its PreBind
 
 
-class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
+class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin, PlacementGeneratePlugin):
     name = "DynamicResources"
     events = frozenset(
         {E.NODE_ADD, E.NODE_LABEL, E.RESOURCE_CLAIM_CHANGE, E.RESOURCE_SLICE_CHANGE, E.DEVICE_CLASS_CHANGE}
@@ -388,6 +391,70 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
                 selector = s.node_selector
         return Allocation(tuple(results), tuple(config), selector)
 
+    # ------------------------------------------------------ PlacementGenerate
+
+    def generate_placements(
+        self, state: CycleState, group: GroupContext, snapshot: Snapshot, parents: Sequence[Placement]
+    ) -> tuple[list[Placement], Status]:
+        """A group claim not allocated yet: one candidate per place its
+        allocation could land (a node for node-local devices, the nodes of a
+        shared slice), so the whole group is tried in each, instead of the
+        first pod's node deciding for all of them (upstream allocates at the
+        first pod's Reserve)."""
+        claims = self._pending_group_claims(group)
+        if not claims:
+            return [], self._skip
+        homes: dict[NodeSelector | None, tuple[str, np.ndarray]] = {}
+        reachable = np.zeros(len(snapshot), dtype=bool)
+        for parent in parents:
+            reachable |= parent.nodes
+        local = self.store.nodes_with_devices()
+        for row in np.flatnonzero(reachable).tolist():
+            node = snapshot.nodes[row]
+            if node is None or (local is not None and node.name not in local):
+                continue
+            try:
+                outcome, _ = self._allocate(claims, node.name, node.labels)
+            except SelectorError:
+                continue
+            if outcome is None or isinstance(outcome, str):
+                continue
+            selector = outcome[0].node_selector if len(outcome) == 1 else None
+            if selector in homes:
+                continue
+            if selector is None:  # reachable from every node (allNodes), or several claims: no narrowing
+                return [], self._skip
+            name = node.name if selector.node_names() == {node.name} else _pool_names(outcome[0])
+            homes[selector] = (name, _selector_rows(selector, snapshot))
+        out: list[Placement] = []
+        for parent in parents:
+            for name, mask in homes.values():
+                nodes = parent.nodes & mask
+                if nodes.any():
+                    whole = parent.parent is None and not parent.name
+                    out.append(Placement(name, nodes, None if whole else parent, parent.rank, parent.kind))
+        if not out:
+            names = ", ".join(f"{c.namespace}/{c.name}" for c in claims)
+            return [], Status.unschedulable(f"{CANNOT_ALLOCATE}: no node can allocate group claim(s) {names}")
+        return out, Status.success()
+
+    def _pending_group_claims(self, group: GroupContext) -> list[ResourceClaim]:
+        """The claims of the PodGroup (by name, or made from its templates)
+        that no allocation holds yet."""
+        pg = group.group
+        if pg is None or not pg.spec.resource_claims:
+            return []
+        ns = pg.metadata.namespace
+        names = [c.resource_claim_name for c in pg.spec.resource_claims if c.resource_claim_name]
+        if any(c.resource_claim_template_name for c in pg.spec.resource_claims):
+            names += [c.name for c in self.store.owned_by(pg.metadata.uid).values()]
+        out = []
+        for name in names:
+            claim = self.store.claims.get((ns, name))
+            if claim is not None and not claim.deleting and self.store.allocation(claim.key) is None:
+                out.append(claim)
+        return out
+
     # --------------------------------------------------------------- Reserve
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
@@ -499,3 +566,7 @@ class _Without:
 
     def __contains__(self, key: object) -> bool:
         return key in self.in_use and key not in self.freed
+
+
+def _pool_names(allocation: Allocation) -> str:
+    return ",".join(sorted({r.pool for r in allocation.results}))
