@@ -51,6 +51,7 @@ class EventHandlers:
     nominated: dict[str, tuple[str, PodInfo]]  # preemptors waiting for victims: uid -> (node, pod)
     claim_lifecycle: ClaimLifecycle | None  # the runtime's; None in a simulation
     gone_pods: OrderedDict[str, None]  # uids of pods recently deleted, oldest first
+    claim_waiters: dict[tuple[str, str], set[str]]  # claim -> pending pods that name it
     synced: Any  # asyncio.Event: the initial listing is in the cache
 
     def is_ours(self, pod: PodInfo) -> bool:
@@ -101,6 +102,8 @@ class EventHandlers:
         for event in E.pod_update_events(old, pod):
             self._cluster_event(event)
         if self.is_pending(pod):
+            for claim_key in _claim_keys(pod):  # DynamicResources' PreEnqueue may hold it for one
+                self.claim_waiters.setdefault(claim_key, set()).add(pod.uid)
             self.queue.add(pod)
             self.reporter.report_if_gated(unit_of(pod), pod)
         else:
@@ -121,6 +124,12 @@ class EventHandlers:
         self._unreserve(uid)
         self.nominated.pop(uid, None)
         old = self.cache.remove_pod(uid)
+        for claim_key in _claim_keys(old) if old is not None else ():
+            waiting = self.claim_waiters.get(claim_key)
+            if waiting is not None:
+                waiting.discard(uid)
+                if not waiting:
+                    del self.claim_waiters[claim_key]
         self.queue.delete(uid)
         self.reporter.forget_pod(uid)
         self.writer.forget_pod(uid)
@@ -314,6 +323,12 @@ class EventHandlers:
                 self.cache.dra.upsert_claim(claim)
                 if self.synced.is_set():
                     self._release_orphans(claim)
+                # Pods held at PreEnqueue until this claim existed: let them in.
+                for uid in self.claim_waiters.pop(key, ()):
+                    pod = self.cache.pods.get(uid)
+                    if pod is not None and self.is_pending(pod):
+                        self.queue.activate(unit_of(pod))
+                        self.reporter.report_if_gated(unit_of(pod))
         self._cluster_event(E.RESOURCE_CLAIM_CHANGE)
 
     def _release_claims(self, uid: str) -> None:
@@ -410,6 +425,18 @@ class EventHandlers:
             "workload": self.on_workload_deleted,
             "pdb": self.on_pdb_deleted,
         }[kind](body)
+
+
+def _claim_keys(pod: PodInfo) -> list[tuple[str, str]]:
+    """The claims a pod names: by name, or for a template entry its PodGroup's
+    claim (troupe names it `<group>-<entry>`)."""
+    keys = []
+    for ref in pod.resource_claims:
+        if ref.claim_name:
+            keys.append((pod.namespace, ref.claim_name))
+        elif ref.template_name and pod.group_name:
+            keys.append((pod.namespace, f"{pod.group_name}-{ref.name}"))
+    return keys
 
 
 def _object_key(body: Mapping[str, Any]) -> tuple[str, str]:

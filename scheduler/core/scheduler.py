@@ -91,6 +91,7 @@ class Scheduler(EventHandlers):
         self.synced = asyncio.Event()  # the initial listing is in the cache
         self.claim_lifecycle: ClaimLifecycle | None = None  # set by the runtime
         self.gone_pods: OrderedDict[str, None] = OrderedDict()
+        self.claim_waiters: dict[tuple[str, str], set[str]] = {}
         self.last_cycle = time.monotonic()
         # Pods reserved by Reserve plugins and not yet bound: uid -> (framework, assignment),
         # so that a failed bind or a deletion runs Unreserve.

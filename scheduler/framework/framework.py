@@ -49,7 +49,7 @@ from .registry import Registry
 # The default profile, in upstream's order (filters run in this order and a
 # node rejected by one is not shown to the next, as upstream).
 DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
-    "preEnqueue": [("SchedulingGates", None), ("GangScheduling", None)],
+    "preEnqueue": [("SchedulingGates", None), ("GangScheduling", None), ("DynamicResources", None)],
     "preFilter": [("DynamicResources", None)],
     "filter": [
         ("NodeUnschedulable", None),

@@ -17,6 +17,7 @@ from scheduler.api.dra import Allocation, AllocationResult
 from scheduler.core.scheduler import Scheduler
 from scheduler.framework.interface import CycleState
 from scheduler.plugins import in_tree_registry
+from scheduler.queue.scheduling_queue import State, unit_of
 
 from .test_runtime_scheduler import Clock, Recorder, drain, node, pod, podgroup
 
@@ -119,9 +120,10 @@ def test_a_missing_claim_waits_and_says_so_then_schedules_when_it_appears(s, clo
     sched.on_resource_slice(gpus("a", 1))
     sched.on_pod(gpu_pod("solo", "later"))
     drain(sched)
-    assert rec.binds == [] and "resourceclaim ns/later not found" in rec.pods["solo"]
-    sched.on_resource_claim(claim("later"))  # the claim event moves the pod on (to its backoff)
-    clock.now += 10
+    # Held at PreEnqueue (no cycle runs for it), saying what it waits for.
+    assert rec.binds == [] and rec.pods["solo"] == "waiting for resourceclaim ns/later to be created"
+    assert sched.queue.unit(unit_of(sched.cache.pods["uid-solo"])).state == State.GATED
+    sched.on_resource_claim(claim("later"))  # the claim lets it in at once
     drain(sched)
     assert rec.binds == [("solo", "a")]
 

@@ -349,7 +349,7 @@ def test_references_to_missing_objects_warn():
     assert all(p.node is None for p in result.pods)
     messages = {p.name: p.message for p in result.pods}
     assert "waiting for the claim gpu of PodGroup ns/g (template absent-template) to be created" in messages["a"]
-    assert "resourceclaim ns/absent not found" in messages["b"]
+    assert "waiting for resourceclaim ns/absent to be created" in messages["b"]
 
 
 # ---------------------------------------------------------------- example

@@ -52,6 +52,7 @@ from ...framework.interface import (
     Placement,
     PlacementGeneratePlugin,
     PreBindPlugin,
+    PreEnqueuePlugin,
     PreFilterPlugin,
     ReservePlugin,
     Status,
@@ -85,7 +86,9 @@ class _PodClaims:
         self.written: list[ResourceClaim] = []  # reserved for the pod by its PreBind
 
 
-class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin, PlacementGeneratePlugin):
+class DynamicResources(
+    PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin, PlacementGeneratePlugin
+):
     name = "DynamicResources"
     events = frozenset(
         {E.NODE_ADD, E.NODE_LABEL, E.RESOURCE_CLAIM_CHANGE, E.RESOURCE_SLICE_CHANGE, E.DEVICE_CLASS_CHANGE}
@@ -108,6 +111,36 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
     @property
     def store(self) -> DraStore:
         return self.handle.cache.dra
+
+    # ------------------------------------------------------------ PreEnqueue
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """A pod whose claims do not all exist waits out of the queue (the
+        claim's creation lets it in), as upstream's PreEnqueue."""
+        if not pod.resource_claims:
+            return Status.success()
+        _, _, made = self._group_claims(pod)
+        for ref in pod.resource_claims:
+            name = ref.claim_name
+            if not name and ref.template_name and (ref.name, ref.template_name) in made:
+                name = made[(ref.name, ref.template_name)]
+                if not name:
+                    return Status.unschedulable(
+                        f"waiting for the claim {ref.name} of PodGroup {pod.namespace}/{pod.group_name} "
+                        f"(template {ref.template_name}) to be created",
+                        plugin=self.name,
+                    )
+            if not name:
+                return Status.unschedulable(
+                    f"resourceClaims[{ref.name}]: waiting for the claim from template {ref.template_name} to be "
+                    "created (per-pod claims are created by kube-controller-manager's resource claim controller)",
+                    plugin=self.name,
+                )
+            if (pod.namespace, name) not in self.store.claims:
+                return Status.unschedulable(
+                    f"waiting for resourceclaim {pod.namespace}/{name} to be created", plugin=self.name
+                )
+        return Status.success()
 
     # ------------------------------------------------------------- PreFilter
 
