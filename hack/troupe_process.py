@@ -127,6 +127,15 @@ class TroupeProcess:
                 total += float(m.group(2))
         return total
 
+    def pause(self) -> None:
+        """SIGSTOP: the process is frozen (a stalled node, a long GC pause)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL: no chance to clean up (a crash)."""
         if self.proc is not None and self.proc.poll() is None:

@@ -96,6 +96,21 @@ def _parser() -> argparse.ArgumentParser:
         help="serve /healthz, /readyz and /metrics here (default: the config's healthBindAddress, 0.0.0.0:10251)",
     )
     run.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run as one of several replicas: only the holder of a coordination.k8s.io Lease schedules, the others "
+        "keep their cache warm and take over when it goes (default: the config's leaderElection.leaderElect, off)",
+    )
+    for flag, what in (
+        ("lease-duration", "how long a standby waits on a lease that is not renewed (default 15s)"),
+        ("renew-deadline", "a leader that cannot renew for this long stops and exits (default 10s)"),
+        ("retry-period", "how often leaders renew and standbys try (default 2s)"),
+    ):
+        run.add_argument(f"--leader-elect-{flag}", metavar="DURATION", help=what)
+    run.add_argument("--leader-elect-resource-namespace", metavar="NS", help="the Lease's namespace (troupe-system)")
+    run.add_argument("--leader-elect-resource-name", metavar="NAME", help="the Lease's name (troupe-scheduler)")
+    run.add_argument(
         "--resync-seconds",
         type=float,
         default=300.0,
@@ -172,6 +187,27 @@ def _run(args: argparse.Namespace) -> int:
     config, registry = loaded
     if args.health_bind_address:
         config.health_bind_address = args.health_bind_address
+    overrides = {
+        "leaderElect": args.leader_elect,
+        "leaseDuration": args.leader_elect_lease_duration,
+        "renewDeadline": args.leader_elect_renew_deadline,
+        "retryPeriod": args.leader_elect_retry_period,
+        "resourceNamespace": args.leader_elect_resource_namespace,
+        "resourceName": args.leader_elect_resource_name,
+    }
+    if any(v is not None for v in overrides.values()):
+        from pydantic import ValidationError
+
+        from .api.config import LeaderElection
+
+        merged = {**config.leader_election.model_dump(by_alias=True), **{k: v for k, v in overrides.items() if v}}
+        if args.leader_elect is False:
+            merged["leaderElect"] = False
+        try:
+            config.leader_election = LeaderElection.model_validate(merged)
+        except ValidationError as exc:
+            print(f"troupe: --leader-elect-*: {exc.errors()[0]['msg']}", file=sys.stderr)
+            return 2
 
     try:
         from .runtime.app import run

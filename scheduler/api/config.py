@@ -25,13 +25,14 @@ passes the models in (`load_config(path, plugin_args=...)`,
 from __future__ import annotations
 
 import difflib
+import re
 import types
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
@@ -217,6 +218,60 @@ class WatchConfig(_Strict):
         return self
 
 
+_DURATION = re.compile(r"^(\d+(\.\d+)?(ms|s|m|h))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: object) -> float:
+    """A Go duration as upstream's config has them ("15s", "1m30s", "500ms"),
+    or a number of seconds; returns seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a duration: {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and _DURATION.match(value):
+        return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(value))
+    raise ValueError(f"not a duration (e.g. 15s, 500ms, 1m30s): {value!r}")
+
+
+class LeaderElection(_Strict):
+    """Upstream's leaderElection block (componentbaseconfig): one replica at a
+    time schedules, holding a coordination.k8s.io Lease; the others keep their
+    cache warm and take over when the lease expires or is released."""
+
+    leader_elect: bool = Field(default=False, alias="leaderElect")
+    lease_duration: float = Field(default=15.0, alias="leaseDuration")
+    renew_deadline: float = Field(default=10.0, alias="renewDeadline")
+    retry_period: float = Field(default=2.0, alias="retryPeriod")
+    resource_lock: Literal["leases"] = Field(default="leases", alias="resourceLock")
+    resource_name: str = Field(default="troupe-scheduler", min_length=1, alias="resourceName")
+    resource_namespace: str = Field(default="troupe-system", min_length=1, alias="resourceNamespace")
+
+    @field_validator("lease_duration", "renew_deadline", "retry_period", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> float:
+        seconds = parse_duration(value)
+        if seconds <= 0:
+            raise ValueError("must be > 0")
+        return seconds
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LeaderElection:
+        # As client-go: the leader gives up (renewDeadline) before its lease can expire.
+        if self.renew_deadline >= self.lease_duration:
+            raise _named_error(
+                f"{{at}} ({_number(self.renew_deadline)}s) must be < leaseDuration ({_number(self.lease_duration)}s)",
+                at=("renewDeadline",),
+            )
+        if self.retry_period >= self.renew_deadline:
+            raise _named_error(
+                f"{{at}} ({_number(self.retry_period)}s) must be < renewDeadline ({_number(self.renew_deadline)}s)",
+                at=("retryPeriod",),
+            )
+        return self
+
+
 class SchedulerConfiguration(_Strict):
     api_version: Literal["scheduling.troupe.dev/v1alpha1"] = Field(
         default="scheduling.troupe.dev/v1alpha1", alias="apiVersion"
@@ -232,6 +287,7 @@ class SchedulerConfiguration(_Strict):
     stall_seconds: float = Field(default=60.0, gt=0, alias="stallSeconds")
     waiting_report: WaitingReport = Field(default_factory=WaitingReport, alias="waitingReport")
     watch: WatchConfig = Field(default_factory=WatchConfig)
+    leader_election: LeaderElection = Field(default_factory=LeaderElection, alias="leaderElection")
 
     @model_validator(mode="after")
     def _unique_names(self) -> SchedulerConfiguration:

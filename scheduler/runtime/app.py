@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
+import uuid
 
 import aiohttp
 import kopf
@@ -21,6 +24,7 @@ from .health import start_health_server
 from .informer import Informer
 from .initial_sync import prime
 from .kube import RestClient, connection_info, load_configuration
+from .leaderelection import LeaderElector
 from .ratelimit import TokenBucket
 from .resync import Resync
 from .status import StatusWriter
@@ -67,14 +71,19 @@ async def run(
     writer = StatusWriter(rest, bucket, event_bucket=TokenBucket(cc.qps, cc.burst))
     scheduler = Scheduler(config, registry, binder=Binder(rest, bucket, cc.bind_concurrency), writer=writer)
     claim_writer = ClaimWriter(rest, bucket)
-    scheduler.claim_lifecycle = claim_writer
     for fwk in scheduler.frameworks.values():
         fwk.handle.claim_writer = claim_writer
+    elector: LeaderElector | None = None
+    if config.leader_election.leader_elect:
+        name = os.environ.get("POD_NAME") or socket.gethostname()  # as client-go: the pod, plus a uuid
+        elector = LeaderElector(rest, config.leader_election, f"{name}_{uuid.uuid4()}")
+        rest.may_write = elector.may_act  # a standby, or a leader past its deadline, writes nothing
 
     def healthy() -> bool:
-        # Stalled = work is waiting but no cycle ran for a long time.
+        # Stalled = work is waiting but no cycle ran for a long time (a standby runs none).
         return (
-            len(scheduler.queue) == 0
+            (elector is not None and not elector.leading.is_set())
+            or len(scheduler.queue) == 0
             or time.monotonic() - scheduler.last_cycle < config.stall_seconds
             or not scheduler.synced.is_set()
         )
@@ -89,8 +98,18 @@ async def run(
     informers = {resource: informer_for(scheduler, api_client, resource) for resource in INFORMED}
     await _prime_until_done(scheduler, api_client, informers)
     scheduler.synced.set()
-    scheduler.sweep_claims()  # devices held by pods deleted while troupe was down
-    loop_task = asyncio.create_task(scheduler.run(), name="scheduling loop")
+
+    async def lead_then_schedule() -> None:
+        # A standby keeps its cache warm (watches run) and starts here the
+        # moment it holds the lease.
+        if elector is not None:
+            await elector.leading.wait()
+        scheduler.claim_lifecycle = claim_writer
+        scheduler.sweep_claims()  # devices held by pods deleted while no replica led
+        await scheduler.run()
+
+    loop_task = asyncio.create_task(lead_then_schedule(), name="scheduling loop")
+    election = asyncio.create_task(elector.run(), name="leader election") if elector is not None else None
     watches = [asyncio.create_task(i.run(), name=f"watch {i.path}") for i in informers.values()]
     resync = None
     if resync_seconds > 0:
@@ -111,17 +130,23 @@ async def run(
     )
     rc = 0
     try:
-        done, _ = await asyncio.wait({loop_task, operator, *watches}, return_when=asyncio.FIRST_COMPLETED)
+        waited = {loop_task, operator, *watches} | ({election} if election is not None else set())
+        done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
         if loop_task in done and not loop_task.cancelled() and loop_task.exception() is not None:
             log.error("scheduling loop crashed", exc_info=loop_task.exception())
             rc = 1
+        if election is not None and election in done and not election.cancelled():
+            log.error("leader election: %s", election.exception())
+            rc = 1
     finally:
-        tasks = [t for t in (loop_task, operator, resync, *watches) if t is not None]
+        tasks = [t for t in (loop_task, operator, resync, election, *watches) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await writer.flush(timeout=5)
         await writer.close()
+        if elector is not None:
+            await elector.release()  # a clean stop hands over at once
         await health.cleanup()
         await rest.close()
         await api_client.close()

@@ -7,7 +7,7 @@ import json
 import os
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,10 +77,18 @@ class RestClient:
     async def close(self) -> None:
         await self._session.close()  # the connector stays open: the ApiClient owns it
 
+    # Set under leader election: no write but the Lease's leaves this client
+    # unless it says yes (a standby, or a leader past its renew deadline).
+    may_write: Callable[[], bool] | None = None
+
     async def request(
         self, method: str, path: str, body: bytes, content_type: str = "application/json", timeout: float | None = None
     ) -> bytes:
-        """The answer's body; ApiException for a non-2xx answer."""
+        """The answer's body; ApiException for a non-2xx answer; NotLeading for
+        a write while this replica may not act."""
+        guard = self.may_write
+        if guard is not None and method != "GET" and "/coordination.k8s.io/" not in path and not guard():
+            raise NotLeading(f"{method} {path}: this replica does not hold the leader lease")
         headers = {"Content-Type": content_type, "Accept": "application/json"}
         await self._api_client.update_params_for_auth(headers, [], ["BearerToken"])
         async with self._session.request(
@@ -102,6 +110,10 @@ class RestClient:
     async def delete(self, path: str, body: bytes = b"", timeout: float | None = None) -> bytes:
         """DELETE, with a DeleteOptions body (e.g. a uid precondition) when given."""
         return await self.request("DELETE", path, body, timeout=timeout)
+
+
+class NotLeading(Exception):
+    """A write refused because this replica is not (or no longer surely) the leader."""
 
 
 def _env_proxy(url: str) -> str | None:

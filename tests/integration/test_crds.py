@@ -91,12 +91,15 @@ def test_manifests_objects_exist(installed):
     config = yaml.safe_load(cm["data"]["config.yaml"])
     assert config["kind"] == "SchedulerConfiguration"
     assert config["profiles"][0]["schedulerName"] == "troupe-scheduler"
+    assert config["leaderElection"]["leaderElect"] is True
+    installed.kubectl("get", "-n", ns, "poddisruptionbudget/troupe-scheduler")
     dep = json.loads(installed.kubectl("get", "-n", ns, "deployment/troupe-scheduler", "-o", "json").stdout)
     pod = dep["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert c["image"] == "ghcr.io/troupe-dev/troupe-scheduler:0.1.0"
     assert c["args"] == ["run", "--config", "/etc/troupe/config.yaml"]
     assert pod["serviceAccountName"] == "troupe-scheduler"
+    assert dep["spec"]["replicas"] == 2
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
     assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]

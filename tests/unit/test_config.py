@@ -360,7 +360,7 @@ profiles:
 
 PROFILE_KEYS = "schedulerName, percentageOfNodesToScore, plugins, pluginConfig, podGroupScheduling"
 POINTS = "preEnqueue, preFilter, filter, postFilter, score, reserve, permit, preBind, placementGenerate, placementScore"
-TOP_KEYS = "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientConnection, healthBindAddress, stallSeconds, waitingReport, watch"
+TOP_KEYS = "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientConnection, healthBindAddress, stallSeconds, waitingReport, watch, leaderElection"
 
 
 @pytest.mark.parametrize(
@@ -1022,3 +1022,28 @@ def test_a_good_file_gets_as_far_as_the_kubeconfig(
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", "troupe: --kubeconfig /nonexistent: no such file\n")
     if case == "good":  # the control for the check above
         assert proc.runtime_imported == list(RUNTIME_MODULES)  # type: ignore[attr-defined]
+
+
+def test_leader_election_durations_are_upstreams_and_ordered() -> None:
+    from scheduler.api.config import SchedulerConfiguration
+
+    c = SchedulerConfiguration.model_validate(
+        {
+            "leaderElection": {
+                "leaderElect": True,
+                "leaseDuration": "1m30s",
+                "renewDeadline": "500ms",
+                "retryPeriod": 0.1,
+            }
+        }
+    )
+    le = c.leader_election
+    assert (le.leader_elect, le.lease_duration, le.renew_deadline, le.retry_period) == (True, 90.0, 0.5, 0.1)
+    assert (le.resource_namespace, le.resource_name) == ("troupe-system", "troupe-scheduler")
+    for bad, where in (
+        ({"renewDeadline": "15s"}, "renewDeadline (15s) must be < leaseDuration (15s)"),
+        ({"retryPeriod": "10s"}, "retryPeriod (10s) must be < renewDeadline (10s)"),
+        ({"leaseDuration": "15 seconds"}, "not a duration"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(where)):
+            SchedulerConfiguration.model_validate({"leaderElection": bad})

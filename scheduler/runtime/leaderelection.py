@@ -1,0 +1,179 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's
+leaderelection does it (kube-scheduler's `leaderElection`).
+
+- A candidate tries every `retryPeriod`: it takes the Lease when nobody holds
+  it, when the holder released it, or when the holder's record has not
+  changed for `leaseDuration` by the candidate's own clock (clocks of
+  different machines are never compared), always under the Lease's
+  resourceVersion, so two candidates cannot both win.
+- The leader renews every `retryPeriod`. It may act only while its last
+  successful renewal is younger than `renewDeadline` (< `leaseDuration`):
+  `may_act()` is checked before every write troupe sends, so a leader that was
+  paused (SIGSTOP) or cut off sends nothing once its lease could have been
+  taken. Past the deadline it gives up and the process exits, to restart clean.
+- A leader that stops cleanly releases the Lease (holder cleared, duration
+  1 s), so a standby takes over at its next retry instead of after a lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client import Gauge
+
+from ..api.config import LeaderElection
+from .kube import RestClient, encode
+
+log = logging.getLogger(__name__)
+
+LEADER = Gauge(
+    "leader_election_master_status",
+    "1 while this replica holds the Lease and may schedule, 0 as a standby (upstream's name).",
+    ["name"],
+)
+
+
+class LeadershipLost(Exception):
+    """The Lease was not renewed within renewDeadline: this replica must stop."""
+
+
+def _now_micro() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        rest: RestClient,
+        config: LeaderElection,
+        identity: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._rest = rest
+        self.config = config
+        self.identity = identity
+        self._clock = clock
+        self.leading = asyncio.Event()
+        self._renewed_at = -1e18  # monotonic time the last successful acquire/renew was sent
+        # What this candidate last saw of the Lease, and when (its own clock).
+        self._observed: tuple[str, str] | None = None  # (holder, renewTime)
+        self._observed_at = 0.0
+        self._path = (
+            f"/apis/coordination.k8s.io/v1/namespaces/{config.resource_namespace}/leases/{config.resource_name}"
+        )
+        LEADER.labels(name=config.resource_name).set(0)
+
+    def may_act(self) -> bool:
+        """Leading, and the last renewal is recent enough that nobody else can hold the Lease."""
+        return self.leading.is_set() and self._clock() < self._renewed_at + self.config.renew_deadline
+
+    async def run(self) -> None:
+        """Acquire, then renew until the deadline is missed (LeadershipLost)."""
+        cfg = self.config
+        told = ""
+        while not self.leading.is_set():
+            holder = await self._try()
+            if holder == self.identity:
+                self.leading.set()
+                LEADER.labels(name=cfg.resource_name).set(1)
+                log.info("leader election: this replica (%s) leads; scheduling", self.identity)
+                break
+            if holder != told:
+                log.info("leader election: standby; lease %s held by %s", cfg.resource_name, holder or "nobody")
+                told = holder
+            await asyncio.sleep(cfg.retry_period)
+        while True:
+            await asyncio.sleep(cfg.retry_period)
+            holder = await self._try()
+            if holder != self.identity and not self.may_act():
+                self.leading.clear()
+                LEADER.labels(name=cfg.resource_name).set(0)
+                raise LeadershipLost(
+                    f"lease {cfg.resource_name} not renewed within {cfg.renew_deadline:g}s "
+                    f"(holder now: {holder or 'unknown'}); exiting to restart clean"
+                )
+
+    async def _try(self) -> str:
+        """One acquire-or-renew attempt; returns the holder after it ("" unknown)."""
+        cfg = self.config
+        sent = self._clock()
+        try:
+            lease = json.loads(await self._rest.request("GET", self._path, b"", timeout=cfg.retry_period))
+        except ApiException as exc:
+            if exc.status != 404:
+                log.warning("leader election: reading lease failed: %s", exc.reason)
+                return ""
+            lease = None
+        except (TimeoutError, OSError) as exc:
+            log.warning("leader election: reading lease failed: %s", exc)
+            return ""
+        now = _now_micro()
+        spec_new: dict[str, Any] = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(cfg.lease_duration)),
+            "renewTime": now,
+        }
+        try:
+            if lease is None:
+                body = {
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {"name": cfg.resource_name, "namespace": cfg.resource_namespace},
+                    "spec": {**spec_new, "acquireTime": now, "leaseTransitions": 0},
+                }
+                path = self._path.rsplit("/", 1)[0]
+                await self._rest.request("POST", path, encode(body), timeout=cfg.retry_period)
+                self._renewed_at = sent
+                return self.identity
+            spec = lease.get("spec") or {}
+            holder = str(spec.get("holderIdentity") or "")
+            record = (holder, str(spec.get("renewTime") or ""))
+            if record != self._observed:
+                self._observed, self._observed_at = record, self._clock()
+            if holder and holder != self.identity and self._clock() < self._observed_at + cfg.lease_duration:
+                return holder  # held, and renewed within a lease by what this candidate saw
+            if holder != self.identity:
+                spec_new["acquireTime"] = now
+                spec_new["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+            else:
+                spec_new["acquireTime"] = spec.get("acquireTime") or now
+                spec_new["leaseTransitions"] = int(spec.get("leaseTransitions") or 0)
+            lease["spec"] = spec_new
+            await self._rest.request("PUT", self._path, encode(lease), timeout=cfg.retry_period)
+            self._renewed_at = sent
+            return self.identity
+        except ApiException as exc:
+            if exc.status != 409:  # 409: another candidate won this round
+                log.warning("leader election: writing lease failed: %s", exc.reason)
+            return ""
+        except (TimeoutError, OSError) as exc:
+            log.warning("leader election: writing lease failed: %s", exc)
+            return ""
+
+    async def release(self) -> None:
+        """Give the Lease up (a clean stop): holder cleared, so a standby takes it at once."""
+        if not self.may_act():
+            return
+        self.leading.clear()
+        LEADER.labels(name=self.config.resource_name).set(0)
+        try:
+            lease = json.loads(await self._rest.request("GET", self._path, b"", timeout=2))
+            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return
+            lease["spec"] = {
+                **lease["spec"],
+                "holderIdentity": None,
+                "leaseDurationSeconds": 1,
+                "renewTime": _now_micro(),
+            }
+            await self._rest.request("PUT", self._path, encode(lease), timeout=2)
+            log.info("leader election: lease %s released", self.config.resource_name)
+        except Exception as exc:  # best effort: the lease expires anyway
+            log.warning("leader election: releasing the lease failed: %s", exc)

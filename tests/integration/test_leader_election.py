@@ -1,0 +1,110 @@
+"""Two troupe replicas with leader election on the real control plane: one
+leads (holds the Lease) and schedules, the other keeps its cache warm and
+takes over when the leader is killed (after the lease runs out) or stops
+cleanly (at once: the lease is released). Durations are short here (lease
+3 s, renew deadline 2 s, retry 0.25 s) so the tests are quick."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from objects import bound, create, pod, podgroup
+from troupe_process import TroupeProcess
+from wait import wait_for
+
+pytestmark = pytest.mark.integration
+
+CONFIG = """
+leaderElection:
+  leaderElect: true
+  leaseDuration: 3s
+  renewDeadline: 2s
+  retryPeriod: 250ms
+"""
+
+
+def leads(proc: TroupeProcess) -> bool:
+    return proc.metric("leader_election_master_status") == 1.0
+
+
+def gang(c, ns: str, name: str, size: int = 3) -> None:
+    create(c, podgroup(ns, name, size), *[pod(ns, f"{name}-{i}", group=name, cpu="100m") for i in range(size)])
+
+
+def lease_holder(c) -> str:
+    lease = c.get_json("lease", "troupe-scheduler", "-n", "troupe-system")
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+@pytest.fixture
+def replicas(installed, tmp_path):
+    c = installed
+    c.kubectl("delete", "lease", "troupe-scheduler", "-n", "troupe-system", check=False)
+    procs: list[TroupeProcess] = []
+
+    def start(name: str) -> TroupeProcess:
+        proc = TroupeProcess(c.scheduler_kubeconfig, tmp_path, config=CONFIG, name=name).start()
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        proc.kill()
+    c.kubectl("delete", "lease", "troupe-scheduler", "-n", "troupe-system", check=False)
+
+
+def test_only_the_leader_schedules_and_a_standby_takes_over_when_it_is_killed(installed, nodes, namespace, replicas):
+    c, ns = installed, namespace
+    nodes("node-0", cpu="8")
+    a = replicas("a")
+    wait_for(lambda: leads(a), timeout=10, message="a leads")
+    b = replicas("b")  # ready (cache synced) but standing by
+    assert b.get("/readyz")[0] == 200 and not leads(b)
+    gang(c, ns, "one")
+    wait_for(lambda: len(bound(c, ns)) == 3, timeout=20, message="gang one bound by the leader")
+    assert (b.metric("troupe_pod_bindings_total", result="bound") or 0) == 0
+    killed = time.monotonic()
+    a.kill()
+    wait_for(lambda: leads(b), timeout=10, message="b leads after a was killed")
+    took = time.monotonic() - killed
+    # b waits for the lease to run out (3 s by its own clock), then takes it at its next retry.
+    assert took < 3 + 2, f"takeover took {took:.1f}s"
+    gang(c, ns, "two")
+    wait_for(lambda: len(bound(c, ns)) == 6, timeout=20, message="gang two bound by the new leader")
+    assert b.metric("troupe_pod_bindings_total", result="bound") == 3
+
+
+def test_a_leader_that_stops_cleanly_hands_over_at_once(installed, nodes, namespace, replicas):
+    c, ns = installed, namespace
+    nodes("node-0", cpu="8")
+    a = replicas("a")
+    wait_for(lambda: leads(a), timeout=10, message="a leads")
+    b = replicas("b")
+    stopped = time.monotonic()
+    assert a.stop() == 0, a.log_tail()
+    assert "lease troupe-scheduler released" in a.log_text()
+    wait_for(lambda: leads(b), timeout=5, message="b leads after a stopped")
+    assert time.monotonic() - stopped < 3, "the standby waited for the lease instead of taking the released one"
+    gang(c, ns, "one")
+    wait_for(lambda: len(bound(c, ns)) == 3, timeout=20, message="gang bound by b")
+    assert lease_holder(c), "b holds the lease"
+
+
+def test_a_paused_leader_does_not_bind_after_it_resumes(installed, nodes, namespace, replicas):
+    """SIGSTOP the leader past its lease: the standby takes over; when the old
+    leader resumes, it sends no bind (its renewal is too old) and exits."""
+    c, ns = installed, namespace
+    nodes("node-0", cpu="8")
+    a = replicas("a")
+    wait_for(lambda: leads(a), timeout=10, message="a leads")
+    b = replicas("b")
+    a.pause()
+    wait_for(lambda: leads(b), timeout=10, message="b leads while a is paused")
+    gang(c, ns, "one")
+    wait_for(lambda: len(bound(c, ns)) == 3, timeout=20, message="gang bound by b")
+    a.resume()
+    wait_for(lambda: a.proc is not None and a.proc.poll() is not None, timeout=10, message="a exits")
+    assert a.proc is not None and a.proc.returncode == 1, a.log_tail()
+    assert "not renewed within 2s" in a.log_text(), a.log_tail()
+    assert (b.metric("troupe_pod_bindings_total", result="bound") or 0) == 3
