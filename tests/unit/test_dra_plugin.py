@@ -215,7 +215,7 @@ def test_the_counted_filter_agrees_with_the_allocator_node_by_node(
     state = CycleState()
     assert fwk.run_pre_filters(state, sched.cache.pods["uid-p"], snapshot).ok
     counted = plugin.filter(state, sched.cache.pods["uid-p"], snapshot).feasible
-    plugin._free_counts = lambda *a: None  # type: ignore[method-assign]
+    plugin._counting.free_counts = lambda *a: None  # type: ignore[method-assign]
     searched = plugin.filter(state, sched.cache.pods["uid-p"], snapshot).feasible
     assert counted.tolist() == searched.tolist()
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Container, Iterable, Sequence
+from collections.abc import AsyncIterator, Container, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,12 +29,10 @@ import numpy as np
 from ...api.config import PluginArgs
 from ...api.constants import GROUP
 from ...api.dra import (
-    EXACT_COUNT,
     Allocation,
     AllocationResult,
     ConsumerRef,
     Device,
-    DeviceRequest,
     NodeSelector,
     ResourceClaim,
 )
@@ -58,7 +56,8 @@ from ...framework.interface import (
     Status,
 )
 from .allocator import allocate
-from .cel import SelectorError, compile_selector
+from .cel import SelectorError
+from .counting import DeviceMatcher, NodeCounts, Without, freed_by_trial, selector_rows
 
 log = logging.getLogger(__name__)
 
@@ -96,15 +95,8 @@ class DynamicResources(
 
     def __init__(self, args: PluginArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        # (class, selectors, device) -> does the device match; valid for one store generation.
-        self._matches: dict[tuple[str, tuple[str, ...], tuple[str, str, str]], bool] = {}
-        self._counts: dict[tuple[Any, ...], np.ndarray] = {}
-        # (class, selectors, rows) -> (usage epoch, store generation, log position, used per row)
-        self._used: dict[tuple[Any, ...], tuple[int, int, int, np.ndarray]] = {}
-        # Selector results by device content (driver, attributes, capacity: all CEL sees), so
-        # alike devices (the same model on every node) are evaluated once.
-        self._by_content: dict[tuple[Any, ...], bool] = {}
-        self._matches_generation = -1
+        self._matcher = DeviceMatcher(self.store)
+        self._counting = NodeCounts(self.store, self._matcher)
         self._skip = Status.skip(self.name)
         self._locks: dict[tuple[str, str], list[Any]] = {}  # claim -> [asyncio.Lock, users]
 
@@ -225,12 +217,12 @@ class DynamicResources(
         for claim in found.claims:
             allocation = None if claim in found.pending else self.store.allocation(claim.key)
             if allocation is not None and allocation.node_selector is not None:
-                reachable = _selector_rows(allocation.node_selector, snapshot)
+                reachable = selector_rows(allocation.node_selector, snapshot)
                 reject(NOT_AVAILABLE, np.flatnonzero(feasible & ~reachable))
         if not found.pending or not feasible.any():
             return FilterResult(feasible, reasons)
-        freed = self._freed(snapshot)
-        counted = self._free_counts(found.pending, snapshot, freed)
+        freed = freed_by_trial(self.store, snapshot)
+        counted = self._counting.free_counts(found.pending, snapshot, freed)
         if counted is not None:
             free, need = counted
             reject(CANNOT_ALLOCATE, np.flatnonzero(feasible & (free < need)))
@@ -253,98 +245,6 @@ class DynamicResources(
             reject(why, np.array(rows, dtype=np.int64))
         return FilterResult(feasible, reasons)
 
-    def _freed(self, snapshot: Snapshot) -> frozenset[tuple[str, str, str]]:
-        """Devices a preemption trial frees: those of claims reserved only
-        for pods the trial removed from the snapshot (when the victims go,
-        their claims are released)."""
-        if not snapshot.removed:
-            return frozenset()
-        freed: set[tuple[str, str, str]] = set()
-        for uid in snapshot.removed:
-            for claim in self.store.reserved_for(uid):
-                if claim.allocation is not None and all(r.uid in snapshot.removed for r in claim.reserved_for):
-                    freed |= claim.allocation.devices()
-        return frozenset(freed)
-
-    def _free_counts(
-        self, pending: list[ResourceClaim], snapshot: Snapshot, freed: frozenset[tuple[str, str, str]] = frozenset()
-    ) -> tuple[np.ndarray, int] | None:
-        """The common case counted per node instead of searched: every
-        pending request asks ExactCount of one kind of device (one class, the
-        same selectors), no alternatives, no constraints, node-local devices
-        only. Then a node fits exactly when it has that many free matching
-        devices. None: not that case."""
-        requests: list[DeviceRequest] = []
-        for claim in pending:
-            if claim.constraints:
-                return None
-            for slot in claim.requests:
-                if len(slot.alternatives) != 1 or slot.alternatives[0].mode != EXACT_COUNT:
-                    return None
-                requests.append(slot.alternatives[0])
-        if len({(r.device_class, r.selectors) for r in requests}) != 1 or self.store.nodes_with_devices() is None:
-            return None
-        request = requests[0]
-        try:
-            matching = self._matching_rows(request, snapshot)
-            used = self._used_rows(request, snapshot)
-            if freed:
-                used = used.copy()
-                for device_key in freed:
-                    home = self.store.home(device_key)
-                    row = snapshot.row.get(home[1]) if home is not None else None
-                    if home is not None and row is not None and self._matcher(request, home[0]):
-                        used[row] -= 1
-        except SelectorError:
-            return None  # node by node, so each node gets the selector's error
-        return matching - used, sum(r.count for r in requests)
-
-    def _matching_rows(self, request: DeviceRequest, snapshot: Snapshot) -> np.ndarray:
-        """Per row, the node-local devices matching the request's class and selectors."""
-        key = (
-            request.device_class,
-            request.selectors,
-            self.store.generation,
-            snapshot.static_generation,
-            len(snapshot),
-        )
-        hit = self._counts.get(key)
-        if hit is None:
-            counts = np.zeros(len(snapshot), dtype=np.int64)
-            for node_name, devices in self.store.local_devices().items():
-                row = snapshot.row.get(node_name)
-                if row is not None:
-                    counts[row] = sum(1 for d in devices if self._matcher(request, d))
-            if len(self._counts) > 64:
-                self._counts.clear()
-            hit = self._counts[key] = counts
-        return hit
-
-    def _used_rows(self, request: DeviceRequest, snapshot: Snapshot) -> np.ndarray:
-        """Per row, the matching node-local devices in use: following the
-        store's usage log since the last call (a few devices per cycle), or
-        counted afresh after a new epoch, slices or classes changed."""
-        store = self.store
-        key = (request.device_class, request.selectors, snapshot.static_generation, len(snapshot))
-        hit = self._used.get(key)
-        if hit is None or hit[0] != store.usage_epoch or hit[1] != store.generation:
-            used = np.zeros(len(snapshot), dtype=np.int64)
-            changes: Iterable[tuple[tuple[str, str, str], int]] = ((k, 1) for k in store.in_use())
-        else:
-            used = hit[3]
-            changes = store.usage_log[hit[2] :]
-        for device_key, sign in changes:
-            home = store.home(device_key)
-            if home is None:
-                continue
-            row = snapshot.row.get(home[1])
-            if row is not None and self._matcher(request, home[0]):
-                used[row] += sign
-        if len(self._used) > 64:
-            self._used.clear()
-        self._used[key] = (store.usage_epoch, store.generation, len(store.usage_log), used)
-        return used
-
     def _allocate(
         self,
         claims: list[ResourceClaim],
@@ -357,7 +257,7 @@ class DynamicResources(
         devices = self.store.devices_for(node_name, labels)
         in_use: Container[tuple[str, str, str]] = self.store.in_use()
         if freed:
-            in_use = _Without(in_use, freed)
+            in_use = Without(in_use, freed)
         outcome = allocate(claims, devices, in_use, self._matcher)
         if outcome.results is None:
             if outcome.reason.startswith("selector "):
@@ -365,35 +265,6 @@ class DynamicResources(
             return None, outcome.reason
         by_key = {d.key: d for d in devices}
         return [self._allocation(c, r, node_name, by_key) for c, r in zip(claims, outcome.results)], ""
-
-    def _matcher(self, request: DeviceRequest, device: Device) -> bool:
-        if self._matches_generation != self.store.generation:
-            self._matches.clear()
-            self._by_content.clear()
-            self._matches_generation = self.store.generation
-        key = (request.device_class, request.selectors, device.key)
-        hit = self._matches.get(key)
-        if hit is None:
-            content = (
-                request.device_class,
-                request.selectors,
-                device.driver,
-                tuple(sorted(device.attributes.items())),
-                tuple(sorted(device.capacity.items())),
-            )
-            hit = self._by_content.get(content)
-            if hit is None:
-                cls = self.store.classes.get(request.device_class)
-                if cls is None:
-                    hit = False
-                else:
-                    hit = all(compile_selector(e).matches(device) for e in (*cls.selectors, *request.selectors))
-                self._by_content[content] = hit
-            if len(self._matches) > 1_000_000:
-                self._matches.clear()
-                self._by_content.clear()
-            self._matches[key] = hit
-        return hit
 
     def _allocation(
         self, claim: ResourceClaim, results: list[AllocationResult], node_name: str, by_key: dict[Any, Device]
@@ -458,7 +329,7 @@ class DynamicResources(
             if selector is None:  # reachable from every node (allNodes), or several claims: no narrowing
                 return [], self._skip
             name = node.name if selector.node_names() == {node.name} else _pool_names(outcome[0])
-            homes[selector] = (name, _selector_rows(selector, snapshot))
+            homes[selector] = (name, selector_rows(selector, snapshot))
         out: list[Placement] = []
         for parent in parents:
             for name, mask in homes.values():
@@ -572,33 +443,6 @@ class DynamicResources(
             entry[1] -= 1
             if entry[1] == 0:
                 del self._locks[key]
-
-
-def _selector_rows(selector: NodeSelector, snapshot: Snapshot) -> np.ndarray:
-    """Rows whose node the selector matches; a selector naming nodes
-    (`metadata.name In [...]`, what a node-local allocation has) by lookup."""
-    mask = np.zeros(len(snapshot), dtype=bool)
-    names = selector.node_names()
-    if names is not None:
-        for name in names:
-            row = snapshot.row.get(name)
-            if row is not None:
-                mask[row] = True
-        return mask
-    for row, node in enumerate(snapshot.nodes):
-        if node is not None and selector.matches(node.name, node.labels):
-            mask[row] = True
-    return mask
-
-
-class _Without:
-    """Devices in use, but for those a preemption trial frees."""
-
-    def __init__(self, in_use: Container[tuple[str, str, str]], freed: frozenset[tuple[str, str, str]]) -> None:
-        self.in_use, self.freed = in_use, freed
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.in_use and key not in self.freed
 
 
 def _pool_names(allocation: Allocation) -> str:
