@@ -304,6 +304,12 @@ def _list(raw: Mapping[str, Any], key: str, where: str) -> list[Any]:
     return value
 
 
+def group_claim_name(group: str, entry: str) -> str:
+    """The ResourceClaim troupe makes for a PodGroup's `resourceClaimTemplateName`
+    entry: deterministic, so a retried create finds the one it made."""
+    return f"{group}-{entry}"[:253]
+
+
 def qualified(name: str, driver: str) -> str:
     """`domain/id`; an unqualified attribute or capacity name belongs to the driver's domain."""
     return name if "/" in name else f"{driver}/{name}"

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..api import constants as C
-from ..api.dra import parse_device_class, parse_resource_claim, parse_resource_slice
+from ..api.dra import group_claim_name, parse_device_class, parse_resource_claim, parse_resource_slice
 from ..api.parse import parse_node, parse_pdb, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error, parse_podgroup, parse_workload
 from ..api.records import ObjectError, PodInfo
@@ -30,10 +30,6 @@ from .schedule_podgroup import Assignment
 
 log = logging.getLogger(__name__)
 
-# PodGroup fields troupe reads but does not act on yet: reported once per
-# PodGroup (a log line and a Warning Event), never silently dropped.
-IGNORED_GROUP_FIELDS: dict[str, str] = {}
-EVENT_IGNORED_FIELD = "IgnoredField"
 # Deleted pods remembered, for claims whose reservation arrives after the deletion.
 GONE_PODS_KEPT = 10_000
 
@@ -46,7 +42,6 @@ class EventHandlers:
     frameworks: dict[str, Framework]
     writer: StatusWriter
     reporter: WaitingReporter
-    _told_ignored: set[str]
     _reserved: dict[str, tuple[Framework, Assignment]]  # pods reserved and not yet bound
     nominated: dict[str, tuple[str, PodInfo]]  # preemptors waiting for victims: uid -> (node, pod)
     claim_lifecycle: ClaimLifecycle | None  # the runtime's; None in a simulation
@@ -187,22 +182,8 @@ class EventHandlers:
             self._make_group_claims(group)
         if isinstance(old, PodGroup) and isinstance(group, PodGroup) and old.spec == group.spec:
             return  # only our own status write came back
-        if isinstance(group, PodGroup):
-            self._report_ignored_fields(group)
         self.queue.activate(group_unit(*key))
         self.reporter.report_if_gated(group_unit(*key))
-
-    def _report_ignored_fields(self, group: PodGroup) -> None:
-        """Once per PodGroup (by uid): the fields of its spec troupe does not act
-        on (none today; kept for fields a later API version adds)."""
-        used: list[str] = []
-        ident = group.metadata.uid or "/".join(group.key)
-        if not used or ident in self._told_ignored:
-            return
-        self._told_ignored.add(ident)
-        note = "; ".join(f"spec.{name} is ignored: {IGNORED_GROUP_FIELDS[name]}" for name in used)
-        log.warning("PodGroup %s/%s: %s", *group.key, note)
-        self.writer.group_event(group, "Warning", EVENT_IGNORED_FIELD, note, "Scheduling")
 
     def on_podgroup_deleted(self, body: Mapping[str, Any]) -> None:
         key = _object_key(body)
@@ -435,7 +416,7 @@ def _claim_keys(pod: PodInfo) -> list[tuple[str, str]]:
         if ref.claim_name:
             keys.append((pod.namespace, ref.claim_name))
         elif ref.template_name and pod.group_name:
-            keys.append((pod.namespace, f"{pod.group_name}-{ref.name}"))
+            keys.append((pod.namespace, group_claim_name(pod.group_name, ref.name)))
     return keys
 
 

@@ -96,7 +96,6 @@ class Scheduler(EventHandlers):
         # Pods reserved by Reserve plugins and not yet bound: uid -> (framework, assignment),
         # so that a failed bind or a deletion runs Unreserve.
         self._reserved: dict[str, tuple[Framework, Assignment]] = {}
-        self._told_ignored: set[str] = set()  # PodGroups told which of their fields troupe ignores
         # Preemptors waiting for their victims: uid -> (node, pod). Their room is
         # held in later cycles of other units of no higher priority (as upstream).
         self.nominated: dict[str, tuple[str, PodInfo]] = {}

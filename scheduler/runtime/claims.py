@@ -29,6 +29,7 @@ from ..api.dra import (
     Allocation,
     ConsumerRef,
     ResourceClaim,
+    group_claim_name,
     parse_resource_claim,
 )
 from ..api.podgroup import PodGroup
@@ -190,7 +191,7 @@ class ClaimWriter:
     async def _make_group_claim(self, group: PodGroup, name: str, template: str) -> str | None:
         """The claim's name once it exists (made now or before), or None."""
         ns, group_name, uid = group.metadata.namespace, group.metadata.name, group.metadata.uid
-        claim_name = f"{group_name}-{name}"[:253]
+        claim_name = group_claim_name(group_name, name)
         base = f"/apis/{API_VERSION}/namespaces/{ns}"
         try:
             await self._bucket.acquire()

@@ -32,7 +32,7 @@ import yaml
 from pydantic import ValidationError
 
 from ..api import constants as C
-from ..api.dra import ResourceClaim, parse_device_class, parse_resource_claim, parse_resource_slice
+from ..api.dra import ResourceClaim, group_claim_name, parse_device_class, parse_resource_claim, parse_resource_slice
 from ..api.parse import parse_node, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error, parse_podgroup, parse_workload
 from ..api.records import ObjectError, PodClaim
@@ -419,7 +419,7 @@ def _check_dra(
                     f"{where} names ResourceClaimTemplate {obj.namespace}/{template}, which is not in the input: "
                     f"its claim is not made and its pods wait",
                 )
-            made = claims.get((obj.namespace, f"{obj.name}-{entry.name}"))
+            made = claims.get((obj.namespace, group_claim_name(obj.name, entry.name)))
             if made is not None and group_uid(obj.namespace, obj.name) not in made.owner_uids:
                 warn(
                     obj,

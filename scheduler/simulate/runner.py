@@ -40,6 +40,7 @@ from ..api.dra import (
     POD_CLAIM_NAME_ANNOTATION,
     ConsumerRef,
     ResourceClaim,
+    group_claim_name,
 )
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
@@ -434,7 +435,7 @@ class Claims:
         recorded = {str(s.get("name")): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or ()}
         before = dict(recorded)
         for entry, template_name in entries:
-            claim_name = f"{name}-{entry}"[:253]
+            claim_name = group_claim_name(name, entry)
             existing = self.bodies.get((ns, claim_name))
             template = self.templates.get((ns, template_name))
             if existing is None and template is not None:

@@ -94,6 +94,18 @@ def gpu_pod(ns: str, name: str, claim_name: str, group: str | None = None) -> di
     return body
 
 
+def group_sharing(ns: str, name: str, size: int, entry: dict[str, str]) -> list[dict[str, Any]]:
+    """A gang PodGroup listing `entry` in spec.resourceClaims, and its pods naming the same entry."""
+    group = podgroup(ns, name, size)
+    group["spec"]["resourceClaims"] = [entry]
+    pods = []
+    for i in range(size):
+        body = pod(ns, f"{name}-{i}", group=name, cpu="1")
+        body["spec"]["resourceClaims"] = [entry]
+        pods.append(body)
+    return [group, *pods]
+
+
 def claims(cluster, ns: str) -> dict[str, dict[str, Any]]:
     return {c["metadata"]["name"]: c for c in cluster.get_json("resourceclaims", "-n", ns)["items"]}
 
@@ -205,14 +217,7 @@ def test_a_group_claim_on_a_multi_node_pool_is_allocated_once_for_the_podgroup(
         },
         claim(ns, "fabric", f'device.attributes["{DRIVER}"].kind == "interconnect"'),
     )
-    group = podgroup(ns, "train", 4)
-    group["spec"]["resourceClaims"] = [{"name": "fabric", "resourceClaimName": "fabric"}]
-    pods = []
-    for i in range(4):
-        body = pod(ns, f"train-{i}", group="train", cpu="1")
-        body["spec"]["resourceClaims"] = [{"name": "fabric", "resourceClaimName": "fabric"}]
-        pods.append(body)
-    create(c, group, *pods)
+    create(c, *group_sharing(ns, "train", 4, {"name": "fabric", "resourceClaimName": "fabric"}))
     placed = wait_for(lambda: len(b := bound(c, ns)) == 4 and b, timeout=30, message="4 pods bound")
     assert sorted(placed.values()) == ["fabric-0", "fabric-0", "fabric-1", "fabric-1"], placed
     fabric = claims(c, ns)["fabric"]
@@ -248,14 +253,7 @@ def test_a_podgroup_claim_from_a_template_is_made_allocated_and_deleted_with_its
             "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}},
         },
     )
-    group = podgroup(ns, "train", 2)
-    group["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
-    pods = []
-    for i in range(2):
-        body = pod(ns, f"train-{i}", group="train", cpu="1")
-        body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
-        pods.append(body)
-    create(c, group, *pods)
+    create(c, *group_sharing(ns, "train", 2, {"name": "gpu", "resourceClaimTemplateName": "one-gpu"}))
     placed = wait_for(lambda: len(b := bound(c, ns)) == 2 and b, timeout=30, message="2 pods bound")
     assert set(placed.values()) == {"node-0"}
     made = claims(c, ns)["train-gpu"]

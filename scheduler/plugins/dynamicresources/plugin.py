@@ -112,10 +112,25 @@ class DynamicResources(
         if not pod.resource_claims:
             return Status.success()
         _, _, made = self._group_claims(pod)
+        names = self._claim_names(pod, made)
+        if isinstance(names, Status):
+            return names
+        for name in names:
+            if (pod.namespace, name) not in self.store.claims:
+                return Status.unschedulable(
+                    f"waiting for resourceclaim {pod.namespace}/{name} to be created", plugin=self.name
+                )
+        return Status.success()
+
+    def _claim_names(self, pod: PodInfo, made: dict[tuple[str, str], str]) -> list[str] | Status:
+        """The ResourceClaim each of the pod's `resourceClaims` entries is: by
+        name, or for its PodGroup's template entry the claim made for the group;
+        or why a claim has no name yet."""
+        names = []
         for ref in pod.resource_claims:
             name = ref.claim_name
             if not name and ref.template_name and (ref.name, ref.template_name) in made:
-                name = made[(ref.name, ref.template_name)]
+                name = made[(ref.name, ref.template_name)]  # the group's, shared
                 if not name:
                     return Status.unschedulable(
                         f"waiting for the claim {ref.name} of PodGroup {pod.namespace}/{pod.group_name} "
@@ -128,11 +143,8 @@ class DynamicResources(
                     "created (per-pod claims are created by kube-controller-manager's resource claim controller)",
                     plugin=self.name,
                 )
-            if (pod.namespace, name) not in self.store.claims:
-                return Status.unschedulable(
-                    f"waiting for resourceclaim {pod.namespace}/{name} to be created", plugin=self.name
-                )
-        return Status.success()
+            names.append(name)
+        return names
 
     # ------------------------------------------------------------- PreFilter
 
@@ -142,23 +154,10 @@ class DynamicResources(
         claims: list[ResourceClaim] = []
         pending: list[ResourceClaim] = []
         group, group_claims, made = self._group_claims(pod)
-        for ref in pod.resource_claims:
-            claim_name = ref.claim_name
-            if not claim_name and ref.template_name and (ref.name, ref.template_name) in made:
-                # The PodGroup's claim from the same template entry: the group's, shared.
-                claim_name = made[(ref.name, ref.template_name)]
-                if not claim_name:
-                    return Status.unschedulable(
-                        f"waiting for the claim {ref.name} of PodGroup {pod.namespace}/{pod.group_name} "
-                        f"(template {ref.template_name}) to be created",
-                        plugin=self.name,
-                    )
-            if not claim_name:
-                return Status.unschedulable(
-                    f"resourceClaims[{ref.name}]: the claim from template {ref.template_name} does not exist yet "
-                    "(per-pod claims are created by kube-controller-manager's resource claim controller)",
-                    plugin=self.name,
-                )
+        names = self._claim_names(pod, made)
+        if isinstance(names, Status):
+            return names
+        for claim_name in names:
             key = (pod.namespace, claim_name)
             claim = self.store.claims.get(key)
             if claim is None:
