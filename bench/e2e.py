@@ -336,7 +336,7 @@ async def one_run(
     lat = f"p50 {s['latency_p50_s']:.3f}s p99 {s['latency_p99_s']:.3f}s" if s["groups_bound"] else "no group bound"
     log(
         f"{tag} {outcome}: {s['pods_bound']}/{shape.pods} bound, {s['pods_per_s']:.0f} pods/s, {lat}, "
-        f"creator {creation.rate:.0f} pods/s, drain {s['drain_s']:.2f}s after the last create, "
+        f"creator {creation.rate:.0f} pods/s, {s['pods_per_s_while_creating']:.0f} pods/s bound while it ran, drain {s['drain_s']:.2f}s after the last create, "
         f"{sched} CPU {delta[0] if delta[0] is not None else float('nan'):.1f}s"
     )
     if topology is not None:

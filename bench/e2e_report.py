@@ -45,6 +45,9 @@ def summarize(pod_created: Sequence[float], bound_at: Sequence[float], size: int
     last_created = max(created) if created else math.nan
     last_bound = max(bound) if bound else math.nan
     span = last_bound - first_created
+    # The phase in which the creator still runs: binds compete with creates for the API server.
+    creating = last_created - first_created
+    bound_creating = sum(1 for t in bound if t <= last_created)
     latencies: list[float] = []
     for g in range(n // size):
         c = pod_created[g * size : (g + 1) * size]
@@ -60,6 +63,8 @@ def summarize(pod_created: Sequence[float], bound_at: Sequence[float], size: int
         "pods_per_s": len(bound) / span if bound and span > 0 else math.nan,
         "span_s": span,
         "drain_s": last_bound - last_created,  # last bound after the last create returned
+        "bound_while_creating": bound_creating,
+        "pods_per_s_while_creating": bound_creating / creating if creating > 0 else math.nan,
         "latency_p50_s": percentile(latencies, 50),
         "latency_p99_s": percentile(latencies, 99),
         "latency_max_s": max(latencies) if latencies else math.nan,
@@ -208,6 +213,7 @@ def detail_table(runs: list[dict[str, Any]]) -> str:
         "span",
         "drain after last create",
         "creator pods/s",
+        "pods/s while creating",
         "scheduler CPU s",
         "apiserver CPU s",
         "apiserver ms/pod",
@@ -231,6 +237,7 @@ def detail_table(runs: list[dict[str, Any]]) -> str:
                 _secs(r.get("span_s")),
                 _secs(r.get("drain_s")),
                 _num(r.get("creator_pods_per_s")),
+                _num(r.get("pods_per_s_while_creating")),
                 _num(r.get("scheduler_cpu_s"), 1),
                 _num(r.get("apiserver_cpu_s"), 1),
                 _num(r.get("apiserver_ms_per_pod"), 1),

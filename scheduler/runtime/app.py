@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import socket
@@ -19,6 +20,7 @@ from ..core.scheduler import Scheduler
 from ..framework.registry import Registry
 from .binder import Binder
 from .claims import ClaimWriter
+from .events import EVENT_CONNECTIONS, EventRecorder
 from .handlers import INFORMED, Resource, build_registry, informer_for, operator_settings
 from .health import start_health_server
 from .informer import Informer
@@ -67,9 +69,17 @@ async def run(
     api_client = client.ApiClient(cfg)
     bucket = TokenBucket(cc.qps, cc.burst)
     rest = RestClient(api_client)
-    # Events have a rate limit of their own, as kube-scheduler's event client.
-    writer = StatusWriter(rest, bucket, event_bucket=TokenBucket(cc.qps, cc.burst))
-    scheduler = Scheduler(config, registry, binder=Binder(rest, bucket, cc.bind_concurrency), writer=writer)
+    binder = Binder(rest, bucket, cc.bind_concurrency)
+    # Events: a client of their own (as kube-scheduler's event client: its own
+    # rate limit) with a small pool, so an Event never holds a connection a
+    # bind needs; they wait while pods are being bound (runtime/events.py).
+    event_cfg = copy.copy(cfg)  # shares the credentials (a refreshed token too)
+    event_cfg.connection_pool_maxsize = EVENT_CONNECTIONS
+    event_api_client = client.ApiClient(event_cfg)
+    event_rest = RestClient(event_api_client)
+    events = EventRecorder(event_rest, TokenBucket(cc.qps, cc.burst), binding=binder.binding)
+    writer = StatusWriter(rest, bucket, events=events)
+    scheduler = Scheduler(config, registry, binder=binder, writer=writer)
     claim_writer = ClaimWriter(rest, bucket)
     for fwk in scheduler.frameworks.values():
         fwk.handle.claim_writer = claim_writer
@@ -78,6 +88,7 @@ async def run(
         name = os.environ.get("POD_NAME") or socket.gethostname()  # as client-go: the pod, plus a uuid
         elector = LeaderElector(rest, config.leader_election, f"{name}_{uuid.uuid4()}")
         rest.may_write = elector.may_act  # a standby, or a leader past its deadline, writes nothing
+        event_rest.may_write = elector.may_act
 
     def healthy() -> bool:
         # Stalled = work is waiting but no cycle ran for a long time (a standby runs none).
@@ -149,6 +160,8 @@ async def run(
             await elector.release()  # a clean stop hands over at once
         await health.cleanup()
         await rest.close()
+        await event_rest.close()
         await api_client.close()
+        await event_api_client.close()
     log.info("troupe stopped")
     return rc

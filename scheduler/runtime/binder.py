@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
@@ -35,10 +36,16 @@ class Binder:
         self._bucket = bucket
         self._sem = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._last_done = -1e9
 
     @property
     def in_flight(self) -> int:
         return len(self._tasks)
+
+    def binding(self, within: float) -> bool:
+        """A bind is in flight, or one finished less than `within` seconds ago
+        (Events wait for binds: runtime/events.py)."""
+        return bool(self._tasks) or time.monotonic() - self._last_done < within
 
     def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults, at_least: int = 0) -> None:
         failpoints.hit("cycle-decided")
@@ -93,7 +100,11 @@ class Binder:
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._last_done = time.monotonic()
 
     async def drain(self) -> None:
         while self._tasks:
@@ -111,7 +122,7 @@ class Binder:
         )
         async with self._sem:
             for _ in range(MAX_RETRIES_429 + 1):
-                await self._bucket.acquire()
+                await self._bucket.acquire(first=True)
                 failpoints.hit("bind-start")
                 try:
                     await self._rest.post(path, body, timeout=REQUEST_TIMEOUT_SECONDS)

@@ -14,8 +14,6 @@ import asyncio
 import datetime
 import json
 import logging
-import socket
-import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -29,15 +27,14 @@ from ..api.records import PodInfo
 from . import failpoints
 from .binder import REQUEST_TIMEOUT_SECONDS
 from .binder import retry_after as _retry_after
+from .events import EventRecorder
 from .kube import RestClient, encode
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
-EVENT_DEDUPE_SECONDS = 600.0
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-MAX_NOTE = 1024
 MAX_MESSAGE = 32768
 # PodGroups whose conditions troupe remembers having written (see _group_write).
 MAX_GROUP_RECORDS = 10_000
@@ -73,24 +70,20 @@ def now_rfc3339() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def now_micro() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 class StatusWriter:
     def __init__(
         self,
         rest: RestClient,
         bucket: TokenBucket,
-        event_bucket: TokenBucket | None = None,
+        events: EventRecorder | None = None,
         workers: int = 4,
     ) -> None:
         """`bucket` limits status writes (shared with binding, one client as
-        kube-scheduler's); `event_bucket` limits Events, which kube-scheduler
-        sends through a client of its own."""
+        kube-scheduler's); Events go through `events` (by default one on the
+        same client and bucket)."""
         self._rest = rest
         self._bucket = bucket
-        self._event_bucket = event_bucket or bucket
+        self.events = events or EventRecorder(rest, bucket)
         self._pending: OrderedDict[tuple[str, ...], Callable[[], Awaitable[None]]] = OrderedDict()
         self._wakeup = asyncio.Event()
         self._writing: set[tuple[str, ...]] = set()
@@ -98,9 +91,7 @@ class StatusWriter:
         self._pod_conditions: dict[str, tuple[str, str]] = {}
         # (namespace, name) -> (uid, {condition type: the condition as troupe last queued it})
         self._group_conditions: OrderedDict[GroupKey, tuple[str, dict[str, dict[str, Any]]]] = OrderedDict()
-        self._events_seen: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         self._busy = 0
-        self.instance = f"troupe-scheduler-{socket.gethostname()}"
 
     # --------------------------------------------------------------- plumbing
 
@@ -128,7 +119,7 @@ class StatusWriter:
             key, write = job
             self._writing.add(key)
             self._busy += 1
-            bucket = self._event_bucket if key[0] == "event" else self._bucket
+            bucket = self._bucket
             try:
                 await bucket.acquire()
                 failpoints.hit("status-write")
@@ -155,11 +146,13 @@ class StatusWriter:
         deadline = loop.time() + timeout
         while (self._pending or self._busy) and loop.time() < deadline:
             await asyncio.sleep(0.05)
+        await self.events.flush(max(deadline - loop.time(), 0.0))
 
     async def close(self) -> None:
         for task in self._workers:
             task.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
+        await self.events.close()
 
     def forget_pod(self, uid: str) -> None:
         """The pod is placed or gone: drop what we remember and any queued condition write."""
@@ -397,62 +390,8 @@ class StatusWriter:
 
     # ---------------------------------------------------------------- events
 
-    def event(self, regarding: dict[str, str], type_: str, reason: str, note: str, action: str) -> None:
-        """An events.k8s.io/v1 Event; the same note on the same object is posted
-        at most once per EVENT_DEDUPE_SECONDS."""
-        loop_time = asyncio.get_running_loop().time()
-        dedupe = (regarding.get("uid", "") or regarding["name"], reason, note)
-        last = self._events_seen.get(dedupe)
-        if last is not None and loop_time - last < EVENT_DEDUPE_SECONDS:
-            return
-        self._events_seen[dedupe] = loop_time
-        self._events_seen.move_to_end(dedupe)
-        while len(self._events_seen) > 50_000:
-            self._events_seen.popitem(last=False)
-        ns = regarding.get("namespace") or "default"
-        body: dict[str, Any] = {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            # Named as upstream's recorder names events: <object>.<unix nanos in hex>.
-            "metadata": {"name": f"{regarding['name']}.{time.time_ns():x}", "namespace": ns},
-            "eventTime": now_micro(),
-            "reportingController": "troupe-scheduler",
-            "reportingInstance": self.instance[:128],
-            "action": action,
-            "reason": reason,
-            "note": note[:MAX_NOTE],
-            "type": type_,
-            "regarding": regarding,
-        }
-
-        path = f"/apis/events.k8s.io/v1/namespaces/{ns}/events"
-        data = encode(body)
-
-        async def write() -> None:
-            await self._rest.post(path, data, timeout=REQUEST_TIMEOUT_SECONDS)
-
-        self._enqueue(("event", *dedupe), write)
-
     def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None:
-        self.event(
-            {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
-            type_,
-            reason,
-            note,
-            action,
-        )
+        self.events.pod_event(pod, type_, reason, note, action)
 
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
-        self.event(
-            {
-                "apiVersion": C.API_VERSION,
-                "kind": "PodGroup",
-                "namespace": group.metadata.namespace,
-                "name": group.metadata.name,
-                "uid": group.metadata.uid,
-            },
-            type_,
-            reason,
-            note,
-            action,
-        )
+        self.events.group_event(group, type_, reason, note, action)

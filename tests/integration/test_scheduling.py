@@ -95,7 +95,12 @@ def test_two_gangs_competing_for_room_for_one(installed, troupe, nodes, namespac
         cond = wait_pod_unschedulable(c, ns, f"{loser}-{i}")
         assert f"PodGroup {ns}/{loser}: needs 4 pods" in cond["message"], cond
     assert any(e["reason"] == "FailedScheduling" for e in events_for(c, ns, f"{loser}-0"))
-    assert any(e["reason"] == "Scheduled" for e in events_for(c, ns, f"{winner}-0"))
+    # Events wait while pods are being bound (runtime/events.py): the winner's may come a moment later.
+    wait_for(
+        lambda: any(e["reason"] == "Scheduled" for e in events_for(c, ns, f"{winner}-0")),
+        timeout=10,
+        message="a Scheduled event on the winner's pod",
+    )
 
     force_delete(c, ns, *[f"{winner}-{i}" for i in range(4)])
     placed = wait_for(lambda: len(b := bound(c, ns, loser)) == 4 and b, timeout=30, message="second gang bound")
@@ -323,3 +328,25 @@ def test_gang_with_anti_affinity_and_spread_lands_in_one_cycle(installed, troupe
         "ring-4",
         "PodGroup " + ns + "/ring: 0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules.",
     )
+
+
+def test_scheduled_events_past_the_first_ten_pods_of_a_group_are_one_event_on_the_podgroup(
+    installed, troupe, nodes, namespace
+):
+    """As upstream's correlator aggregates similar events: the first 10 pods
+    of a PodGroup get their own Scheduled Event, the rest are counted in one
+    Scheduled Event on the PodGroup (runtime/events.py)."""
+    c, ns = installed, namespace
+    nodes("ev-node", cpu="16")
+    create(c, podgroup(ns, "wide", 14), *[pod(ns, f"wide-{i}", group="wide", cpu="100m") for i in range(14)])
+    wait_for(lambda: len(bound(c, ns)) == 14, timeout=30, message="14 pods bound")
+
+    def combined():
+        return [e for e in events_for(c, ns, "wide") if e["reason"] == "Scheduled"]
+
+    (event,) = wait_for(combined, timeout=15, message="one Scheduled event on the PodGroup")
+    assert event["regarding"]["kind"] == "PodGroup"
+    assert event["note"].startswith("Successfully assigned 4 more pod(s) of PodGroup")
+    items = c.get_json("events.v1.events.k8s.io", "-n", ns)["items"]
+    on_pods = [e for e in items if e["reason"] == "Scheduled" and e["regarding"]["kind"] == "Pod"]
+    assert len(on_pods) == 10

@@ -1,0 +1,282 @@
+"""Events: best-effort, and never ahead of a bind.
+
+kube-scheduler hands its Events to a broadcaster whose queue holds 1000 and
+drops what does not fit, and sends them through a client of its own. troupe
+does the same and goes one step further, because on a busy API server an
+Event costs about what a bind costs (measured end to end at 5000 nodes: with
+one `Scheduled` Event per bound pod, half of the API server's work for troupe
+went to Events):
+
+- **A bounded queue** (`MAX_QUEUED_EVENTS`, upstream's `maxQueuedEvents`):
+  an Event that does not fit is dropped and counted in
+  `troupe_events_dropped_total`, with one log line per burst of drops.
+- **Binds first.** While pods are being bound (a bind in flight, or one
+  finished less than `BUSY_SECONDS` ago) Events go out at
+  `BUSY_EVENTS_PER_SECOND`; at the client's event rate once binding pauses.
+- **Connections of their own** (`EVENT_CONNECTIONS`): an Event never holds a
+  connection a bind waits for.
+- **No repeats:** the same note on the same object at most once per
+  `EVENT_DEDUPE_SECONDS`.
+- **Aggregated per PodGroup, as upstream's correlator aggregates similar
+  events** (more than `AGGREGATE_AFTER` with the same reason within the
+  window): the first `AGGREGATE_AFTER` pods of a PodGroup get their own
+  `Scheduled` Event, the rest are counted in one `Scheduled` Event on the
+  PodGroup, sent once and counting every pod bound until it leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client import Counter
+
+from ..api import constants as C
+from ..api.podgroup import PodGroup
+from ..api.records import PodInfo
+from . import failpoints
+from .binder import REQUEST_TIMEOUT_SECONDS, retry_after
+from .kube import RestClient, encode
+from .ratelimit import TokenBucket
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUED_EVENTS = 1000
+BUSY_SECONDS = 1.0
+BUSY_EVENTS_PER_SECOND = 5.0
+EVENT_CONNECTIONS = 2
+EVENT_DEDUPE_SECONDS = 600.0
+AGGREGATE_AFTER = 10
+MAX_NOTE = 1024
+MAX_REMEMBERED = 50_000  # notes (dedupe) and PodGroups (aggregation) remembered
+
+DROPPED = Counter(
+    "troupe_events_dropped_total",
+    "Events not posted because MAX_QUEUED_EVENTS were already waiting (binds go first).",
+)
+
+EventKey = tuple[str, ...]
+
+
+def now_micro() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class _GroupScheduled:
+    """Scheduled Events of one PodGroup's pods within the window."""
+
+    since: float
+    own: int = 0  # pods that got an Event of their own
+    combined: int = 0  # pods counted in the PodGroup's Event
+    queued: bool = False  # the PodGroup's Event is waiting to be sent
+
+
+class EventRecorder:
+    def __init__(
+        self,
+        rest: RestClient,
+        bucket: TokenBucket,
+        binding: Callable[[float], bool] | None = None,
+        max_queued: int = MAX_QUEUED_EVENTS,
+        workers: int = EVENT_CONNECTIONS,
+    ) -> None:
+        """`rest` should have connections of its own; `bucket` is the event
+        client's rate limit; `binding(seconds)` says whether a bind is in
+        flight or finished within `seconds` (the binder's)."""
+        self._rest = rest
+        self._bucket = bucket
+        self._busy_bucket = TokenBucket(BUSY_EVENTS_PER_SECOND, 1)
+        self._binding = binding or (lambda _seconds: False)
+        self._max_queued = max_queued
+        self._pending: OrderedDict[EventKey, Callable[[], Awaitable[None]]] = OrderedDict()
+        self._wakeup = asyncio.Event()
+        self._seen: OrderedDict[EventKey, float] = OrderedDict()
+        self._groups: OrderedDict[tuple[str, str], _GroupScheduled] = OrderedDict()
+        self._dropping = False
+        self._failing = False
+        self._busy = 0
+        self.instance = f"troupe-scheduler-{socket.gethostname()}"[:128]
+        self._workers = [asyncio.create_task(self._work(), name=f"event writer {i}") for i in range(workers)]
+
+    # ---------------------------------------------------------------- public
+
+    def event(self, regarding: dict[str, str], type_: str, reason: str, note: str, action: str) -> None:
+        """An events.k8s.io/v1 Event about `regarding`, if it fits the queue
+        and the same note on the same object was not posted in the last
+        EVENT_DEDUPE_SECONDS."""
+        now = time.monotonic()
+        key = (regarding.get("uid", "") or regarding["name"], reason, note)
+        last = self._seen.get(key)
+        if last is not None and now - last < EVENT_DEDUPE_SECONDS:
+            return
+        body = self._body(regarding, type_, reason, note, action)
+        if self._enqueue(key, lambda: self._post(regarding, body)):
+            _remember(self._seen, key, now)
+
+    def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None:
+        group = pod.labels.get(C.POD_GROUP_LABEL)
+        if reason == C.EVENT_SCHEDULED and group and not self._own_event(pod.namespace, group):
+            return
+        self.event(
+            {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
+            type_,
+            reason,
+            note,
+            action,
+        )
+
+    def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
+        self.event(
+            _group_ref(group.metadata.namespace, group.metadata.name, group.metadata.uid), type_, reason, note, action
+        )
+
+    @property
+    def queued(self) -> int:
+        return len(self._pending)
+
+    async def flush(self, timeout: float = 10.0) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (self._pending or self._busy) and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+
+    async def close(self) -> None:
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+
+    # ----------------------------------------------------------- aggregation
+
+    def _own_event(self, namespace: str, group: str) -> bool:
+        """Whether this bound pod of `group` gets a Scheduled Event of its
+        own; if not, it is counted in its PodGroup's Event."""
+        now = time.monotonic()
+        key = (namespace, group)
+        state = self._groups.get(key)
+        if state is None or now - state.since >= EVENT_DEDUPE_SECONDS:
+            state = _GroupScheduled(since=now)
+        _remember(self._groups, key, state)
+        if state.own < AGGREGATE_AFTER:
+            state.own += 1
+            return True
+        state.combined += 1
+        if not state.queued:
+            state.queued = self._enqueue(("scheduled", namespace, group), lambda: self._post_combined(key, state))
+        return False
+
+    async def _post_combined(self, key: tuple[str, str], state: _GroupScheduled) -> None:
+        # The note is written now, so it counts every pod bound while it waited.
+        count, state.combined, state.queued = state.combined, 0, False
+        namespace, group = key
+        regarding = _group_ref(namespace, group, "")
+        note = (
+            f"Successfully assigned {count} more pod(s) of PodGroup {namespace}/{group} "
+            f"(combined from similar events: the first {AGGREGATE_AFTER} have their own Scheduled event)"
+        )
+        await self._post(regarding, self._body(regarding, "Normal", C.EVENT_SCHEDULED, note, "Binding"))
+
+    # -------------------------------------------------------------- plumbing
+
+    def _body(self, regarding: dict[str, str], type_: str, reason: str, note: str, action: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            # Named as upstream's recorder names events: <object>.<unix nanos in hex>.
+            "metadata": {"name": f"{regarding['name']}.{time.time_ns():x}", "namespace": _namespace(regarding)},
+            "eventTime": now_micro(),
+            "reportingController": "troupe-scheduler",
+            "reportingInstance": self.instance,
+            "action": action,
+            "reason": reason,
+            "note": note[:MAX_NOTE],
+            "type": type_,
+            "regarding": regarding,
+        }
+
+    async def _post(self, regarding: dict[str, str], body: dict[str, Any]) -> None:
+        path = f"/apis/events.k8s.io/v1/namespaces/{_namespace(regarding)}/events"
+        await self._rest.post(path, encode(body), timeout=REQUEST_TIMEOUT_SECONDS)
+
+    def _enqueue(self, key: EventKey, send: Callable[[], Awaitable[None]]) -> bool:
+        """Queue `send` unless the queue is full (then count it dropped)."""
+        if key not in self._pending and len(self._pending) >= self._max_queued:
+            DROPPED.inc()
+            if not self._dropping:
+                self._dropping = True
+                log.warning(
+                    "Events: %d waiting behind binds; dropping new ones until they are sent "
+                    "(troupe_events_dropped_total counts them)",
+                    len(self._pending),
+                )
+            return False
+        self._pending[key] = send
+        self._wakeup.set()
+        return True
+
+    async def _work(self) -> None:
+        while True:
+            if not self._pending:
+                self._dropping = False
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            # Binds first: while pods are being bound, a trickle of Events only.
+            if self._binding(BUSY_SECONDS):
+                await self._busy_bucket.acquire()
+            await self._bucket.acquire()
+            if not self._pending:
+                continue
+            key, send = self._pending.popitem(last=False)
+            self._busy += 1
+            try:
+                failpoints.hit("event-write")
+                await send()
+                self._failing = False
+            except ApiException as exc:
+                if exc.status == 429:  # throttled: wait as told, then send it again
+                    self._bucket.pause(retry_after(exc))
+                    self._pending.setdefault(key, send)
+                else:
+                    self._failed(f"{exc.status} {exc.reason}")
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                self._failed(f"{type(exc).__name__}: {exc}")
+            except Exception:  # never let a bad Event kill a worker
+                log.exception("Event not posted")
+            finally:
+                self._busy -= 1
+
+    def _failed(self, why: str) -> None:
+        """Events are best-effort: one line when posting starts failing, not one per Event."""
+        if not self._failing:
+            self._failing = True
+            log.warning("Event not posted (%s); later failures are logged at debug level until one succeeds", why)
+        else:
+            log.debug("Event not posted (%s)", why)
+
+
+def _group_ref(namespace: str, name: str, uid: str) -> dict[str, str]:
+    ref = {"apiVersion": C.API_VERSION, "kind": "PodGroup", "namespace": namespace, "name": name}
+    if uid:
+        ref["uid"] = uid
+    return ref
+
+
+def _namespace(regarding: dict[str, str]) -> str:
+    return regarding.get("namespace") or "default"
+
+
+def _remember(memory: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    memory[key] = value
+    memory.move_to_end(key)
+    while len(memory) > MAX_REMEMBERED:
+        memory.popitem(last=False)
