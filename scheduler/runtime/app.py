@@ -78,7 +78,7 @@ async def run(
     event_api_client = client.ApiClient(event_cfg)
     event_rest = RestClient(event_api_client)
     events = EventRecorder(event_rest, TokenBucket(cc.qps, cc.burst), binding=binder.binding)
-    writer = StatusWriter(rest, bucket, events=events)
+    writer = StatusWriter(rest, bucket, events=events, binding=binder.binding)
     scheduler = Scheduler(config, registry, binder=binder, writer=writer)
     claim_writer = ClaimWriter(rest, bucket)
     for fwk in scheduler.frameworks.values():

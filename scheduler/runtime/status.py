@@ -14,6 +14,7 @@ import asyncio
 import datetime
 import json
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,7 +28,7 @@ from ..api.records import PodInfo
 from . import failpoints
 from .binder import REQUEST_TIMEOUT_SECONDS
 from .binder import retry_after as _retry_after
-from .events import EventRecorder
+from .events import BUSY_SECONDS, EventRecorder
 from .kube import RestClient, encode
 from .ratelimit import TokenBucket
 
@@ -39,6 +40,9 @@ MAX_MESSAGE = 32768
 # PodGroups whose conditions troupe remembers having written (see _group_write).
 MAX_GROUP_RECORDS = 10_000
 DELETE_OPTIONS = "DeleteOptions"
+# While pods are being bound, a status write waits for binding to pause, but
+# no longer than this after it was queued (binds first: runtime/events.py).
+MAX_WRITE_DELAY_SECONDS = 5.0
 
 GroupKey = tuple[str, str]
 
@@ -77,14 +81,18 @@ class StatusWriter:
         bucket: TokenBucket,
         events: EventRecorder | None = None,
         workers: int = 4,
+        binding: Callable[[float], bool] | None = None,
     ) -> None:
         """`bucket` limits status writes (shared with binding, one client as
         kube-scheduler's); Events go through `events` (by default one on the
-        same client and bucket)."""
+        same client and bucket); `binding(seconds)`: a bind is in flight or
+        finished within `seconds` (the binder's), and writes wait for it."""
         self._rest = rest
         self._bucket = bucket
         self.events = events or EventRecorder(rest, bucket)
+        self._binding = binding or (lambda _seconds: False)
         self._pending: OrderedDict[tuple[str, ...], Callable[[], Awaitable[None]]] = OrderedDict()
+        self._since: dict[tuple[str, ...], float] = {}  # when a pending write was first queued
         self._wakeup = asyncio.Event()
         self._writing: set[tuple[str, ...]] = set()
         self._workers = [asyncio.create_task(self._work(), name=f"status writer {i}") for i in range(workers)]
@@ -96,9 +104,20 @@ class StatusWriter:
     # --------------------------------------------------------------- plumbing
 
     def _enqueue(self, key: tuple[str, ...], write: Callable[[], Awaitable[None]]) -> None:
-        self._pending.pop(key, None)
+        # A newer write to the same object takes the queued one's place (and age).
+        self._since.setdefault(key, time.monotonic())
         self._pending[key] = write
         self._wakeup.set()
+
+    async def _behind_binds(self) -> None:
+        """Binds first: while pods are being bound, writes wait, each at most
+        MAX_WRITE_DELAY_SECONDS after it was queued. On a saturated API server
+        a PodGroup status patch costs at least what a bind costs."""
+        while self._pending and self._binding(BUSY_SECONDS):
+            oldest = next(iter(self._pending))
+            if time.monotonic() - self._since.get(oldest, 0.0) >= MAX_WRITE_DELAY_SECONDS:
+                return
+            await asyncio.sleep(0.05)
 
     def _next(self) -> tuple[tuple[str, ...], Callable[[], Awaitable[None]]] | None:
         """The oldest queued write whose object has no write in flight: two
@@ -106,11 +125,13 @@ class StatusWriter:
         "waiting" condition cannot overtake the "scheduled" one)."""
         for key in self._pending:
             if key not in self._writing:
+                self._since.pop(key, None)
                 return key, self._pending.pop(key)
         return None
 
     async def _work(self) -> None:
         while True:
+            await self._behind_binds()
             job = self._next()
             if job is None:
                 self._wakeup.clear()
@@ -128,7 +149,8 @@ class StatusWriter:
                 if exc.status == 429:
                     # Throttled: wait as told, then write it again (unless a newer write replaced it).
                     bucket.pause(_retry_after(exc))
-                    self._pending.setdefault(key, write)
+                    if key not in self._pending:
+                        self._enqueue(key, write)
                 else:
                     log.warning("status write failed: %s %s", exc.status, exc.reason)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
@@ -158,6 +180,7 @@ class StatusWriter:
         """The pod is placed or gone: drop what we remember and any queued condition write."""
         self._pod_conditions.pop(uid, None)
         self._pending.pop(("pod", uid), None)
+        self._since.pop(("pod", uid), None)
 
     # ------------------------------------------------------------- PodGroups
 
