@@ -349,6 +349,21 @@ class EventHandlers:
             if isinstance(group, PodGroup):
                 self._make_group_claims(group)
 
+    def sweep_group_status(self) -> None:
+        """After the initial listing: a PodGroup whose pods were bound but
+        whose PodGroupScheduled=True was not written yet (status writes wait
+        for binds, and the process may have stopped in between) gets it now:
+        no cycle will run for it, nothing is left to place."""
+        for key, group in list(self.cache.groups.items()):
+            if not isinstance(group, PodGroup) or group.metadata.deletion_timestamp:
+                continue
+            current = group.condition(C.POD_GROUP_SCHEDULED)
+            if current is not None and current.status == "True":
+                continue
+            bound = sum(1 for p in self.cache.members(key) if p.node_name and not p.terminal and not p.deleting)
+            if bound >= group.min_count:
+                self.writer.group_condition(group, "True", C.REASON_SCHEDULED, f"{bound} pod(s) placed")
+
     def _make_group_claims(self, group: PodGroup) -> None:
         """The claims a PodGroup's `resourceClaimTemplateName` entries ask for,
         and their names in its status, where either is missing."""

@@ -117,6 +117,7 @@ async def run(
             await elector.leading.wait()
         scheduler.claim_lifecycle = claim_writer
         scheduler.sweep_claims()  # devices held by pods deleted while no replica led
+        scheduler.sweep_group_status()  # groups bound whose condition was not written yet
         await scheduler.run()
 
     loop_task = asyncio.create_task(lead_then_schedule(), name="scheduling loop")
@@ -124,9 +125,9 @@ async def run(
     watches = [asyncio.create_task(i.run(), name=f"watch {i.path}") for i in informers.values()]
     resync = None
     if resync_seconds > 0:
-        # Pods and Nodes need none: their Informers Replace on every relist.
+        # Pods, Nodes and PodGroups need none: their Informers Replace on every relist.
         resync = asyncio.create_task(
-            Resync(scheduler, api_client, bucket, resync_seconds, kinds=("podgroup", "workload", "pdb")).run(),
+            Resync(scheduler, api_client, bucket, resync_seconds, kinds=("workload", "pdb")).run(),
             name="resync",
         )
     operator = asyncio.create_task(

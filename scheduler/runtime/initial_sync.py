@@ -3,7 +3,7 @@
 When `prime()` returns, the cache holds every node and every pod (so node
 usage is complete) and every PodGroup, Workload, Namespace, PriorityClass and
 PodDisruptionBudget: the "caches synced" moment after which the scheduling
-loop may start. Pods and Nodes are listed by their Informers, which then
+loop may start. Pods, Nodes and PodGroups are listed by their Informers, which then
 watch from the listing's resourceVersion. kopf lists the other kinds again and
 watches them; its listing replays the same objects, which the handlers take as
 idempotent upserts. An object of those kinds deleted between the two listings has no
@@ -34,17 +34,17 @@ async def prime(scheduler: Scheduler, api: client.ApiClient, informers: dict[Res
     start = time.monotonic()
     for resource, upsert, _ in watched(scheduler):
         path = list_path(resource)
-        if resource in informers:
-            counts[resource[-1]] = await informers[resource].relist()
-            continue
         n = 0
         try:
-            async for item in list_paged(api, path):
-                try:
-                    upsert(item)
-                except Exception:  # as in the handlers: one odd object must not stop the rest
-                    log.exception("cannot handle %s %s", path, (item.get("metadata") or {}).get("name"))
-                n += 1
+            if resource in informers:
+                n = await informers[resource].relist()
+            else:
+                async for item in list_paged(api, path):
+                    try:
+                        upsert(item)
+                    except Exception:  # as in the handlers: one odd object must not stop the rest
+                        log.exception("cannot handle %s %s", path, (item.get("metadata") or {}).get("name"))
+                    n += 1
         except ApiException as exc:
             if exc.status != 404:
                 raise

@@ -337,3 +337,19 @@ def test_the_binder_is_told_how_many_of_a_gang_must_pass_prebind(sched):
     s.on_pod(pod("lone"))
     drain(s)
     assert sorted(rec.at_least) == [0, 1, 3]  # the lone pod, the basic group, the gang (minCount 3)
+
+
+def test_a_group_found_bound_at_start_gets_its_scheduled_condition(sched):
+    """Status writes wait for binds: a process stopped in between leaves a
+    bound group without PodGroupScheduled=True; the next one writes it."""
+    s, rec = sched
+    s.on_node(node("a", cpu="4"))
+    s.on_podgroup(podgroup("done", 2))
+    s.on_podgroup(podgroup("half", 3))
+    s.on_pod(pod("d-0", "done", node_name="a"))
+    s.on_pod(pod("d-1", "done", node_name="a"))
+    s.on_pod(pod("h-0", "half", node_name="a"))
+    s.on_pod(pod("h-1", "half"))
+    rec.groups.clear()  # the filling report of "half"
+    s.sweep_group_status()
+    assert rec.groups == [("done", "True", "Scheduled", "2 pod(s) placed")]

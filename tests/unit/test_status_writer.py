@@ -6,6 +6,7 @@ tests/integration/test_preemption_io.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -314,3 +315,30 @@ async def test_an_unchanged_group_condition_is_not_written_twice(api, writer):
     writer.group_condition(g, "True", C.REASON_SCHEDULED, "all bound")  # what the cache shows: changed from waiting
     await writer.flush()
     assert len(api.calls("PATCH")) == 2
+
+
+async def test_status_writes_wait_while_pods_are_being_bound_at_most_the_delay(api, monkeypatch):
+    from scheduler.runtime import status as status_module
+
+    monkeypatch.setattr(status_module, "MAX_WRITE_DELAY_SECONDS", 0.6)
+    binding = True
+    api_client = client.ApiClient(client.Configuration(host=api.url))
+    rest = RestClient(api_client)
+    w = StatusWriter(rest, TokenBucket(1000, 1000), workers=2, binding=lambda _s: binding)
+    try:
+        start = asyncio.get_running_loop().time()
+        w.group_condition(group(), "True", C.REASON_SCHEDULED, "all bound")
+        await asyncio.sleep(0.3)
+        assert api.calls("PATCH") == []  # binds first
+        await w.flush(5)
+        assert api.calls("PATCH") == [("PATCH", GROUP_PATH)]
+        assert asyncio.get_running_loop().time() - start >= 0.55  # written once the delay ran out
+        binding = False
+        w.group_condition(group(), "False", C.REASON_UNSCHEDULABLE, "no room")
+        await w.flush(5)
+        assert asyncio.get_running_loop().time() - start < 1.0  # not binding: at once
+        assert len(api.calls("PATCH")) == 2
+    finally:
+        await w.close()
+        await rest.close()
+        await api_client.close()
