@@ -160,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     # selector error itself reaches the pod's condition and the log once.
     logging.getLogger("cel").setLevel(logging.ERROR)
     if args.command == "run":
+        from .runtime.outage import install_kopf_filter
+
+        install_kopf_filter()  # kopf's per-retry errors become one line per outage
         return _run(args)
     parser.error(f"unknown command {args.command}")
     return 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
@@ -14,7 +15,7 @@ from ..api.records import PodInfo
 from ..core.outputs import BindResults
 from ..core.schedule_podgroup import Assignment
 from ..framework.framework import Framework
-from . import failpoints
+from . import failpoints, outage
 from .kube import RestClient, encode
 from .ratelimit import TokenBucket
 
@@ -24,6 +25,11 @@ MAX_RETRIES_429 = 5
 # An answer that never comes (a half-open connection) must not hold a bind slot
 # and an assumed pod for ever: after this the bind fails and the pod is requeued.
 REQUEST_TIMEOUT_SECONDS = 30.0
+# A bind that fails because the API server or etcd is away is retried for this
+# long (backoff doubling from 0.5 s to 5 s) before it fails for good: an API
+# server restart or a short etcd outage costs no requeue.
+BIND_RETRY_SECONDS = 60.0
+BIND_BACKOFF_INITIAL, BIND_BACKOFF_MAX = 0.5, 5.0
 
 
 class Binder:
@@ -100,6 +106,11 @@ class Binder:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _bind(self, pod: PodInfo, node: str, results: BindResults) -> None:
+        """POST the binding. A failure that says the API server (or etcd) is
+        away is retried here with backoff for up to BIND_RETRY_SECONDS, the
+        pod staying assumed: an outage costs no requeue, no Event and no log
+        line per pod (outage.BINDS logs one for all). After that the bind
+        fails as any other (the pod is unreserved and requeued)."""
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
         body = encode(
             {
@@ -109,36 +120,106 @@ class Binder:
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node},
             }
         )
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + BIND_RETRY_SECONDS
+        delay = BIND_BACKOFF_INITIAL
+        throttled = 0
+        # An attempt got no answer or a 5xx: it may have landed all the same,
+        # so a 409 to a later attempt may be our own binding.
+        maybe_landed = False
         async with self._sem:
-            for _ in range(MAX_RETRIES_429 + 1):
+            while True:
                 await self._bucket.acquire()
                 failpoints.hit("bind-start")
                 try:
-                    await self._rest.post(path, body, timeout=REQUEST_TIMEOUT_SECONDS)
+                    if failpoints.every("bind-500"):
+                        raise ApiException(status=500, reason="Internal Server Error (failpoint bind-500)")
+                    timeout = min(REQUEST_TIMEOUT_SECONDS, max(give_up - loop.time(), 1.0))
+                    await self._rest.post(path, body, timeout=timeout)
+                    if failpoints.every("bind-lost"):
+                        raise ApiException(status=500, reason="Internal Server Error (failpoint bind-lost)")
                 except ApiException as exc:
-                    if exc.status == 429:
-                        wait = retry_after(exc)
-                        log.info("bind %s: throttled by the server, retrying in %.1fs", pod.key, wait)
-                        self._bucket.pause(wait)
-                        continue
-                    if exc.status == 409:
-                        # Already bound (by an earlier attempt of ours or by someone
-                        # else): the watch brings the node it is on.
-                        log.info("bind %s: already bound (409)", pod.key)
+                    if not outage.is_outage(exc):
+                        outage.BINDS.succeeded()  # it answered
+                        if exc.status == 429 and throttled < MAX_RETRIES_429:
+                            throttled += 1
+                            wait = retry_after(exc)
+                            log.info("bind %s: throttled by the server, retrying in %.1fs", pod.key, wait)
+                            self._bucket.pause(wait)
+                            continue
+                        await self._refused(pod, node, exc, maybe_landed, results)
                         return
-                    if exc.status == 404:
-                        log.info("bind %s: the pod no longer exists (404)", pod.key)
-                        results.on_pod_gone(pod)
-                        return
-                    results.on_bind_failed(pod, node, f"Binding rejected: {exc.status} {exc.reason}: {_message(exc)}")
-                    return
+                    failure: BaseException = exc
                 except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                    results.on_bind_failed(pod, node, f"Binding failed: {type(exc).__name__}: {exc}")
+                    failure = exc
+                else:
+                    outage.BINDS.succeeded()
+                    failpoints.hit("bind-done")
+                    results.on_bound(pod, node)
                     return
-                failpoints.hit("bind-done")
-                results.on_bound(pod, node)
-                return
+                outage.BINDS.failed(failure)
+                maybe_landed = True
+                if loop.time() + delay > give_up:
+                    results.on_bind_failed(
+                        pod,
+                        node,
+                        f"Binding failed: {outage.describe(failure)} (retried for {BIND_RETRY_SECONDS:.0f}s)",
+                    )
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, BIND_BACKOFF_MAX)
+
+    async def _refused(
+        self, pod: PodInfo, node: str, exc: ApiException, maybe_landed: bool, results: BindResults
+    ) -> None:
+        """The server answered the bind with an error that is not an outage's."""
+        if exc.status == 429:
             results.on_bind_failed(pod, node, "Binding failed: the API server kept answering 429 Too Many Requests")
+        elif exc.status == 409 and maybe_landed:
+            await self._check_landed(pod, node, results)
+        elif exc.status == 409:
+            # Already bound (by someone else, or by an attempt of ours before a
+            # requeue): the watch brings the node it is on.
+            log.info("bind %s: already bound (409)", pod.key)
+        elif exc.status == 404:
+            log.info("bind %s: the pod no longer exists (404)", pod.key)
+            results.on_pod_gone(pod)
+        else:
+            results.on_bind_failed(pod, node, f"Binding rejected: {exc.status} {exc.reason}: {_message(exc)}")
+
+    async def _check_landed(self, pod: PodInfo, node: str, results: BindResults) -> None:
+        """A retried bind got 409: read the pod. Bound to `node` means an
+        earlier attempt landed: that is this bind's success, not a second
+        placement. Another incarnation of the name means ours is gone."""
+        try:
+            data = await self._rest.request(
+                "GET", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}", b"", timeout=REQUEST_TIMEOUT_SECONDS
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                results.on_pod_gone(pod)
+                return
+            log.info(
+                "bind %s: 409 on a retry and the pod cannot be read (%s); the watch will tell", pod.key, exc.status
+            )
+            return
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            log.info("bind %s: 409 on a retry and the pod cannot be read (%s); the watch will tell", pod.key, exc)
+            return
+        current = json.loads(data)
+        if str((current.get("metadata") or {}).get("uid") or "") != pod.uid:
+            log.info("bind %s: the pod was replaced by another of its name", pod.key)
+            results.on_pod_gone(pod)
+            return
+        bound_to = str((current.get("spec") or {}).get("nodeName") or "")
+        if bound_to == node:
+            log.info("bind %s: an earlier attempt landed (409 on the retry); bound to %s", pod.key, node)
+            results.on_bound(pod, node)
+        elif bound_to:
+            # Someone else bound it: the watch brings where (the cache follows the API).
+            log.warning("bind %s: 409 on a retry: bound to %s, not %s, by someone else", pod.key, bound_to, node)
+        else:
+            results.on_bind_failed(pod, node, "Binding failed: 409 Conflict and the pod is not bound")
 
 
 def retry_after(exc: ApiException) -> float:
@@ -151,8 +232,6 @@ def retry_after(exc: ApiException) -> float:
 
 
 def _message(exc: ApiException) -> str:
-    import json
-
     try:
         return str(json.loads(exc.body or b"").get("message", exc.body))
     except (TypeError, ValueError, AttributeError):

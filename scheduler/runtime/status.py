@@ -26,7 +26,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ..api import constants as C
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
-from . import failpoints
+from . import failpoints, outage
 from .binder import REQUEST_TIMEOUT_SECONDS
 from .binder import retry_after as _retry_after
 from .kube import RestClient, encode
@@ -133,15 +133,21 @@ class StatusWriter:
                 await bucket.acquire()
                 failpoints.hit("status-write")
                 await write()
+                outage.STATUS.succeeded()
             except ApiException as exc:
                 if exc.status == 429:
                     # Throttled: wait as told, then write it again (unless a newer write replaced it).
                     bucket.pause(_retry_after(exc))
                     self._pending.setdefault(key, write)
+                elif outage.is_outage(exc):
+                    if await outage.STATUS.backoff(exc):  # the API server is away: write it again later
+                        self._pending.setdefault(key, write)
                 else:
+                    outage.STATUS.succeeded()  # it answered
                     log.warning("status write failed: %s %s", exc.status, exc.reason)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                log.warning("status write failed: %s", exc)
+                if await outage.STATUS.backoff(exc):
+                    self._pending.setdefault(key, write)
             except Exception:  # never let a bad write kill a worker
                 log.exception("status write failed")
             finally:
