@@ -160,9 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     # selector error itself reaches the pod's condition and the log once.
     logging.getLogger("cel").setLevel(logging.ERROR)
     if args.command == "run":
-        from .runtime.outage import install_kopf_filter
-
-        install_kopf_filter()  # kopf's per-retry errors become one line per outage
         return _run(args)
     parser.error(f"unknown command {args.command}")
     return 2
@@ -218,7 +215,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"troupe: {exc}", file=sys.stderr)
         return 2
     from .runtime.kube import ConnectError
+    from .runtime.outage import install_kopf_filter
 
+    install_kopf_filter()  # kopf's per-retry errors become one line per outage
     try:
         return asyncio.run(run(config, registry, args.kubeconfig, resync_seconds=args.resync_seconds))
     except ConnectError as exc:
