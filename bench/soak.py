@@ -77,7 +77,7 @@ class Soak:
         self.args = args
         self.rng = random.Random(args.seed)
         self.workdir = Path(tempfile.mkdtemp(prefix="troupe-soak-"))
-        self.cluster = LocalCluster()
+        self.cluster = LocalCluster(durable=True)  # etcd is SIGKILLed: it must keep what it acknowledged
         self.obs = Observer(self.cluster, partial_grace=args.partial_grace, interval=1.0)
         self.replicas: dict[str, TroupeProcess] = {}
         self.survived: Counter[str] = Counter()
@@ -232,6 +232,8 @@ class Soak:
 
     def replace_pods(self, pods: list[dict[str, Any]]) -> bool:
         """Force-delete the pods and create them again (their controller would)."""
+        # Not those of a gang the workload is deleting: nothing would own them.
+        pods = [p for p in pods if (p["metadata"].get("labels") or {}).get(GROUP_LABEL, "") in self.gangs]
         if not pods:
             return True
         for p in pods:

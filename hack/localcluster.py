@@ -230,7 +230,12 @@ class LocalCluster:
         extra_apiserver_args: Sequence[str] = (),
         *,
         keep: bool | None = None,
+        durable: bool = False,
     ) -> None:
+        """``durable``: etcd fsyncs its log (no ``--unsafe-no-fsync``). Needed
+        where etcd is SIGKILLed (``restart_etcd(graceful=False)``): without
+        fsync, etcd may lose writes it had acknowledged, which a real etcd
+        never does."""
         k8s_bin_dir = Path(k8s_bin_dir) if k8s_bin_dir else default_k8s_bin_dir()
         etcd_bin_dir = Path(etcd_bin_dir) if etcd_bin_dir else default_etcd_bin_dir()
         self.apiserver_path = find_binary(k8s_bin_dir, "kube-apiserver")
@@ -239,6 +244,7 @@ class LocalCluster:
         self.k8s_bin_dir = k8s_bin_dir
         self.etcd_bin_dir = etcd_bin_dir
         self.extra_apiserver_args = list(extra_apiserver_args)
+        self.durable = durable
         self._own_workdir = workdir is None
         self.keep = (not self._own_workdir) if keep is None else keep
         if workdir is None:
@@ -540,9 +546,10 @@ class LocalCluster:
                 f"--listen-peer-urls=http://127.0.0.1:{peer}",
                 f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
                 f"--initial-cluster=troupe=http://127.0.0.1:{peer}",
-                "--unsafe-no-fsync",  # throwaway data; fsync dominates write latency otherwise
                 "--log-level=warn",
             ]
+            if not self.durable:
+                cmd.append("--unsafe-no-fsync")  # throwaway data; fsync dominates write latency otherwise
             self._etcd = self._popen(cmd, self.etcd_log)
             while time.monotonic() < deadline:
                 if self._etcd.poll() is not None:

@@ -124,9 +124,6 @@ class Binder:
         give_up = loop.time() + BIND_RETRY_SECONDS
         delay = BIND_BACKOFF_INITIAL
         throttled = 0
-        # An attempt got no answer or a 5xx: it may have landed all the same,
-        # so a 409 to a later attempt may be our own binding.
-        maybe_landed = False
         async with self._sem:
             while True:
                 await self._bucket.acquire()
@@ -147,9 +144,15 @@ class Binder:
                             log.info("bind %s: throttled by the server, retrying in %.1fs", pod.key, wait)
                             self._bucket.pause(wait)
                             continue
-                        await self._refused(pod, node, exc, maybe_landed, results)
-                        return
-                    failure: BaseException = exc
+                        if exc.status != 409:
+                            self._refused(pod, node, exc, results)
+                            return
+                        unread = await self._conflict(pod, node, exc, results)
+                        if unread is None:
+                            return
+                        failure: BaseException = unread  # the pod could not be read: bind again, read again
+                    else:
+                        failure = exc
                 except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                     failure = exc
                 else:
@@ -158,7 +161,6 @@ class Binder:
                     results.on_bound(pod, node)
                     return
                 outage.BINDS.failed(failure)
-                maybe_landed = True
                 if loop.time() + delay > give_up:
                     results.on_bind_failed(
                         pod,
@@ -169,57 +171,56 @@ class Binder:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BIND_BACKOFF_MAX)
 
-    async def _refused(
-        self, pod: PodInfo, node: str, exc: ApiException, maybe_landed: bool, results: BindResults
-    ) -> None:
-        """The server answered the bind with an error that is not an outage's."""
+    def _refused(self, pod: PodInfo, node: str, exc: ApiException, results: BindResults) -> None:
+        """The server answered the bind with an error that is neither an outage's nor a conflict."""
         if exc.status == 429:
             results.on_bind_failed(pod, node, "Binding failed: the API server kept answering 429 Too Many Requests")
-        elif exc.status == 409 and maybe_landed:
-            await self._check_landed(pod, node, results)
-        elif exc.status == 409:
-            # Already bound (by someone else, or by an attempt of ours before a
-            # requeue): the watch brings the node it is on.
-            log.info("bind %s: already bound (409)", pod.key)
         elif exc.status == 404:
             log.info("bind %s: the pod no longer exists (404)", pod.key)
             results.on_pod_gone(pod)
         else:
             results.on_bind_failed(pod, node, f"Binding rejected: {exc.status} {exc.reason}: {_message(exc)}")
 
-    async def _check_landed(self, pod: PodInfo, node: str, results: BindResults) -> None:
-        """A retried bind got 409: read the pod. Bound to `node` means an
-        earlier attempt landed: that is this bind's success, not a second
-        placement. Another incarnation of the name means ours is gone."""
+    async def _conflict(
+        self, pod: PodInfo, node: str, exc: ApiException, results: BindResults
+    ) -> ApiException | TimeoutError | aiohttp.ClientError | OSError | None:
+        """A 409: the pod is already bound, or the name is another pod's now.
+        Which one is read from the API (a quorum read), never assumed: bound
+        to `node` is this bind's success (an earlier attempt landed, its
+        answer lost), not a second placement; bound elsewhere is someone
+        else's placement, which the watch brings; not bound at all (the
+        conflict was about something else) fails the bind, so the pod is
+        requeued instead of staying assumed for a binding that does not
+        exist. Returns the error if the pod could not be read for an outage
+        (the caller retries), else None (reported)."""
         try:
             data = await self._rest.request(
                 "GET", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}", b"", timeout=REQUEST_TIMEOUT_SECONDS
             )
-        except ApiException as exc:
-            if exc.status == 404:
+        except ApiException as read_exc:
+            if read_exc.status == 404:
                 results.on_pod_gone(pod)
-                return
-            log.info(
-                "bind %s: 409 on a retry and the pod cannot be read (%s); the watch will tell", pod.key, exc.status
-            )
-            return
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            log.info("bind %s: 409 on a retry and the pod cannot be read (%s); the watch will tell", pod.key, exc)
-            return
+                return None
+            if outage.is_outage(read_exc):
+                return read_exc
+            results.on_bind_failed(pod, node, f"Binding conflict ({_message(exc)}) and the pod cannot be read")
+            return None
+        except (TimeoutError, aiohttp.ClientError, OSError) as read_exc:
+            return read_exc
         current = json.loads(data)
         if str((current.get("metadata") or {}).get("uid") or "") != pod.uid:
-            log.info("bind %s: the pod was replaced by another of its name", pod.key)
+            log.info("bind %s: 409, the pod was replaced by another of its name", pod.key)
             results.on_pod_gone(pod)
-            return
+            return None
         bound_to = str((current.get("spec") or {}).get("nodeName") or "")
         if bound_to == node:
-            log.info("bind %s: an earlier attempt landed (409 on the retry); bound to %s", pod.key, node)
+            log.info("bind %s: already bound to %s (409; an earlier attempt landed)", pod.key, node)
             results.on_bound(pod, node)
         elif bound_to:
-            # Someone else bound it: the watch brings where (the cache follows the API).
-            log.warning("bind %s: 409 on a retry: bound to %s, not %s, by someone else", pod.key, bound_to, node)
+            log.info("bind %s: already bound (409) to %s, not %s: the watch brings it", pod.key, bound_to, node)
         else:
-            results.on_bind_failed(pod, node, "Binding failed: 409 Conflict and the pod is not bound")
+            results.on_bind_failed(pod, node, f"Binding conflict and the pod is not bound: {_message(exc)}")
+        return None
 
 
 def retry_after(exc: ApiException) -> float:

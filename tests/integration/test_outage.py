@@ -39,7 +39,7 @@ clientConnection: {qps: 20, burst: 5, bindConcurrency: 8}
 
 @pytest.fixture(scope="module")
 def own_cluster(controlplane_binaries):
-    c = LocalCluster()
+    c = LocalCluster(durable=True)  # etcd is SIGKILLed: it must keep what it acknowledged
     c.start(timeout=90)
     try:
         c.kubectl("apply", "-f", str(ROOT / "crds"), "-f", str(ROOT / "manifests"), timeout=120)

@@ -217,14 +217,35 @@ async def test_201_is_bound_and_the_binding_names_pod_uid_and_node(server, core)
     assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "node-a"}
 
 
-async def test_409_is_already_bound_neither_bound_nor_failed(server, core, caplog):
+async def test_409_bound_elsewhere_is_neither_bound_nor_failed(server, core, caplog):
     server.script["p"] = [409]
+    server.pods["p"] = "node-b"  # someone else's placement: the watch brings it
     calls = Calls()
     with caplog.at_level(logging.INFO, logger="scheduler.runtime.binder"):
         await bind_all(make_binder(core, calls), "p")
     assert calls.bound == [] and calls.failed == [], "a 409 must not be reported as our binding nor as a failure"
     assert len(server.requests) == 1, "a 409 is not retried"
-    assert "bind ns/p: already bound (409)" in caplog.text
+    assert server.gets == ["p"], "a 409 is checked against the pod, never assumed"
+    assert "bind ns/p: already bound (409) to node-b, not node-a" in caplog.text
+
+
+async def test_409_bound_to_its_node_is_bound(server, core):
+    """E.g. a bind whose answer was lost, failed for good, requeued and placed on the same node."""
+    server.script["p"] = [409]
+    server.pods["p"] = "node-a"
+    calls = Calls()
+    await bind_all(make_binder(core, calls), "p")
+    assert calls.bound == [("p", "node-a")] and calls.failed == []
+
+
+async def test_409_for_a_pod_not_bound_fails_the_bind_so_it_is_requeued(server, core):
+    """A conflict that is not a binding must not leave the pod assumed for ever."""
+    server.script["p"] = [409]
+    server.pods["p"] = ""
+    calls = Calls()
+    await bind_all(make_binder(core, calls), "p")
+    assert calls.bound == [] and len(calls.failed) == 1
+    assert calls.failed[0][2].startswith("Binding conflict and the pod is not bound"), calls.failed
 
 
 @pytest.mark.parametrize("status", [400, 422, 403])
