@@ -188,11 +188,11 @@ class Binder:
         Which one is read from the API (a quorum read), never assumed: bound
         to `node` is this bind's success (an earlier attempt landed, its
         answer lost), not a second placement; bound elsewhere is someone
-        else's placement, which the watch brings; not bound at all (the
-        conflict was about something else) fails the bind, so the pod is
-        requeued instead of staying assumed for a binding that does not
-        exist. Returns the error if the pod could not be read for an outage
-        (the caller retries), else None (reported)."""
+        else's placement, which the watch brings; not bound at all means the
+        conflict was about something else (etcd away, see below): never left
+        assumed for a binding that does not exist. Returns an error for the
+        caller to retry the bind (pod not bound, or not readable for an
+        outage), else None (reported)."""
         try:
             data = await self._rest.request(
                 "GET", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}", b"", timeout=REQUEST_TIMEOUT_SECONDS
@@ -219,7 +219,11 @@ class Binder:
         elif bound_to:
             log.info("bind %s: already bound (409) to %s, not %s: the watch brings it", pod.key, bound_to, node)
         else:
-            results.on_bind_failed(pod, node, f"Binding conflict and the pod is not bound: {_message(exc)}")
+            # Not a binding: kube-apiserver wraps etcd errors of the binding's
+            # update in a 409 ("... rpc error: code = Unavailable"), so this is
+            # retried like the outage it usually is.
+            log.debug("bind %s: 409 and the pod is not bound (%s); retrying", pod.key, _message(exc))
+            return exc
         return None
 
 
