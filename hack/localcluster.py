@@ -7,7 +7,9 @@ Used by the integration tests and the demo; also a CLI::
 
 What you get, and what you do not:
 
-* etcd and kube-apiserver on free 127.0.0.1 ports, state in a temporary
+* etcd and kube-apiserver on free 127.0.0.1 ports (kept across
+  ``restart_apiserver()`` / ``restart_etcd()``, which keep the PKI, tokens,
+  kubeconfigs and etcd data), state in a temporary
   directory (removed by ``stop()`` unless ``keep=True``; a ``workdir`` you pass
   is kept by default and reused on the next start).
 * TLS with a CA generated here (``ca.crt``); kubeconfigs embed the CA.
@@ -228,7 +230,12 @@ class LocalCluster:
         extra_apiserver_args: Sequence[str] = (),
         *,
         keep: bool | None = None,
+        durable: bool = False,
     ) -> None:
+        """``durable``: etcd fsyncs its log (no ``--unsafe-no-fsync``). Needed
+        where etcd is SIGKILLed (``restart_etcd(graceful=False)``): without
+        fsync, etcd may lose writes it had acknowledged, which a real etcd
+        never does."""
         k8s_bin_dir = Path(k8s_bin_dir) if k8s_bin_dir else default_k8s_bin_dir()
         etcd_bin_dir = Path(etcd_bin_dir) if etcd_bin_dir else default_etcd_bin_dir()
         self.apiserver_path = find_binary(k8s_bin_dir, "kube-apiserver")
@@ -237,6 +244,7 @@ class LocalCluster:
         self.k8s_bin_dir = k8s_bin_dir
         self.etcd_bin_dir = etcd_bin_dir
         self.extra_apiserver_args = list(extra_apiserver_args)
+        self.durable = durable
         self._own_workdir = workdir is None
         self.keep = (not self._own_workdir) if keep is None else keep
         if workdir is None:
@@ -260,6 +268,10 @@ class LocalCluster:
         self._etcd: subprocess.Popen | None = None
         self._apiserver: subprocess.Popen | None = None
         self._stopped = False
+        # Ports picked on the first start and kept across restarts, so the
+        # kubeconfigs (server URL) and the apiserver's --etcd-servers stay valid.
+        self._apiserver_port = 0
+        self._etcd_ports: tuple[int, int] | None = None
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -304,6 +316,48 @@ class LocalCluster:
             _LIVE.discard(self)
         if not self.keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def restart_apiserver(self, down: float = 0, timeout: float = 60, graceful: bool = True) -> float:
+        """Stop kube-apiserver (SIGTERM, or SIGKILL with ``graceful=False``), stay
+        down ``down`` seconds, start it again on the same port with the same
+        PKI, tokens and etcd, and wait for /readyz. Returns the seconds it was
+        unreachable (stop to ready)."""
+        if self._apiserver is None:
+            raise RuntimeError("kube-apiserver is not running")
+        t0 = time.monotonic()
+        self._kill(self._apiserver, grace=5.0 if graceful else 0.0)
+        self._apiserver = None
+        time.sleep(down)
+        self._start_apiserver(time.monotonic() + timeout)
+        return time.monotonic() - t0
+
+    def restart_etcd(self, down: float = 0, timeout: float = 60, graceful: bool = True) -> float:
+        """Stop etcd (SIGTERM, or SIGKILL with ``graceful=False``), stay down
+        ``down`` seconds, start it again on the same ports with the same data
+        dir, and wait until it is healthy and kube-apiserver's /readyz is ok
+        again. Returns the seconds etcd was away (stop to apiserver ready)."""
+        if self._etcd is None:
+            raise RuntimeError("etcd is not running")
+        t0 = time.monotonic()
+        self._kill(self._etcd, grace=5.0 if graceful else 0.0)
+        self._etcd = None
+        time.sleep(down)
+        deadline = time.monotonic() + timeout
+        self._start_etcd(deadline)
+        self.wait_ready(deadline - time.monotonic())
+        return time.monotonic() - t0
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Wait until kube-apiserver answers /readyz with 200 (ClusterStartError otherwise)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._get("/readyz")[0] == 200:
+                return
+            time.sleep(0.1)
+        raise ClusterStartError(
+            f"kube-apiserver not ready after {timeout:.0f}s; last /readyz: {self._last_readyz}\n"
+            f"tail of {self.apiserver_log}:\n{_tail(self.apiserver_log)}"
+        )
 
     def __enter__(self) -> LocalCluster:
         return self.start()
@@ -375,7 +429,7 @@ class LocalCluster:
             except (ProcessLookupError, PermissionError):
                 pass
 
-        if proc.poll() is None:
+        if proc.poll() is None and grace > 0:  # grace 0: SIGKILL at once (a crash)
             signal_group(signal.SIGTERM)
             try:
                 proc.wait(grace)
@@ -481,7 +535,7 @@ class LocalCluster:
 
     def _start_etcd(self, deadline: float, attempts: int = 3) -> None:
         for attempt in range(attempts):
-            client, peer = _free_port(), _free_port()
+            client, peer = self._etcd_ports or (_free_port(), _free_port())
             self.etcd_url = f"http://127.0.0.1:{client}"
             cmd = [
                 str(self.etcd_path),
@@ -492,9 +546,10 @@ class LocalCluster:
                 f"--listen-peer-urls=http://127.0.0.1:{peer}",
                 f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
                 f"--initial-cluster=troupe=http://127.0.0.1:{peer}",
-                "--unsafe-no-fsync",  # throwaway data; fsync dominates write latency otherwise
                 "--log-level=warn",
             ]
+            if not self.durable:
+                cmd.append("--unsafe-no-fsync")  # throwaway data; fsync dominates write latency otherwise
             self._etcd = self._popen(cmd, self.etcd_log)
             while time.monotonic() < deadline:
                 if self._etcd.poll() is not None:
@@ -504,6 +559,7 @@ class LocalCluster:
                         f"{self.etcd_url}/health", timeout=2
                     ) as r:
                         if json.load(r).get("health") == "true":
+                            self._etcd_ports = (client, peer)
                             return
                 except (OSError, ValueError):
                     pass
@@ -512,6 +568,7 @@ class LocalCluster:
             self._kill(self._etcd)
             self._etcd = None
             if "address already in use" in log and attempt + 1 < attempts and time.monotonic() < deadline:
+                time.sleep(0.5)  # a kept port may still be held by the old process for a moment
                 continue
             raise ClusterStartError(f"etcd did not become healthy; tail of {self.etcd_log}:\n{log}")
 
@@ -542,7 +599,7 @@ class LocalCluster:
 
     def _start_apiserver(self, deadline: float, attempts: int = 3) -> None:
         for attempt in range(attempts):
-            port = _free_port()
+            port = self._apiserver_port or _free_port()
             self.server = f"https://127.0.0.1:{port}"
             offset = self.apiserver_log.stat().st_size if self.apiserver_log.exists() else 0
             self._apiserver = self._popen(self._apiserver_cmd(port), self.apiserver_log)
@@ -551,6 +608,7 @@ class LocalCluster:
                     break
                 status, _ = self._get("/readyz")
                 if status == 200:
+                    self._apiserver_port = port
                     return
                 time.sleep(0.1)
             rc = self._apiserver.poll()
@@ -559,6 +617,7 @@ class LocalCluster:
             self._kill(self._apiserver)
             self._apiserver = None
             if exited and "address already in use" in log and attempt + 1 < attempts:
+                time.sleep(0.5)  # a kept port may still be held by the old process for a moment
                 continue
             what = f"exited with code {rc}" if exited else "was not ready in time"
             raise ClusterStartError(

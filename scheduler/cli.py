@@ -215,7 +215,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"troupe: {exc}", file=sys.stderr)
         return 2
     from .runtime.kube import ConnectError
+    from .runtime.outage import install_kopf_filter
 
+    install_kopf_filter()  # kopf's per-retry errors become one line per outage
     try:
         return asyncio.run(run(config, registry, args.kubeconfig, resync_seconds=args.resync_seconds))
     except ConnectError as exc:

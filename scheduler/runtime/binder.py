@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Coroutine, Mapping, Sequence
@@ -15,7 +16,7 @@ from ..api.records import PodInfo
 from ..core.outputs import BindResults
 from ..core.schedule_podgroup import Assignment
 from ..framework.framework import Framework
-from . import failpoints
+from . import failpoints, outage
 from .kube import RestClient, encode
 from .ratelimit import TokenBucket
 
@@ -25,6 +26,11 @@ MAX_RETRIES_429 = 5
 # An answer that never comes (a half-open connection) must not hold a bind slot
 # and an assumed pod for ever: after this the bind fails and the pod is requeued.
 REQUEST_TIMEOUT_SECONDS = 30.0
+# A bind that fails because the API server or etcd is away is retried for this
+# long (backoff doubling from 0.5 s to 5 s) before it fails for good: an API
+# server restart or a short etcd outage costs no requeue.
+BIND_RETRY_SECONDS = 60.0
+BIND_BACKOFF_INITIAL, BIND_BACKOFF_MAX = 0.5, 5.0
 
 
 class Binder:
@@ -111,6 +117,11 @@ class Binder:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _bind(self, pod: PodInfo, node: str, results: BindResults) -> None:
+        """POST the binding. A failure that says the API server (or etcd) is
+        away is retried here with backoff for up to BIND_RETRY_SECONDS, the
+        pod staying assumed: an outage costs no requeue, no Event and no log
+        line per pod (outage.BINDS logs one for all). After that the bind
+        fails as any other (the pod is unreserved and requeued)."""
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
         body = encode(
             {
@@ -120,36 +131,111 @@ class Binder:
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node},
             }
         )
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + BIND_RETRY_SECONDS
+        delay = BIND_BACKOFF_INITIAL
+        throttled = 0
         async with self._sem:
-            for _ in range(MAX_RETRIES_429 + 1):
+            while True:
                 await self._bucket.acquire(first=True)
                 failpoints.hit("bind-start")
                 try:
-                    await self._rest.post(path, body, timeout=REQUEST_TIMEOUT_SECONDS)
+                    if failpoints.every("bind-500"):
+                        raise ApiException(status=500, reason="Internal Server Error (failpoint bind-500)")
+                    timeout = min(REQUEST_TIMEOUT_SECONDS, max(give_up - loop.time(), 1.0))
+                    await self._rest.post(path, body, timeout=timeout)
+                    if failpoints.every("bind-lost"):
+                        raise ApiException(status=500, reason="Internal Server Error (failpoint bind-lost)")
                 except ApiException as exc:
-                    if exc.status == 429:
-                        wait = retry_after(exc)
-                        log.info("bind %s: throttled by the server, retrying in %.1fs", pod.key, wait)
-                        self._bucket.pause(wait)
-                        continue
-                    if exc.status == 409:
-                        # Already bound (by an earlier attempt of ours or by someone
-                        # else): the watch brings the node it is on.
-                        log.info("bind %s: already bound (409)", pod.key)
-                        return
-                    if exc.status == 404:
-                        log.info("bind %s: the pod no longer exists (404)", pod.key)
-                        results.on_pod_gone(pod)
-                        return
-                    results.on_bind_failed(pod, node, f"Binding rejected: {exc.status} {exc.reason}: {_message(exc)}")
-                    return
+                    if not outage.is_outage(exc):
+                        outage.BINDS.succeeded()  # it answered
+                        if exc.status == 429 and throttled < MAX_RETRIES_429:
+                            throttled += 1
+                            wait = retry_after(exc)
+                            log.info("bind %s: throttled by the server, retrying in %.1fs", pod.key, wait)
+                            self._bucket.pause(wait)
+                            continue
+                        if exc.status != 409:
+                            self._refused(pod, node, exc, results)
+                            return
+                        unread = await self._conflict(pod, node, exc, results)
+                        if unread is None:
+                            return
+                        failure: BaseException = unread  # the pod could not be read: bind again, read again
+                    else:
+                        failure = exc
                 except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                    results.on_bind_failed(pod, node, f"Binding failed: {type(exc).__name__}: {exc}")
+                    failure = exc
+                else:
+                    outage.BINDS.succeeded()
+                    failpoints.hit("bind-done")
+                    results.on_bound(pod, node)
                     return
-                failpoints.hit("bind-done")
-                results.on_bound(pod, node)
-                return
+                outage.BINDS.failed(failure)
+                if loop.time() + delay > give_up:
+                    results.on_bind_failed(
+                        pod,
+                        node,
+                        f"Binding failed: {outage.describe(failure)} (retried for {BIND_RETRY_SECONDS:.0f}s)",
+                    )
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, BIND_BACKOFF_MAX)
+
+    def _refused(self, pod: PodInfo, node: str, exc: ApiException, results: BindResults) -> None:
+        """The server answered the bind with an error that is neither an outage's nor a conflict."""
+        if exc.status == 429:
             results.on_bind_failed(pod, node, "Binding failed: the API server kept answering 429 Too Many Requests")
+        elif exc.status == 404:
+            log.info("bind %s: the pod no longer exists (404)", pod.key)
+            results.on_pod_gone(pod)
+        else:
+            results.on_bind_failed(pod, node, f"Binding rejected: {exc.status} {exc.reason}: {_message(exc)}")
+
+    async def _conflict(
+        self, pod: PodInfo, node: str, exc: ApiException, results: BindResults
+    ) -> ApiException | TimeoutError | aiohttp.ClientError | OSError | None:
+        """A 409: the pod is already bound, or the name is another pod's now.
+        Which one is read from the API (a quorum read), never assumed: bound
+        to `node` is this bind's success (an earlier attempt landed, its
+        answer lost), not a second placement; bound elsewhere is someone
+        else's placement, which the watch brings; not bound at all means the
+        conflict was about something else (etcd away, see below): never left
+        assumed for a binding that does not exist. Returns an error for the
+        caller to retry the bind (pod not bound, or not readable for an
+        outage), else None (reported)."""
+        try:
+            data = await self._rest.request(
+                "GET", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}", b"", timeout=REQUEST_TIMEOUT_SECONDS
+            )
+        except ApiException as read_exc:
+            if read_exc.status == 404:
+                results.on_pod_gone(pod)
+                return None
+            if outage.is_outage(read_exc):
+                return read_exc
+            results.on_bind_failed(pod, node, f"Binding conflict ({_message(exc)}) and the pod cannot be read")
+            return None
+        except (TimeoutError, aiohttp.ClientError, OSError) as read_exc:
+            return read_exc
+        current = json.loads(data)
+        if str((current.get("metadata") or {}).get("uid") or "") != pod.uid:
+            log.info("bind %s: 409, the pod was replaced by another of its name", pod.key)
+            results.on_pod_gone(pod)
+            return None
+        bound_to = str((current.get("spec") or {}).get("nodeName") or "")
+        if bound_to == node:
+            log.info("bind %s: already bound to %s (409; an earlier attempt landed)", pod.key, node)
+            results.on_bound(pod, node)
+        elif bound_to:
+            log.info("bind %s: already bound (409) to %s, not %s: the watch brings it", pod.key, bound_to, node)
+        else:
+            # Not a binding: kube-apiserver wraps etcd errors of the binding's
+            # update in a 409 ("... rpc error: code = Unavailable"), so this is
+            # retried like the outage it usually is.
+            log.debug("bind %s: 409 and the pod is not bound (%s); retrying", pod.key, _message(exc))
+            return exc
+        return None
 
 
 def retry_after(exc: ApiException) -> float:
@@ -162,8 +248,6 @@ def retry_after(exc: ApiException) -> float:
 
 
 def _message(exc: ApiException) -> str:
-    import json
-
     try:
         return str(json.loads(exc.body or b"").get("message", exc.body))
     except (TypeError, ValueError, AttributeError):

@@ -10,6 +10,12 @@ Points (where a crash leaves the most interesting state behind):
   bind-start      a bind is about to be sent (earlier binds of the cycle may be done)
   bind-done       the API server accepted a bind; the scheduler has not recorded it
   status-write    a PodGroup/pod status write is about to be sent
+
+Error points answer a request with an error instead of killing; they fire
+on every Nth pass, not once (`bind-500=3`: every 3rd bind attempt):
+  bind-500        the bind is not sent; it fails as if the server answered 500
+  bind-lost       the bind is sent and lands, but its answer is lost (a 500
+                  in its place): the retry must find the pod bound (409)
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import signal
 log = logging.getLogger(__name__)
 
 POINTS = ("cycle-decided", "bind-start", "bind-done", "status-write")
+ERROR_POINTS = ("bind-500", "bind-lost")
 ENV = "TROUPE_FAILPOINTS"
 
 
@@ -28,8 +35,8 @@ def _parse(spec: str) -> dict[str, int]:
     armed: dict[str, int] = {}
     for item in filter(None, (s.strip() for s in spec.split(","))):
         name, _, count = item.partition("=")
-        if name not in POINTS:
-            raise ValueError(f"{ENV}: unknown point {name!r} (known: {', '.join(POINTS)})")
+        if name not in POINTS and name not in ERROR_POINTS:
+            raise ValueError(f"{ENV}: unknown point {name!r} (known: {', '.join(POINTS + ERROR_POINTS)})")
         try:
             armed[name] = int(count or "1")
         except ValueError:
@@ -40,6 +47,7 @@ def _parse(spec: str) -> dict[str, int]:
 
 
 _armed: dict[str, int] = _parse(os.environ.get(ENV, ""))
+_passes: dict[str, int] = {}
 
 
 def hit(name: str) -> None:
@@ -54,3 +62,12 @@ def hit(name: str) -> None:
     for handler in logging.getLogger().handlers:
         handler.flush()
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def every(name: str) -> bool:
+    """Count a pass through error point `name`; True on every Nth pass (armed `name=N`)."""
+    period = _armed.get(name)
+    if period is None:
+        return False
+    _passes[name] = n = _passes.get(name, 0) + 1
+    return n % period == 0

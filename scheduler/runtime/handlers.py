@@ -18,8 +18,9 @@ listing then replays the same objects as idempotent upserts.
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import kopf
@@ -163,7 +164,19 @@ def operator_settings(watch: WatchConfig) -> kopf.OperatorSettings:
     settings.watching.server_timeout = watch.timeout_seconds
     settings.watching.client_timeout = watch.read_timeout_seconds
     settings.watching.connect_timeout = 30
+    # kopf gives a request up after 8 retries (54 s) and a watch whose listing
+    # keeps getting 5xx (etcd away) then dies with the operator: retry for ever.
+    settings.networking.error_backoffs = KopfBackoffs()
     return settings
+
+
+class KopfBackoffs:
+    """kopf's default backoffs, then 15 s for ever. Iterable but not Sized, so
+    kopf never escalates; a new iterator per request."""
+
+    def __iter__(self) -> Iterator[float]:
+        yield from (1, 1, 2, 3, 5, 8, 13)
+        yield from itertools.repeat(15.0)
 
 
 def _name(body: Body) -> str:

@@ -31,6 +31,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from . import outage
 from .kube import list_paged, read_checked
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ class Informer:
             self._handle(self._delete, self._tombstone(key))
         self.resource_version = str(list_meta.get("resourceVersion") or "")
         self.relists += 1
+        outage.WATCHES.succeeded()
         return n
 
     # ------------------------------------------------------------- watching
@@ -121,7 +123,10 @@ class Informer:
             except asyncio.CancelledError:
                 raise
             except (TimeoutError, ApiException, aiohttp.ClientError, OSError, ValueError) as exc:
-                log.warning("watch of %s failed (%s); retrying in %.1fs", self.path, _short(exc), delay)
+                if outage.is_outage(exc):  # one line per outage for all watches, not one per retry
+                    outage.WATCHES.failed(f"watch of {self.path}: {_short(exc)}")
+                else:
+                    log.warning("watch of %s failed (%s); retrying in %.1fs", self.path, _short(exc), delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
 
@@ -146,8 +151,10 @@ class Informer:
                 await read_checked(resp)  # raises ApiException
             except ApiException as exc:
                 if exc.status == 410:  # as the ERROR event below
+                    outage.WATCHES.succeeded()
                     raise WatchExpired() from None
                 raise
+        outage.WATCHES.succeeded()
         try:
             rest = b""
             # One JSON event per line. Lines are split here, not by

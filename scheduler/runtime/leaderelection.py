@@ -25,10 +25,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client import Gauge
 
 from ..api.config import LeaderElection
+from . import outage
 from .kube import RestClient, encode
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,14 @@ LEADER = Gauge(
     "1 while this replica holds the Lease and may schedule, 0 as a standby (upstream's name).",
     ["name"],
 )
+
+
+def _failed(what: str, exc: BaseException) -> None:
+    """A lease request failed: an outage is logged once (outage.LEASE), anything else each time."""
+    if outage.is_outage(exc):
+        outage.LEASE.failed(f"{what}: {outage.describe(exc)}")
+    else:
+        log.warning("leader election: %s failed: %s", what, getattr(exc, "reason", None) or exc)
 
 
 class LeadershipLost(Exception):
@@ -108,12 +118,13 @@ class LeaderElector:
             lease = json.loads(await self._rest.request("GET", self._path, b"", timeout=cfg.retry_period))
         except ApiException as exc:
             if exc.status != 404:
-                log.warning("leader election: reading lease failed: %s", exc.reason)
+                _failed("reading lease", exc)
                 return ""
             lease = None
-        except (TimeoutError, OSError) as exc:
-            log.warning("leader election: reading lease failed: %s", exc)
+        except (TimeoutError, OSError, aiohttp.ClientError) as exc:  # ServerDisconnectedError is no OSError
+            _failed("reading lease", exc)
             return ""
+        outage.LEASE.succeeded()
         now = _now_micro()
         spec_new: dict[str, Any] = {
             "holderIdentity": self.identity,
@@ -151,10 +162,10 @@ class LeaderElector:
             return self.identity
         except ApiException as exc:
             if exc.status != 409:  # 409: another candidate won this round
-                log.warning("leader election: writing lease failed: %s", exc.reason)
+                _failed("writing lease", exc)
             return ""
-        except (TimeoutError, OSError) as exc:
-            log.warning("leader election: writing lease failed: %s", exc)
+        except (TimeoutError, OSError, aiohttp.ClientError) as exc:  # ServerDisconnectedError is no OSError
+            _failed("writing lease", exc)
             return ""
 
     async def release(self) -> None:

@@ -30,6 +30,7 @@ from ..api import constants as C
 from ..api.records import PodInfo
 from ..core import metrics
 from ..core.scheduler import Scheduler
+from . import outage
 from .kube import list_paged
 from .ratelimit import TokenBucket
 
@@ -107,8 +108,12 @@ class Resync:
             for kind in self.kinds:
                 try:
                     await self.resync(kind)
+                    outage.RESYNC.succeeded()
                 except (TimeoutError, ApiException, aiohttp.ClientError, OSError, ValueError) as exc:
-                    log.warning("resync of %ss failed (retrying in %.0fs): %s", kind, self.interval, exc)
+                    if outage.is_outage(exc):
+                        outage.RESYNC.failed(f"resync of {kind}s: {outage.describe(exc)}")
+                    else:
+                        log.warning("resync of %ss failed (retrying in %.0fs): %s", kind, self.interval, exc)
             await asyncio.sleep(self.interval)
 
     async def resync(self, kind: str) -> int:

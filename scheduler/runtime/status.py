@@ -25,7 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ..api import constants as C
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
-from . import failpoints
+from . import failpoints, outage
 from .binder import REQUEST_TIMEOUT_SECONDS
 from .binder import retry_after as _retry_after
 from .events import BUSY_SECONDS, EventRecorder
@@ -145,16 +145,22 @@ class StatusWriter:
                 await bucket.acquire()
                 failpoints.hit("status-write")
                 await write()
+                outage.STATUS.succeeded()
             except ApiException as exc:
                 if exc.status == 429:
                     # Throttled: wait as told, then write it again (unless a newer write replaced it).
                     bucket.pause(_retry_after(exc))
                     if key not in self._pending:
                         self._enqueue(key, write)
+                elif outage.is_outage(exc):
+                    if await outage.STATUS.backoff(exc) and key not in self._pending:  # away: write it again later
+                        self._enqueue(key, write)
                 else:
+                    outage.STATUS.succeeded()  # it answered
                     log.warning("status write failed: %s %s", exc.status, exc.reason)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                log.warning("status write failed: %s", exc)
+                if await outage.STATUS.backoff(exc) and key not in self._pending:
+                    self._enqueue(key, write)
             except Exception:  # never let a bad write kill a worker
                 log.exception("status write failed")
             finally:

@@ -34,3 +34,14 @@ def cache():
 @pytest.fixture
 def fwk(cache):
     return make_framework(cache)
+
+
+@pytest.fixture(autouse=True)
+def fresh_outage_trackers(monkeypatch):
+    """Each test starts with the API server reachable as far as runtime/outage.py knows
+    (its trackers are module state: an outage left by one test must not shorten
+    another's retries or silence its log lines)."""
+    from scheduler.runtime import outage
+
+    for attr in ("BINDS", "WATCHES", "STATUS", "RESYNC", "LEASE"):
+        monkeypatch.setattr(outage, attr, outage.Outage(getattr(outage, attr).component))

@@ -57,6 +57,9 @@ class FakeAPI:
         self.max_in_flight = 0
         self.port = 0
         self._runner: web.AppRunner | None = None
+        # GET pods/{name}: the node each pod is bound to ("" unbound); absent: 404.
+        self.pods: dict[str, str] = {}
+        self.gets: list[str] = []
 
     def times(self, name: str) -> list[float]:
         return [t for n, t, _ in self.requests if n == name]
@@ -95,9 +98,18 @@ class FakeAPI:
         finally:
             self.in_flight -= 1
 
+    async def _get_pod(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        self.gets.append(name)
+        if name not in self.pods:
+            return web.json_response({"kind": "Status", "code": 404, "reason": "NotFound"}, status=404)
+        pod = {"metadata": {"name": name, "uid": f"uid-{name}"}, "spec": {"nodeName": self.pods[name]}}
+        return web.json_response(pod)
+
     async def start(self) -> FakeAPI:
         app = web.Application()
         app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", self._handle)
+        app.router.add_get("/api/v1/namespaces/{ns}/pods/{name}", self._get_pod)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -115,6 +127,23 @@ async def server():
     s = await FakeAPI().start()
     yield s
     await s.stop()
+
+
+@pytest.fixture
+def fast_retry(monkeypatch):
+    """Outage retries 50x faster (backoff 0.01 s doubling to 0.1 s)."""
+    from scheduler.runtime import binder as binder_mod
+
+    monkeypatch.setattr(binder_mod, "BIND_BACKOFF_INITIAL", 0.01)
+    monkeypatch.setattr(binder_mod, "BIND_BACKOFF_MAX", 0.1)
+
+
+@pytest.fixture
+def no_bind_retry(monkeypatch):
+    """A failure that would be retried through an outage fails at once (the old failure path)."""
+    from scheduler.runtime import binder as binder_mod
+
+    monkeypatch.setattr(binder_mod, "BIND_RETRY_SECONDS", 0.0)
 
 
 @pytest.fixture
@@ -188,25 +217,49 @@ async def test_201_is_bound_and_the_binding_names_pod_uid_and_node(server, core)
     assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "node-a"}
 
 
-async def test_409_is_already_bound_neither_bound_nor_failed(server, core, caplog):
+async def test_409_bound_elsewhere_is_neither_bound_nor_failed(server, core, caplog):
     server.script["p"] = [409]
+    server.pods["p"] = "node-b"  # someone else's placement: the watch brings it
     calls = Calls()
     with caplog.at_level(logging.INFO, logger="scheduler.runtime.binder"):
         await bind_all(make_binder(core, calls), "p")
     assert calls.bound == [] and calls.failed == [], "a 409 must not be reported as our binding nor as a failure"
     assert len(server.requests) == 1, "a 409 is not retried"
-    assert "bind ns/p: already bound (409)" in caplog.text
+    assert server.gets == ["p"], "a 409 is checked against the pod, never assumed"
+    assert "bind ns/p: already bound (409) to node-b, not node-a" in caplog.text
 
 
-async def test_500_fails_the_bind_once_without_retry(server, core):
-    server.script["p"] = [500]
+async def test_409_bound_to_its_node_is_bound(server, core):
+    """E.g. a bind whose answer was lost, failed for good, requeued and placed on the same node."""
+    server.script["p"] = [409]
+    server.pods["p"] = "node-a"
+    calls = Calls()
+    await bind_all(make_binder(core, calls), "p")
+    assert calls.bound == [("p", "node-a")] and calls.failed == []
+
+
+async def test_409_for_a_pod_not_bound_is_retried(server, core, fast_retry):
+    """kube-apiserver answers 409 when etcd fails the binding's update ("Operation cannot
+    be fulfilled on pods/binding: rpc error: code = Unavailable"): not a binding, so
+    neither assumed nor failed, but retried like an outage."""
+    server.script["p"] = [409, 201]
+    server.pods["p"] = ""
+    calls = Calls()
+    await bind_all(make_binder(core, calls), "p")
+    assert calls.bound == [("p", "node-a")] and calls.failed == []
+    assert len(server.requests) == 2 and server.gets == ["p"]
+
+
+@pytest.mark.parametrize("status", [400, 422, 403])
+async def test_a_rejection_fails_the_bind_once_without_retry(server, core, status):
+    server.script["p"] = [status]
     calls = Calls()
     await bind_all(make_binder(core, calls), "p")
     assert calls.bound == []
     assert len(calls.failed) == 1
     name, node, message = calls.failed[0]
     assert (name, node) == ("p", "node-a")
-    assert message.startswith("Binding rejected: 500") and "scripted 500" in message, message
+    assert message.startswith(f"Binding rejected: {status}") and f"scripted {status}" in message, message
     assert len(server.requests) == 1
 
 
@@ -217,17 +270,73 @@ async def test_404_is_reported_as_gone_not_as_a_failure(server, core):
     assert calls.gone == ["p"] and calls.bound == [] and calls.failed == []
 
 
-async def test_dropped_connection_fails_the_bind(server, core):
-    server.script["p"] = ["drop"]
+@pytest.mark.parametrize("first", ["drop", 500, 503, 504])
+async def test_an_outage_failure_is_retried_with_backoff_and_binds_without_a_failure(server, core, fast_retry, first):
+    server.script["p"] = [first, first, 201]
     calls = Calls()
     await bind_all(make_binder(core, calls), "p")
-    assert calls.bound == []
-    assert len(calls.failed) == 1
-    assert calls.failed[0][2].startswith("Binding failed: "), calls.failed
-    assert len(server.requests) == 1
+    assert calls.bound == [("p", "node-a")] and calls.failed == [] and calls.gone == []
+    times = server.times("p")
+    assert len(times) == 3
+    assert times[2] - times[1] >= times[1] - times[0] >= 0.009, "the retries back off"
 
 
-async def test_an_answer_that_never_comes_fails_the_bind_after_the_timeout(server, core, monkeypatch):
+async def test_an_outage_longer_than_the_retry_time_fails_the_bind(server, core, fast_retry, monkeypatch):
+    from scheduler.runtime import binder as binder_mod
+
+    monkeypatch.setattr(binder_mod, "BIND_RETRY_SECONDS", 0.5)
+    server.script["p"] = [503]  # for ever
+    calls = Calls()
+    await bind_all(make_binder(core, calls), "p")
+    assert calls.bound == [] and len(calls.failed) == 1
+    assert calls.failed[0][2].startswith("Binding failed: 503") and "retried for" in calls.failed[0][2], calls.failed
+    assert 3 <= len(server.requests) <= 12
+
+
+async def test_a_retried_bind_answered_409_while_bound_to_its_node_is_bound(server, core, fast_retry, caplog):
+    """The first attempt landed but its answer was lost: the retry's 409 is our own binding."""
+    server.script["p"] = ["drop", 409]
+    server.pods["p"] = "node-a"
+    calls = Calls()
+    with caplog.at_level(logging.INFO, logger="scheduler.runtime.binder"):
+        await bind_all(make_binder(core, calls), "p")
+    assert calls.bound == [("p", "node-a")] and calls.failed == [] and calls.gone == []
+    assert server.gets == ["p"]
+    assert "an earlier attempt landed" in caplog.text
+
+
+async def test_a_retried_bind_answered_409_while_bound_elsewhere_is_neither_bound_nor_failed(server, core, fast_retry):
+    server.script["p"] = [500, 409]
+    server.pods["p"] = "node-b"  # someone else's binding: the watch brings it
+    calls = Calls()
+    await bind_all(make_binder(core, calls), "p")
+    assert calls.bound == [] and calls.failed == [] and calls.gone == []
+
+
+async def test_a_retried_bind_answered_409_for_a_pod_gone_is_gone(server, core, fast_retry):
+    server.script["p"] = [504, 409]  # no entry in server.pods: GET answers 404
+    calls = Calls()
+    await bind_all(make_binder(core, calls), "p")
+    assert calls.gone == ["p"] and calls.bound == [] and calls.failed == []
+
+
+async def test_an_outage_logs_one_warning_for_all_binds_and_one_line_when_it_ends(server, core, fast_retry, caplog):
+    names = [f"p-{i}" for i in range(10)]
+    for name in names:
+        server.script[name] = ["drop", "drop", 201]
+    calls = Calls()
+    with caplog.at_level(logging.DEBUG, logger="scheduler.runtime"):
+        await bind_all(make_binder(core, calls, concurrency=10), *names)
+    assert sorted(n for n, _ in calls.bound) == names and calls.failed == []
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage().split(":")[0] for r in warnings] == ["API server unreachable (binds)"], warnings
+    infos = [
+        r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "reachable again" in r.getMessage()
+    ]
+    assert len(infos) == 1 and "request(s) failed" in infos[0], infos
+
+
+async def test_an_answer_that_never_comes_fails_the_bind_after_the_timeout(server, core, monkeypatch, no_bind_retry):
     from scheduler.runtime import binder as binder_mod
 
     monkeypatch.setattr(binder_mod, "REQUEST_TIMEOUT_SECONDS", 0.5)
@@ -363,15 +472,15 @@ async def _failed_bind_is_requeued_and_bound_on_retry(server, core, first_answer
     assert "uid-p" not in s.queue
 
 
-async def test_dropped_bind_returns_the_pod_to_the_queue_and_it_is_bound_on_retry(server, core):
+async def test_dropped_bind_returns_the_pod_to_the_queue_and_it_is_bound_on_retry(server, core, no_bind_retry):
     await _failed_bind_is_requeued_and_bound_on_retry(server, core, "drop")
 
 
 async def test_rejected_bind_returns_the_pod_to_the_queue_and_it_is_bound_on_retry(server, core):
-    await _failed_bind_is_requeued_and_bound_on_retry(server, core, 500)
+    await _failed_bind_is_requeued_and_bound_on_retry(server, core, 422)
 
 
-async def test_a_gang_member_whose_bind_failed_is_placed_alone_counting_the_bound_ones(server, core):
+async def test_a_gang_member_whose_bind_failed_is_placed_alone_counting_the_bound_ones(server, core, no_bind_retry):
     """minCount 3: two binds succeed, one fails. The failed pod comes back alone;
     the next cycle counts the two bound pods toward minCount and binds it."""
     server.script["g-2"] = ["drop", 201]

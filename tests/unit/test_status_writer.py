@@ -198,12 +198,28 @@ async def test_another_422_is_a_failure(api, writer, caplog):
 
 
 async def test_a_failed_delete_is_logged_and_posts_no_event(api, writer, caplog):
-    api.script[("DELETE", POD_PATH)] = [500]
+    api.script[("DELETE", POD_PATH)] = [403]
     with caplog.at_level(logging.WARNING):
         writer.preempt_pod(victim(), MESSAGE)
         await writer.flush()
     assert api.calls() == [("PATCH", f"{POD_PATH}/status"), ("DELETE", POD_PATH)]
-    assert any("status write failed: 500" in r.getMessage() for r in caplog.records)
+    assert any("status write failed: 403" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_write_failed_by_an_outage_is_written_again_with_one_log_line(api, writer, caplog):
+    """503 (etcd away): the write is queued again after a pause, not dropped, and the
+    log says it once (outage.STATUS), not once per write."""
+    api.script[("DELETE", POD_PATH)] = [503, 200]
+    with caplog.at_level(logging.INFO):
+        writer.preempt_pod(victim(), MESSAGE)
+        await writer.flush()
+    assert api.calls("DELETE") == [("DELETE", POD_PATH), ("DELETE", POD_PATH)]
+    assert api.calls("POST") == [("POST", EVENTS_PATH)]
+    messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    warnings = [m for m in messages if "unreachable" in m]
+    assert len(warnings) == 1 and warnings[0].startswith("API server unreachable (status writes): 503"), messages
+    assert len([m for m in messages if "reachable again (status writes)" in m]) == 1, messages
+    assert not [m for m in messages if "status write failed" in m], messages
 
 
 async def test_a_throttled_delete_is_sent_again(api, writer):
@@ -297,7 +313,7 @@ async def test_a_group_condition_after_the_disruption_keeps_it_while_the_cache_l
 
 
 async def test_a_failed_group_write_is_written_again_on_the_next_call(api, writer):
-    api.script[("PATCH", GROUP_PATH)] = [500, 200]
+    api.script[("PATCH", GROUP_PATH)] = [422, 200]  # refused (an outage's 5xx is retried by the writer itself)
     g = group([SCHEDULED])
     writer.group_condition(g, "False", C.REASON_UNSCHEDULABLE, "waiting")
     await writer.flush()
