@@ -94,15 +94,20 @@ def run_workload(c: LocalCluster, troupe: TroupeProcess, ns: str, fault) -> Obse
     return obs
 
 
-def check_log_and_binds(troupe: TroupeProcess) -> None:
+def check_log_and_binds(troupe: TroupeProcess, landed_counts: bool = False) -> None:
+    """`landed_counts`: with etcd away, kube-apiserver may answer a bind that
+    did land with a 409 ("rpc error: code = Unavailable") and no request of
+    troupe's fails; the binder's check of that 409 against the pod is then
+    what shows the outage was met."""
     log = troupe.log_text(this_run=True)
     warnings = [line for line in log.splitlines() if " WARNING " in line or " ERROR " in line]
     unreachable = [line for line in warnings if "API server unreachable" in line]
-    assert unreachable, f"the outage was not noticed (a test that proves nothing):\n{log[-3000:]}"
+    landed = landed_counts and "(409; an earlier attempt landed)" in log
+    assert unreachable or landed, f"the outage was not noticed (a test that proves nothing):\n{log[-3000:]}"
     # One line per outage per component (binds, watches, status writes, ...), not one per pod or retry.
     assert len(warnings) <= 8, "\n".join(warnings)
     assert not [line for line in warnings if re.search(r"bind \S+ -> ", line)], "a bind failed for good"
-    assert "reachable again" in log
+    assert "reachable again" in log or not unreachable
     assert troupe.metric("troupe_pod_bindings_total", result="failed") == 0, "binds failed and were requeued"
     assert troupe.metric("troupe_pod_bindings_total", result="bound") == GANGS * SIZE, "a pod was bound twice or not"
 
@@ -122,7 +127,7 @@ def test_etcd_restarted_mid_workload(own_cluster, troupe):
     c = own_cluster
     down: list[float] = []
     obs = run_workload(c, troupe, "outage-etcd", lambda: down.append(c.restart_etcd(down=3, graceful=False)))
-    check_log_and_binds(troupe)
+    check_log_and_binds(troupe, landed_counts=True)
     print(
         f"etcd away {down[0]:.1f}s; {obs.observations} observations, {obs.poll_failures} failed polls, "
         f"longest partial gang {obs.max_partial_seconds:.1f}s"
