@@ -85,6 +85,7 @@ class Soak:
         self.replica_exits = 0
         self.gangs: dict[str, tuple[int, float | None]] = {}  # name -> (size, fully bound since)
         self.created = 0
+        self.kubectl_errors: set[str] = set()
         self.deleted = 0
         self.nodes_down: dict[str, float] = {}  # name -> when to add it back
         self.stop = threading.Event()
@@ -97,6 +98,11 @@ class Soak:
             r = self.cluster.kubectl(*args, "--request-timeout=10s", input=input, check=False, timeout=30)
         except subprocess.TimeoutExpired:
             return False
+        if r.returncode != 0:
+            why = (r.stderr or "").strip().splitlines()[-1:] or [f"exit {r.returncode}"]
+            if why[0] not in self.kubectl_errors:  # each reason once: a stalled workload says why
+                self.kubectl_errors.add(why[0])
+                print(f"  kubectl {args[0]} failed: {why[0][:300]}", flush=True)
         return r.returncode == 0
 
     def apply(self, objects: list[dict[str, Any]]) -> bool:
