@@ -45,7 +45,7 @@ from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
 from . import failpoints
 from .binder import REQUEST_TIMEOUT_SECONDS, retry_after
-from .kube import RestClient, encode
+from .kube import NotLeading, RestClient, encode
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -250,6 +250,8 @@ class EventRecorder:
                     self._failed(f"{exc.status} {exc.reason}")
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 self._failed(f"{type(exc).__name__}: {exc}")
+            except NotLeading:  # the lease was lost: the next leader writes what is still true
+                log.debug("Event dropped: not leading")
             except Exception:  # never let a bad Event kill a worker
                 log.exception("Event not posted")
             finally:

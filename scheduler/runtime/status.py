@@ -29,7 +29,7 @@ from . import failpoints, outage
 from .binder import REQUEST_TIMEOUT_SECONDS
 from .binder import retry_after as _retry_after
 from .events import BUSY_SECONDS, EventRecorder
-from .kube import RestClient, encode
+from .kube import NotLeading, RestClient, encode
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -161,6 +161,8 @@ class StatusWriter:
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 if await outage.STATUS.backoff(exc) and key not in self._pending:
                     self._enqueue(key, write)
+            except NotLeading:  # the lease was lost: the next leader writes what is still true
+                log.debug("status write dropped: not leading")
             except Exception:  # never let a bad write kill a worker
                 log.exception("status write failed")
             finally:
