@@ -20,16 +20,7 @@ from scheduler.runtime.kube import RestClient
 from scheduler.runtime.ratelimit import TokenBucket
 
 from .builders import make_pod
-from .test_status_writer import FakeAPI
-
-EVENTS_PATH = "/apis/events.k8s.io/v1/namespaces/team/events"
-
-
-@pytest.fixture
-async def api():
-    s = await FakeAPI().start()
-    yield s
-    await s.stop()
+from .test_status_writer import EVENTS_PATH, FakeAPI, api  # noqa: F401 - `api` is a fixture used here
 
 
 @pytest.fixture
