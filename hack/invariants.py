@@ -188,6 +188,18 @@ class Observer:
                 and (p["metadata"]["namespace"], (p["metadata"].get("labels") or {}).get(GROUP_LABEL, "")) in self.gangs
             ]
 
+    def binding_backlog(self, at_least: int) -> bool:
+        """The last observation shows binding under way (a pod of an expected
+        gang bound) with at least `at_least` of their pods still unbound."""
+        left = self.unbound()
+        with self._lock:
+            expected = [
+                p
+                for p in self.last_pods
+                if (p["metadata"]["namespace"], (p["metadata"].get("labels") or {}).get(GROUP_LABEL, "")) in self.gangs
+            ]
+        return len(left) >= at_least and len(expected) > len(left)
+
     def final_check(self, timeout: float = 120.0, expected_pods: int | None = None) -> list[str]:
         """Wait until every pod of the expected gangs is bound (and, if given,
         at least `expected_pods` exist); the pods still unbound at the deadline."""

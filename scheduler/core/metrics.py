@@ -46,6 +46,12 @@ PREEMPTION_VICTIMS = Histogram(
     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
 )
 POD_BINDINGS = Counter("troupe_pod_bindings_total", "Bindings posted, by result.", ["result"])
+BIND_DURATION = Histogram(
+    "troupe_binding_duration_seconds",
+    "One pod's bind, from its first POST to its outcome (retries through an API server or etcd outage "
+    "included; the client rate limit's first wait not).",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
 GROUP_DECISIONS = Counter("troupe_podgroup_decisions_total", "PodGroup cycle outcomes.", ["outcome"])
 
 _RESULT = {"Scheduled": "scheduled", "Unschedulable": "unschedulable", "SchedulerError": "error"}

@@ -13,6 +13,7 @@ import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api.records import PodInfo
+from ..core.metrics import BIND_DURATION
 from ..core.outputs import BindResults
 from ..core.schedule_podgroup import Assignment
 from ..framework.framework import Framework
@@ -136,51 +137,58 @@ class Binder:
         delay = BIND_BACKOFF_INITIAL
         throttled = 0
         async with self._sem:
-            while True:
-                await self._bucket.acquire(first=True)
-                failpoints.hit("bind-start")
-                try:
-                    if failpoints.every("bind-500"):
-                        raise ApiException(status=500, reason="Internal Server Error (failpoint bind-500)")
-                    timeout = min(REQUEST_TIMEOUT_SECONDS, max(give_up - loop.time(), 1.0))
-                    await self._rest.post(path, body, timeout=timeout)
-                    if failpoints.every("bind-lost"):
-                        raise ApiException(status=500, reason="Internal Server Error (failpoint bind-lost)")
-                except ApiException as exc:
-                    if not outage.is_outage(exc):
-                        outage.BINDS.succeeded()  # it answered
-                        if exc.status == 429 and throttled < MAX_RETRIES_429:
-                            throttled += 1
-                            wait = retry_after(exc)
-                            log.info("bind %s: throttled by the server, retrying in %.1fs", pod.key, wait)
-                            self._bucket.pause(wait)
-                            continue
-                        if exc.status != 409:
-                            self._refused(pod, node, exc, results)
-                            return
-                        unread = await self._conflict(pod, node, exc, results)
-                        if unread is None:
-                            return
-                        failure: BaseException = unread  # the pod could not be read: bind again, read again
-                    else:
+            started: float | None = None
+            try:
+                while True:
+                    await self._bucket.acquire(first=True)
+                    if started is None:
+                        started = loop.time()
+                    failpoints.hit("bind-start")
+                    try:
+                        if failpoints.every("bind-500"):
+                            raise ApiException(status=500, reason="Internal Server Error (failpoint bind-500)")
+                        timeout = min(REQUEST_TIMEOUT_SECONDS, max(give_up - loop.time(), 1.0))
+                        await self._rest.post(path, body, timeout=timeout)
+                        if failpoints.every("bind-lost"):
+                            raise ApiException(status=500, reason="Internal Server Error (failpoint bind-lost)")
+                    except ApiException as exc:
+                        if not outage.is_outage(exc):
+                            outage.BINDS.succeeded()  # it answered
+                            if exc.status == 429 and throttled < MAX_RETRIES_429:
+                                throttled += 1
+                                wait = retry_after(exc)
+                                log.info("bind %s: throttled by the server, retrying in %.1fs", pod.key, wait)
+                                self._bucket.pause(wait)
+                                continue
+                            if exc.status != 409:
+                                self._refused(pod, node, exc, results)
+                                return
+                            unread = await self._conflict(pod, node, exc, results)
+                            if unread is None:
+                                return
+                            failure: BaseException = unread  # the pod could not be read: bind again, read again
+                        else:
+                            failure = exc
+                    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                         failure = exc
-                except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                    failure = exc
-                else:
-                    outage.BINDS.succeeded()
-                    failpoints.hit("bind-done")
-                    results.on_bound(pod, node)
-                    return
-                outage.BINDS.failed(failure)
-                if loop.time() + delay > give_up:
-                    results.on_bind_failed(
-                        pod,
-                        node,
-                        f"Binding failed: {outage.describe(failure)} (retried for {BIND_RETRY_SECONDS:.0f}s)",
-                    )
-                    return
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, BIND_BACKOFF_MAX)
+                    else:
+                        outage.BINDS.succeeded()
+                        failpoints.hit("bind-done")
+                        results.on_bound(pod, node)
+                        return
+                    outage.BINDS.failed(failure)
+                    if loop.time() + delay > give_up:
+                        results.on_bind_failed(
+                            pod,
+                            node,
+                            f"Binding failed: {outage.describe(failure)} (retried for {BIND_RETRY_SECONDS:.0f}s)",
+                        )
+                        return
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, BIND_BACKOFF_MAX)
+            finally:
+                if started is not None:
+                    BIND_DURATION.observe(loop.time() - started)
 
     def _refused(self, pod: PodInfo, node: str, exc: ApiException, results: BindResults) -> None:
         """The server answered the bind with an error that is neither an outage's nor a conflict."""

@@ -38,10 +38,17 @@ FLAP_SECONDS = 10.0
 RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
 
 
+# What a restarted kube-apiserver answers for a few seconds, until its RBAC
+# authorizer's informers have synced: 403 "cannot create resource
+# pods/binding" for a request it will allow a moment later. Retried only
+# while some component sees the API server away or just back (settling()).
+RESTART_STATUS = frozenset({401, 403})
+
+
 def is_outage(exc: BaseException) -> bool:
     """A failure that says nothing about the request itself: retry it later."""
     if isinstance(exc, ApiException):
-        return exc.status in RETRYABLE_STATUS
+        return exc.status in RETRYABLE_STATUS or (exc.status in RESTART_STATUS and settling())
     return isinstance(exc, (TimeoutError, asyncio.TimeoutError, aiohttp.ClientError, OSError))
 
 
@@ -105,6 +112,10 @@ class Outage:
         await asyncio.sleep(min(1.0 + self.failures / 4, 5.0))
         return True
 
+    def settling(self) -> bool:
+        """Away now, or back for less than FLAP_SECONDS."""
+        return self.down_since is not None or self._clock() - self._up_since < FLAP_SECONDS
+
     def succeeded(self) -> None:
         if self.down_since is None:
             return
@@ -128,6 +139,12 @@ WATCHES = Outage("watches")
 STATUS = Outage("status writes")
 RESYNC = Outage("resync")
 LEASE = Outage("leader election")
+TRACKERS = (BINDS, WATCHES, STATUS, RESYNC, LEASE)
+
+
+def settling() -> bool:
+    """Some component sees the API server away or only just back."""
+    return any(t.settling() for t in TRACKERS)
 
 
 class KopfRetryFilter(logging.Filter):

@@ -87,6 +87,26 @@ def test_is_outage(exc, expected):
     assert is_outage(exc) is expected
 
 
+def test_a_403_is_an_outage_only_while_the_api_server_settles(monkeypatch):
+    """A restarted kube-apiserver refuses allowed requests with 403 until its
+    RBAC caches sync: retried while some component saw it away or just back,
+    a plain refusal otherwise."""
+    clock = Clock()
+    watches, binds = Outage("watches", clock=clock), Outage("binds", clock=clock)
+    monkeypatch.setattr(outage, "TRACKERS", (watches, binds))
+    forbidden = ApiException(status=403, reason="Forbidden")
+    assert not is_outage(forbidden)  # never away: RBAC says no
+    watches.failed(ConnectionRefusedError())
+    assert is_outage(forbidden)  # away
+    clock.now += 3
+    watches.succeeded()
+    clock.now += FLAP_SECONDS - 1
+    assert is_outage(forbidden) and is_outage(ApiException(status=401))  # just back
+    clock.now += 2
+    assert not is_outage(forbidden)  # settled: a 403 is a 403
+    assert not is_outage(ApiException(status=404))
+
+
 async def test_backoff_says_retry_until_the_outage_is_old(monkeypatch):
     clock = Clock()
     o = Outage("status writes", clock=clock)
