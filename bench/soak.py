@@ -84,6 +84,9 @@ class Soak:
         self.failed_faults: Counter[str] = Counter()
         self.replica_exits = 0
         self.gangs: dict[str, tuple[int, float | None]] = {}  # name -> (size, fully bound since)
+        self.deleting: set[str] = set()  # gangs done with, deleted (again) each tick until the API agrees
+        # The workload thread deletes gangs; faults replace their pods: never both at once.
+        self.gangs_lock = threading.Lock()
         self.created = 0
         self.kubectl_errors: set[str] = set()
         self.deleted = 0
@@ -142,21 +145,26 @@ class Soak:
     # ----------------------------------------------------------- workload
 
     def workload(self) -> None:
-        """Keep about `--gangs` gangs; delete each a few seconds after it is fully bound."""
+        """Keep about `--gangs` gangs; delete each a few seconds after it is fully bound.
+        A gang whose creation failed (the API server away) is applied again with the
+        same objects until it exists whole: a retry under the same name with another
+        size would meet the PodGroup's immutable spec."""
         n = 0
+        pending: tuple[str, int, list[dict[str, Any]]] | None = None
         while not self.stop.is_set():
             self.tick_gangs()
-            active = len(self.gangs)
-            if active < self.args.gangs:
+            if pending is None and len(self.gangs) + len(self.deleting) < self.args.gangs:
                 size = self.rng.randint(2, 5)
                 name = f"g{n}"
+                n += 1
+                cpu = f"{self.rng.choice((100, 200, 300))}m"
+                pending = (name, size, gang_objects(NAMESPACE, name, size, cpu=cpu))
                 self.obs.expect_gang(NAMESPACE, name, size)
-                if self.apply(gang_objects(NAMESPACE, name, size, cpu=f"{self.rng.choice((100, 200, 300))}m")):
-                    self.gangs[name] = (size, None)
-                    self.created += 1
-                    n += 1
-                else:
-                    self.obs.forget_gang(NAMESPACE, name)  # created again under the same name
+            if pending is not None and self.apply(pending[2]):
+                with self.gangs_lock:
+                    self.gangs[pending[0]] = (pending[1], None)
+                self.created += 1
+                pending = None
             self.stop.wait(0.3)
 
     def tick_gangs(self) -> None:
@@ -166,25 +174,27 @@ class Soak:
             if p["spec"].get("nodeName") and p["metadata"]["namespace"] == NAMESPACE:
                 bound[(p["metadata"].get("labels") or {}).get(GROUP_LABEL, "")] += 1
         now = time.monotonic()
-        for name, (size, since) in list(self.gangs.items()):
-            if bound[name] >= size:
-                if since is None:
-                    self.gangs[name] = (size, now)
-                elif now - since > 5 and self.delete_gang(name):
-                    del self.gangs[name]
-                    self.deleted += 1
-            elif since is not None:
-                self.gangs[name] = (size, None)
+        with self.gangs_lock:
+            for name, (size, since) in list(self.gangs.items()):
+                if bound[name] >= size:
+                    if since is None:
+                        self.gangs[name] = (size, now)
+                    elif now - since > 5:
+                        del self.gangs[name]  # no fault touches it from now on
+                        self.obs.forget_gang(NAMESPACE, name)
+                        self.deleting.add(name)
+                elif since is not None:
+                    self.gangs[name] = (size, None)
+        for name in list(self.deleting):
+            if self.delete_gang(name):
+                self.deleting.discard(name)
+                self.deleted += 1
 
     def delete_gang(self, name: str) -> bool:
-        self.obs.forget_gang(NAMESPACE, name)
-        ok = self.kubectl(
+        """Delete the gang's pods and PodGroup; False (tried again next tick) if the API refused."""
+        return self.kubectl(
             "delete", "pods", "-n", NAMESPACE, "-l", f"{GROUP_LABEL}={name}", "--grace-period=0", "--force"
         ) and self.kubectl("delete", "podgroup", "-n", NAMESPACE, name, "--ignore-not-found")
-        if not ok:
-            size = self.gangs[name][0]
-            self.obs.expect_gang(NAMESPACE, name, size)
-        return ok
 
     # -------------------------------------------------------------- faults
 
@@ -237,28 +247,44 @@ class Soak:
             time.sleep(0.2)
 
     def replace_pods(self, pods: list[dict[str, Any]]) -> bool:
-        """Force-delete the pods and create them again (their controller would)."""
-        # Not those of a gang the workload is deleting: nothing would own them.
-        pods = [p for p in pods if (p["metadata"].get("labels") or {}).get(GROUP_LABEL, "") in self.gangs]
-        if not pods:
-            return True
-        for p in pods:
-            group = (p["metadata"].get("labels") or {}).get(GROUP_LABEL, "")
-            self.obs.disrupt(p["metadata"]["namespace"], group)
-        names = [p["metadata"]["name"] for p in pods]
-        if not self.kubectl("delete", "pods", "-n", NAMESPACE, *names, "--grace-period=0", "--force"):
-            return False
-        fresh = []
-        for p in pods:
-            group = p["metadata"]["labels"][GROUP_LABEL]
-            index = int(p["metadata"]["name"].rsplit("-", 1)[1])
-            cpu = p["spec"]["containers"][0]["resources"]["requests"]["cpu"]
-            fresh.append(gang_pod(NAMESPACE, group, index, cpu=cpu))
-        for _ in range(20):
-            if self.apply(fresh):
+        """Force-delete the pods and create them again (their controller would).
+        Both steps are retried through an API server restart; a pod already gone
+        (deleted by an earlier fault, say) is created again all the same. Only a
+        gang the workload is not deleting is touched (nothing would own its pods)."""
+        with self.gangs_lock:
+            pods = [p for p in pods if (p["metadata"].get("labels") or {}).get(GROUP_LABEL, "") in self.gangs]
+            if not pods:
                 return True
+            for p in pods:
+                self.obs.disrupt(p["metadata"]["namespace"], p["metadata"]["labels"][GROUP_LABEL])
+            names = [p["metadata"]["name"] for p in pods]
+            fresh = []
+            for p in pods:
+                group = p["metadata"]["labels"][GROUP_LABEL]
+                index = int(p["metadata"]["name"].rsplit("-", 1)[1])
+                cpu = p["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+                fresh.append(gang_pod(NAMESPACE, group, index, cpu=cpu))
+            delete = ("delete", "pods", "-n", NAMESPACE, *names, "--grace-period=0", "--force", "--ignore-not-found")
+            if not self.retry(lambda: self.kubectl(*delete)):
+                return False  # nothing deleted for sure; nothing lost
+            if self.retry(lambda: self.apply(fresh)):
+                return True
+            # The soak's own failure, not troupe's: the gang can never be whole again.
+            groups = sorted({p["metadata"]["labels"][GROUP_LABEL] for p in pods})
+            print(f"  soak: could not create {', '.join(names)} again; gangs {groups} no longer observed", flush=True)
+            for group in groups:
+                self.obs.forget_gang(NAMESPACE, group)
+                self.gangs.pop(group, None)
+                self.deleting.add(group)
+            return False
+
+    def retry(self, attempt: Any, seconds: float = 60.0) -> bool:
+        deadline = time.monotonic() + seconds
+        while not attempt():
+            if time.monotonic() > deadline:
+                return False
             time.sleep(0.5)
-        return False
+        return True
 
     def readd_nodes(self, force: bool = False) -> None:
         now = time.monotonic()
