@@ -43,7 +43,7 @@ from prometheus_client import Counter
 from ..api import constants as C
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
-from . import failpoints
+from . import failpoints, outage
 from .binder import REQUEST_TIMEOUT_SECONDS, retry_after
 from .kube import NotLeading, RestClient, encode
 from .ratelimit import TokenBucket
@@ -242,14 +242,17 @@ class EventRecorder:
                 failpoints.hit("event-write")
                 await send()
                 self._failing = False
+                outage.EVENTS.succeeded()
             except ApiException as exc:
                 if exc.status == 429:  # throttled: wait as told, then send it again
                     self._bucket.pause(retry_after(exc))
                     self._pending.setdefault(key, send)
+                elif outage.is_outage(exc):
+                    outage.EVENTS.failed(exc)  # the outage's one line; this Event is lost (best-effort)
                 else:
                     self._failed(f"{exc.status} {exc.reason}")
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                self._failed(f"{type(exc).__name__}: {exc}")
+                outage.EVENTS.failed(exc)
             except NotLeading:  # the lease was lost: the next leader writes what is still true
                 log.debug("Event dropped: not leading")
             except Exception:  # never let a bad Event kill a worker

@@ -123,7 +123,10 @@ class Informer:
             except asyncio.CancelledError:
                 raise
             except (TimeoutError, ApiException, aiohttp.ClientError, OSError, ValueError) as exc:
-                if outage.is_outage(exc):  # one line per outage for all watches, not one per retry
+                # One line per outage for all watches, not one per retry. A 429
+                # too: a restarted API server refuses a CRD's watch while that
+                # kind's storage initializes.
+                if outage.is_outage(exc) or (isinstance(exc, ApiException) and exc.status == 429):
                     outage.WATCHES.failed(f"watch of {self.path}: {_short(exc)}")
                 else:
                     log.warning("watch of %s failed (%s); retrying in %.1fs", self.path, _short(exc), delay)

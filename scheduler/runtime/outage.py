@@ -1,7 +1,7 @@
 """One log line per API server outage, not one per pod or request.
 
 Every component that talks to the API server (binder, informers and kopf's
-watches, status writer, resync, leader election) reports its connection-level
+watches, status writer, event recorder, resync, leader election) reports its connection-level
 failures and its successes to an `Outage` of its own. The first failure logs
 one WARNING ("API server unreachable (binds): <why>; retrying with backoff"),
 later ones DEBUG; the first success after them one INFO ("API server
@@ -12,9 +12,12 @@ of them: while etcd is down the watches may stay open (served from the API
 server's watch cache) while every write fails, and a tracker shared by both
 would flip between "down" and "up" on every request.
 
-A failure soon after a recovery (the edges of an outage are ragged: a watch
-reconnects, a write still gets a 503) continues quietly; it is logged at
-WARNING only if it lasts FLAP_SECONDS.
+The trackers still make one WARNING per outage between them: a component
+that finds the API server away while another has already said so (and is
+still waiting) notes it at DEBUG. A failure soon after a recovery (the edges
+of an outage are ragged: a watch reconnects, a write still gets a 503)
+continues quietly too. Either is logged at WARNING only if it lasts
+FLAP_SECONDS.
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ class Outage:
         if self.down_since is None:
             self.down_since = now
             self.outages += 1
-            self._warned = now - self._up_since >= FLAP_SECONDS
+            self._warned = now - self._up_since >= FLAP_SECONDS and not _announced(self)
             if self._warned:
                 log.warning("API server unreachable (%s): %s; retrying with backoff", self.component, text)
                 return
@@ -139,7 +142,13 @@ WATCHES = Outage("watches")
 STATUS = Outage("status writes")
 RESYNC = Outage("resync")
 LEASE = Outage("leader election")
-TRACKERS = (BINDS, WATCHES, STATUS, RESYNC, LEASE)
+EVENTS = Outage("events")
+TRACKERS = (BINDS, WATCHES, STATUS, RESYNC, LEASE, EVENTS)
+
+
+def _announced(asking: Outage) -> bool:
+    """Another component has logged this outage and still waits for its end."""
+    return any(t is not asking and t.down and t._warned for t in TRACKERS)
 
 
 def settling() -> bool:

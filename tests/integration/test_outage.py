@@ -127,8 +127,9 @@ def check_log_and_binds(troupe: TroupeProcess, etcd: bool = False) -> None:
     met = unreachable or (etcd and (landed or held > 0))
     assert met, f"the outage met no bind and no request (a test that proves nothing):\n{log[-3000:]}"
     print(f"binds held over 1s: {held:.0f} of {binds:.0f}; 409s that had landed: {landed}")
-    # One line per outage per component (binds, watches, status writes, ...), not one per pod or retry.
-    assert len(warnings) <= 8, "\n".join(warnings)
+    print("\n".join(warnings))
+    # One line per outage (runtime/outage.py), not one per pod, retry or component.
+    assert len(warnings) <= 2, "\n".join(warnings)
     assert not [line for line in warnings if re.search(r"bind \S+ -> ", line)], "a bind failed for good"
     assert "reachable again" in log or not unreachable
     assert troupe.metric("troupe_pod_bindings_total", result="failed") == 0, "binds failed and were requeued"

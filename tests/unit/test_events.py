@@ -15,6 +15,7 @@ from kubernetes_asyncio import client
 
 from scheduler.api import constants as C
 from scheduler.runtime import events as ev
+from scheduler.runtime import outage
 from scheduler.runtime.events import AGGREGATE_AFTER, EventRecorder
 from scheduler.runtime.kube import RestClient
 from scheduler.runtime.ratelimit import TokenBucket
@@ -115,16 +116,27 @@ async def test_scheduled_events_of_a_podgroup_are_aggregated_past_the_first_ten(
     assert notes[-1].startswith("Successfully assigned 4 more pod(s)")
 
 
-async def test_a_failing_api_is_logged_once_not_once_per_event(api, rest, recorders, caplog):
-    api.script[("POST", EVENTS_PATH)] = [500]
+async def test_a_failing_api_is_logged_once_not_once_per_event(api, rest, recorders, caplog, monkeypatch):
+    """A refusal is logged once until a post succeeds; an outage (500) is the
+    outage tracker's one line, shared with the other components."""
+    events_outage = outage.Outage("events")
+    monkeypatch.setattr(outage, "EVENTS", events_outage)
+    monkeypatch.setattr(outage, "TRACKERS", (events_outage,))
+    api.script[("POST", EVENTS_PATH)] = [422]
     r = EventRecorder(rest, TokenBucket(1000, 1000))
     recorders.append(r)
-    with caplog.at_level(logging.WARNING, logger="scheduler.runtime.events"):
+    with caplog.at_level(logging.WARNING):
         for i in range(6):
             r.pod_event(pod(f"p{i}"), "Normal", C.EVENT_SCHEDULED, f"assigned {i}", "Binding")
         await r.flush(5)
-    assert len(posted(api)) == 6
-    assert len([m for m in caplog.messages if "Event not posted" in m]) == 1
+        assert len(posted(api)) == 6
+        assert len([m for m in caplog.messages if "Event not posted" in m]) == 1
+        api.script[("POST", EVENTS_PATH)] = [500]
+        for i in range(6, 12):
+            r.pod_event(pod(f"p{i}"), "Normal", C.EVENT_SCHEDULED, f"assigned {i}", "Binding")
+        await r.flush(5)
+    assert len(posted(api)) == 12 and events_outage.down and events_outage.failures == 6
+    assert len([m for m in caplog.messages if "API server unreachable (events)" in m]) == 1
 
 
 async def test_binds_take_tokens_ahead_of_status_writes():

@@ -27,6 +27,12 @@ def lines(caplog, level: int) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno == level and r.name == "scheduler.runtime.outage"]
 
 
+@pytest.fixture(autouse=True)
+def own_trackers(monkeypatch):
+    """The process-wide trackers may be left down by other tests."""
+    monkeypatch.setattr(outage, "TRACKERS", ())
+
+
 def test_one_warning_per_outage_and_one_info_when_it_ends(caplog):
     clock = Clock()
     o = Outage("binds", clock=clock)
@@ -85,6 +91,34 @@ def test_a_failure_right_after_a_recovery_is_quiet_unless_it_lasts(caplog):
 )
 def test_is_outage(exc, expected):
     assert is_outage(exc) is expected
+
+
+def test_one_warning_for_all_components(monkeypatch, caplog):
+    """The first component to find the API server away says so; the others
+    note it at DEBUG while it still waits, and warn only if theirs lasts."""
+    clock = Clock()
+    binds, watches, status = Outage("binds", clock=clock), Outage("watches", clock=clock), Outage("status", clock=clock)
+    monkeypatch.setattr(outage, "TRACKERS", (binds, watches, status))
+    with caplog.at_level(logging.DEBUG, logger="scheduler.runtime.outage"):
+        watches.failed("connection refused")
+        clock.now += 0.5
+        binds.failed("connection refused")
+        status.failed("503")
+        clock.now += 2
+        for t in (binds, watches, status):
+            t.succeeded()
+        assert lines(caplog, logging.WARNING) == [
+            "API server unreachable (watches): connection refused; retrying with backoff"
+        ]
+        assert lines(caplog, logging.INFO) == ["API server reachable again (watches) after 2.5s; 1 request(s) failed"]
+        clock.now += FLAP_SECONDS + 1
+        binds.failed("connection refused")  # a new outage, nobody else down: warned
+        watches.failed("connection refused")
+        clock.now += FLAP_SECONDS + 1
+        watches.failed("connection refused")  # covered, but it lasted
+    warnings = lines(caplog, logging.WARNING)
+    assert len(warnings) == 3 and warnings[1].startswith("API server unreachable (binds)")
+    assert warnings[2].startswith("API server unreachable (watches) for 11s")
 
 
 def test_a_403_is_an_outage_only_while_the_api_server_settles(monkeypatch):
