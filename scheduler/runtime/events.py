@@ -27,7 +27,6 @@ went to Events):
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import socket
 import time
@@ -44,6 +43,7 @@ from ..api import constants as C
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
 from . import failpoints, outage
+from .apitime import now_micro
 from .binder import REQUEST_TIMEOUT_SECONDS, retry_after
 from .kube import NotLeading, RestClient, encode
 from .ratelimit import TokenBucket
@@ -65,10 +65,6 @@ DROPPED = Counter(
 )
 
 EventKey = tuple[str, ...]
-
-
-def now_micro() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass

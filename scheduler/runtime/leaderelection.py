@@ -22,7 +22,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -31,6 +30,7 @@ from prometheus_client import Gauge
 
 from ..api.config import LeaderElection
 from . import outage
+from .apitime import now_micro
 from .kube import RestClient, encode
 
 log = logging.getLogger(__name__)
@@ -52,10 +52,6 @@ def _failed(what: str, exc: BaseException) -> None:
 
 class LeadershipLost(Exception):
     """The Lease was not renewed within renewDeadline: this replica must stop."""
-
-
-def _now_micro() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -125,7 +121,7 @@ class LeaderElector:
             _failed("reading lease", exc)
             return ""
         outage.LEASE.succeeded()
-        now = _now_micro()
+        now = now_micro()
         spec_new: dict[str, Any] = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": max(1, round(cfg.lease_duration)),
@@ -182,7 +178,7 @@ class LeaderElector:
                 **lease["spec"],
                 "holderIdentity": None,
                 "leaseDurationSeconds": 1,
-                "renewTime": _now_micro(),
+                "renewTime": now_micro(),
             }
             await self._rest.request("PUT", self._path, encode(lease), timeout=2)
             log.info("leader election: lease %s released", self.config.resource_name)

@@ -11,7 +11,6 @@ too: their DisruptionTarget condition, then their deletion.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
 import logging
 import time
@@ -26,6 +25,7 @@ from ..api import constants as C
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
 from . import failpoints, outage
+from .apitime import now_rfc3339
 from .binder import REQUEST_TIMEOUT_SECONDS
 from .binder import retry_after as _retry_after
 from .events import BUSY_SECONDS, EventRecorder
@@ -43,6 +43,10 @@ DELETE_OPTIONS = "DeleteOptions"
 # While pods are being bound, a status write waits for binding to pause, but
 # no longer than this after it was queued (binds first: runtime/events.py).
 MAX_WRITE_DELAY_SECONDS = 5.0
+# Preemption's writes (nominatedNodeName, the victims' DisruptionTarget and
+# deletion) do not wait: a higher-priority pod waits for them, and they are
+# rare (nothing else fits).
+URGENT = frozenset({"preempt", "nominate"})
 
 GroupKey = tuple[str, str]
 
@@ -70,10 +74,6 @@ def _same(condition: dict[str, Any], status: str, reason: str, message: str) -> 
     )
 
 
-def now_rfc3339() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class StatusWriter:
     def __init__(
         self,
@@ -93,6 +93,7 @@ class StatusWriter:
         self._binding = binding or (lambda _seconds: False)
         self._pending: OrderedDict[tuple[str, ...], Callable[[], Awaitable[None]]] = OrderedDict()
         self._since: dict[tuple[str, ...], float] = {}  # when a pending write was first queued
+        self._urgent: set[tuple[str, ...]] = set()  # pending keys of URGENT kinds
         self._wakeup = asyncio.Event()
         self._writing: set[tuple[str, ...]] = set()
         self._workers = [asyncio.create_task(self._work(), name=f"status writer {i}") for i in range(workers)]
@@ -107,24 +108,33 @@ class StatusWriter:
         # A newer write to the same object takes the queued one's place (and age).
         self._since.setdefault(key, time.monotonic())
         self._pending[key] = write
+        if key[0] in URGENT:
+            self._urgent.add(key)
         self._wakeup.set()
 
     async def _behind_binds(self) -> None:
         """Binds first: while pods are being bound, writes wait, each at most
         MAX_WRITE_DELAY_SECONDS after it was queued. On a saturated API server
         a PodGroup status patch costs at least what a bind costs."""
-        while self._pending and self._binding(BUSY_SECONDS):
+        while self._pending and not self._urgent and self._binding(BUSY_SECONDS):
             oldest = next(iter(self._pending))
             if time.monotonic() - self._since.get(oldest, 0.0) >= MAX_WRITE_DELAY_SECONDS:
                 return
             await asyncio.sleep(0.05)
 
     def _next(self) -> tuple[tuple[str, ...], Callable[[], Awaitable[None]]] | None:
-        """The oldest queued write whose object has no write in flight: two
-        writes to one object never run at once, so they land in order (a stale
-        "waiting" condition cannot overtake the "scheduled" one)."""
+        """Preemption's writes first, then the oldest queued write whose object
+        has no write in flight: two writes to one object never run at once, so
+        they land in order (a stale "waiting" condition cannot overtake the
+        "scheduled" one)."""
+        for key in sorted(self._urgent) if self._urgent else ():
+            if key not in self._writing and key in self._pending:
+                self._urgent.discard(key)
+                self._since.pop(key, None)
+                return key, self._pending.pop(key)
         for key in self._pending:
             if key not in self._writing:
+                self._urgent.discard(key)
                 self._since.pop(key, None)
                 return key, self._pending.pop(key)
         return None

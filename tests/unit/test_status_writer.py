@@ -358,3 +358,26 @@ async def test_status_writes_wait_while_pods_are_being_bound_at_most_the_delay(a
         await w.close()
         await rest.close()
         await api_client.close()
+
+
+async def test_preemption_does_not_wait_for_binds(api, monkeypatch):
+    """A victim's condition and deletion go out while pods are being bound
+    (a higher-priority pod waits for them); a PodGroup condition queued
+    earlier still waits."""
+    from scheduler.runtime import status as status_module
+
+    monkeypatch.setattr(status_module, "MAX_WRITE_DELAY_SECONDS", 2.0)
+    api_client = client.ApiClient(client.Configuration(host=api.url))
+    rest = RestClient(api_client)
+    w = StatusWriter(rest, TokenBucket(1000, 1000), workers=2, binding=lambda _s: True)
+    try:
+        w.group_condition(group(), "True", C.REASON_SCHEDULED, "all bound")
+        w.preempt_pod(victim(), MESSAGE)
+        await asyncio.sleep(0.5)
+        assert [c for c in api.calls() if c[0] != "POST"] == [("PATCH", f"{POD_PATH}/status"), ("DELETE", POD_PATH)]
+        await w.flush(5)
+        assert ("PATCH", GROUP_PATH) in api.calls()  # once its delay ran out
+    finally:
+        await w.close()
+        await rest.close()
+        await api_client.close()
