@@ -202,7 +202,17 @@ async def one_run(
         )
     else:
         domain = nodes_per_rack(nodes) if shape.topology_key else 0
-        proc = procs.raw_binder(workdir, run, kubeconfig, ns, args.qps, args.burst, args.bind_concurrency, domain)
+        proc = procs.raw_binder(
+            workdir,
+            run,
+            kubeconfig,
+            ns,
+            args.qps,
+            args.burst,
+            args.bind_concurrency,
+            domain,
+            group_status=shape.size if args.raw_group_status else 0,
+        )
     log(f"{tag} starting {sched} (log {proc.log_path})")
     try:
         proc.start(timeout=args.ready_timeout)
@@ -463,6 +473,11 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]], json_path: Path, pn
         f"groups one after another, PodGroup before its pods. {meta['cpus']} CPUs, shared by etcd, "
         f"kube-apiserver, the scheduler and this process."
     )
+    if meta.get("raw_group_status"):
+        print(
+            "raw bind loop with --raw-group-status: it also writes each PodGroup's status (PodGroupScheduled=True, "
+            "one merge patch) once the group's pods are bound, as troupe and kube-scheduler do."
+        )
     print(
         f"troupe: {meta['troupe_src']}"
         + (
@@ -542,6 +557,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--burst", type=int, default=1000, help="client burst for all three (default 1000; kube-scheduler's own is 100)"
+    )
+    p.add_argument(
+        "--raw-group-status",
+        action="store_true",
+        help="the raw loop also writes each PodGroup's status once its pods are bound (PodGroupScheduled=True, "
+        "one merge patch per group, as kube-scheduler's PostBind and troupe do): troupe÷raw then compares "
+        "against binding plus the PodGroup contract's one write per group",
     )
     p.add_argument(
         "--bind-concurrency",
@@ -671,6 +693,7 @@ def main(argv: list[str]) -> int:
         "burst": args.burst,
         "bind_concurrency": args.bind_concurrency,
         "create_concurrency": args.create_concurrency,
+        "raw_group_status": args.raw_group_status,
         "timeout_s": args.timeout,
         "apiserver_args": APISERVER_ARGS + args.apiserver_arg,
         "apiserver_args_tas": apiserver_args("tas") + args.apiserver_arg,

@@ -88,11 +88,12 @@ class Kube:
         retries: int = 5,
         ok: tuple[int, ...] = (),
         decode: bool = True,
+        content_type: str = "application/json",
     ) -> Any:
         """``ok``: extra statuses that are not errors (e.g. 409); the reply is
         then ``{"_status": code}``. ``decode=False`` skips reading the JSON reply."""
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        headers = {"Content-Type": "application/json"} if data is not None else None
+        headers = {"Content-Type": content_type} if data is not None else None
         delay = 0.2
         for attempt in range(retries + 1):
             try:

@@ -279,6 +279,7 @@ def raw_binder(
     burst: int,
     concurrency: int,
     domain_size: int = 0,
+    group_status: int = 0,
 ) -> Proc:
     ready = workdir / f"{run}.ready"
     ready.unlink(missing_ok=True)
@@ -301,4 +302,6 @@ def raw_binder(
     ]
     if domain_size:
         cmd += ["--domain-size", str(domain_size)]
+    if group_status:
+        cmd += ["--group-status", str(group_status)]
     return Proc(run, cmd, workdir / f"{run}.log", ready.exists, env=dict(os.environ, PYTHONUNBUFFERED="1"))

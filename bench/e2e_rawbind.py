@@ -7,7 +7,11 @@ with its schedulerName, to the next node round-robin. No scheduling, no gang
 rule, no status writes, no events. With ``--domain-size N`` (shape t: the
 nodes, sorted by name, are racks of N) the pods of group g go round-robin
 over the nodes of rack g % racks, so each gang stays in one rack, as a
-topology-aware scheduler must place it (the check then counts 0 for raw). It uses the same client limits as troupe's
+topology-aware scheduler must place it (the check then counts 0 for raw).
+With ``--group-status SIZE`` it also writes each group's status once its
+SIZE pods are bound (``PodGroupScheduled=True``, as kube-scheduler's PostBind
+and troupe do): the raw loop plus the one write per group that any
+scheduler keeping the PodGroup contract pays. It uses the same client limits as troupe's
 binder: a ``scheduler.runtime.ratelimit.TokenBucket`` (QPS/burst) and a fixed
 number of binds in flight (troupe's ``bindConcurrency``). HTTP is plain
 aiohttp (bench/e2e_kube.py), not kubernetes_asyncio.
@@ -24,6 +28,7 @@ import asyncio
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 
 import aiohttp
@@ -31,7 +36,7 @@ import aiohttp
 from scheduler.runtime.ratelimit import TokenBucket
 
 from .e2e_kube import ApiError, Credentials, Kube
-from .e2e_workload import RAW_SCHEDULER_NAME, parse_pod_name
+from .e2e_workload import NATIVE_PODGROUP_API, RAW_SCHEDULER_NAME, group_name, parse_pod_name
 
 
 class RawBinder:
@@ -51,6 +56,10 @@ class RawBinder:
         self.next_in_domain: dict[int, int] = {}
         self.bound = self.conflicts = self.errors = 0
         self.rv = ""
+        self.group_size = 0  # --group-status: write a group's status once this many of its pods are bound
+        self.bound_in_group: dict[int, int] = {}
+        self.status_writes = 0
+        self.status_tasks: set[asyncio.Task[None]] = set()
 
     def offer(self, pod: dict) -> None:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
@@ -91,9 +100,45 @@ class RawBinder:
                     self.conflicts += 1
                 else:
                     self.bound += 1
+                    self.group_bound(name)
             except (TimeoutError, ApiError, aiohttp.ClientError) as exc:
                 self.errors += 1
                 print(f"bind {name} -> {node}: {exc}", file=sys.stderr, flush=True)
+
+    def group_bound(self, name: str) -> None:
+        """Count the bind; the group's last one starts its status write (beside the binds, as troupe's)."""
+        parsed = parse_pod_name(name)
+        if not self.group_size or parsed is None:
+            return
+        g = parsed[0]
+        self.bound_in_group[g] = n = self.bound_in_group.get(g, 0) + 1
+        if n == self.group_size:
+            task = asyncio.create_task(self.write_group_status(g, n))
+            self.status_tasks.add(task)
+            task.add_done_callback(self.status_tasks.discard)
+
+    async def write_group_status(self, g: int, n: int) -> None:
+        condition = {
+            "type": "PodGroupScheduled",
+            "status": "True",
+            "reason": "Scheduled",
+            "message": f"{n} pod(s) bound",
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        path = f"/apis/{NATIVE_PODGROUP_API}/namespaces/{self.ns}/podgroups/{group_name(g)}/status"
+        await self.bucket.acquire()
+        try:
+            await self.kube.request(
+                "PATCH",
+                path,
+                {"status": {"conditions": [condition]}},
+                content_type="application/merge-patch+json",
+                decode=False,
+            )
+            self.status_writes += 1
+        except (TimeoutError, ApiError, aiohttp.ClientError) as exc:
+            self.errors += 1
+            print(f"status of {group_name(g)}: {exc}", file=sys.stderr, flush=True)
 
     async def list_pods(self) -> None:
         items, self.rv = await self.kube.list_all(
@@ -168,6 +213,7 @@ async def amain(args: argparse.Namespace) -> int:
     binder = RawBinder(
         kube, args.namespace, args.scheduler_name, args.qps, args.burst, args.concurrency, args.domain_size
     )
+    binder.group_size = args.group_status
     task = asyncio.create_task(binder.run(args.ready_file))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -184,7 +230,7 @@ async def amain(args: argparse.Namespace) -> int:
         await kube.close()
     print(
         f"raw binder: bound {binder.bound}, conflicts {binder.conflicts}, errors {binder.errors}, "
-        f"nodes {len(binder.nodes)}",
+        f"nodes {len(binder.nodes)}, group status writes {binder.status_writes}",
         flush=True,
     )
     return rc
@@ -211,6 +257,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         metavar="N",
         help="nodes (sorted by name) form domains of N: group g's pods go to domain g %% domains (0: plain round-robin)",
+    )
+    p.add_argument(
+        "--group-status",
+        type=int,
+        default=0,
+        metavar="SIZE",
+        help="write each PodGroup's status (PodGroupScheduled=True) once SIZE of its pods are bound (0: never)",
     )
     return asyncio.run(amain(p.parse_args(argv)))
 

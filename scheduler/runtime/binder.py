@@ -18,7 +18,7 @@ from ..core.outputs import BindResults
 from ..core.schedule_podgroup import Assignment
 from ..framework.framework import Framework
 from . import failpoints, outage
-from .kube import RestClient, encode
+from .kube import NotLeading, RestClient, encode
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -171,6 +171,11 @@ class Binder:
                             failure = exc
                     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                         failure = exc
+                    except NotLeading:
+                        # The lease is lost and the process exits to restart clean; the
+                        # pod stays assumed until then, and the next leader lists it.
+                        log.debug("bind %s dropped: not leading", pod.key)
+                        return
                     else:
                         outage.BINDS.succeeded()
                         failpoints.hit("bind-done")

@@ -217,6 +217,20 @@ async def test_201_is_bound_and_the_binding_names_pod_uid_and_node(server, core)
     assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "node-a"}
 
 
+async def test_a_bind_refused_for_want_of_the_lease_is_dropped_quietly(server, core, caplog):
+    """A leader that lost its lease exits to restart clean: its binds in the
+    meantime are not sent, not reported as failed (no requeue, no Event),
+    and no task ends with an exception nobody retrieves."""
+    core.may_write = lambda: False
+    calls = Calls()
+    binder = make_binder(core, calls)
+    with caplog.at_level(logging.WARNING):
+        await binder.binder._bind(parse_pod(pod_body("p")), "node-a", calls)  # returns, does not raise
+        await bind_all(binder, "q")
+    assert server.requests == [] and calls.bound == [] and calls.failed == [] and calls.gone == []
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
 async def test_409_bound_elsewhere_is_neither_bound_nor_failed(server, core, caplog):
     server.script["p"] = [409]
     server.pods["p"] = "node-b"  # someone else's placement: the watch brings it
