@@ -231,6 +231,28 @@ async def test_a_bind_refused_for_want_of_the_lease_is_dropped_quietly(server, c
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
 
 
+async def test_a_bind_that_breaks_fails_its_pod_and_the_workers_go_on(server, core, monkeypatch, caplog):
+    """A bug inside one bind fails that pod (unreserved and requeued by the
+    core), never leaves it assumed for ever, and no worker dies of it: with
+    one worker, the next pod still binds."""
+    from scheduler.runtime import binder as binder_module
+
+    real = binder_module.encode
+
+    def encode(body):
+        if body["metadata"]["name"] == "bad":
+            raise RuntimeError("boom")
+        return real(body)
+
+    monkeypatch.setattr(binder_module, "encode", encode)
+    calls = Calls()
+    with caplog.at_level(logging.ERROR, logger="scheduler.runtime.binder"):
+        await bind_all(make_binder(core, calls, concurrency=1), "bad", "good")
+    assert calls.bound == [("good", "node-a")]
+    assert calls.failed == [("bad", "node-a", "Binding failed: RuntimeError: boom")]
+    assert "bind ns/bad: unexpected error" in caplog.text
+
+
 async def test_409_bound_elsewhere_is_neither_bound_nor_failed(server, core, caplog):
     server.script["p"] = [409]
     server.pods["p"] = "node-b"  # someone else's placement: the watch brings it
