@@ -377,6 +377,7 @@ class Soak:
             ("pods bound", len(self.obs.bound_uids)),
             ("replica exits (restarted)", self.replica_exits),
             ("observations (failed polls)", f"{self.obs.observations} ({self.obs.poll_failures})"),
+            ("pods seen unbound in an older list, then on their node again", self.obs.stale_reads),
             ("longest partial gang", f"{self.obs.max_partial_seconds:.1f} s"),
             ("invariant violations", len(self.obs.violations)),
         ]

@@ -60,6 +60,9 @@ class Observer:
         self.gangs: dict[tuple[str, str], Gang] = {}
         self.first_node: dict[str, tuple[str, str]] = {}  # uid -> (pod key, node)
         self.bound_uids: set[str] = set()
+        # Pods seen bound, then unbound in a later list: uid -> (pod key, node, when).
+        self.unbound_again: dict[str, tuple[str, str, str]] = {}
+        self.stale_reads = 0  # of those, seen on their node again: the API's older view
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -99,6 +102,14 @@ class Observer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(30)
+        with self._lock:
+            present = {p["metadata"]["uid"] for p in self.last_pods}
+            for uid, (key, node, when) in self.unbound_again.items():
+                if uid in present:  # one deleted since cannot be told apart; it is bound nowhere now
+                    self.violations.append(
+                        f"{when} pod {key} was bound to {node}, then unbound, and not seen bound again"
+                    )
+            self.unbound_again.clear()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -129,11 +140,17 @@ class Observer:
                 uid, key = meta["uid"], f"{meta['namespace']}/{meta['name']}"
                 node = spec.get("nodeName") or ""
                 seen = self.first_node.get(uid)
-                if seen is not None and seen[1] != node:
+                if seen is not None and node and seen[1] != node:
                     self.violations.append(
-                        f"{time.strftime('%H:%M:%S')} pod {key} (uid {uid[:8]}) was bound to {seen[1]}, "
-                        f"now {node or 'unbound'}"
+                        f"{time.strftime('%H:%M:%S')} pod {key} (uid {uid[:8]}) was bound to {seen[1]}, now {node}"
                     )
+                elif seen is not None and not node:
+                    # nodeName cannot be unset: either the API served an older
+                    # list (seen right after an etcd restart) or the bind was
+                    # lost. A violation only if it is not seen on its node again.
+                    self.unbound_again.setdefault(uid, (key, seen[1], time.strftime("%H:%M:%S")))
+                elif node and self.unbound_again.pop(uid, None) is not None:
+                    self.stale_reads += 1
                 if node:
                     self.first_node.setdefault(uid, (key, node))
                     self.bound_uids.add(uid)

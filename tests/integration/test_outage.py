@@ -143,7 +143,7 @@ def test_kube_apiserver_restarted_mid_workload(own_cluster, troupe):
     check_log_and_binds(troupe)
     print(
         f"apiserver away {down[0]:.1f}s; {obs.observations} observations, {obs.poll_failures} failed polls, "
-        f"longest partial gang {obs.max_partial_seconds:.1f}s"
+        f"{obs.stale_reads} older lists, longest partial gang {obs.max_partial_seconds:.1f}s"
     )
 
 
@@ -154,5 +154,5 @@ def test_etcd_restarted_mid_workload(own_cluster, troupe):
     check_log_and_binds(troupe, etcd=True)
     print(
         f"etcd away {down[0]:.1f}s; {obs.observations} observations, {obs.poll_failures} failed polls, "
-        f"longest partial gang {obs.max_partial_seconds:.1f}s"
+        f"{obs.stale_reads} older lists, longest partial gang {obs.max_partial_seconds:.1f}s"
     )
