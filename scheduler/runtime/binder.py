@@ -143,7 +143,7 @@ class Binder:
 
     async def drain(self) -> None:
         """Until every submitted bind (and every PreBind, and the binds it submits) is done."""
-        while self._tasks or self.in_flight:
+        while self.in_flight:
             if self._tasks:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
             if self._queue is not None:

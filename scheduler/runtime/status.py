@@ -112,6 +112,11 @@ class StatusWriter:
             self._urgent.add(key)
         self._wakeup.set()
 
+    def _requeue(self, key: tuple[str, ...], write: Callable[[], Awaitable[None]]) -> None:
+        """A failed write goes back in the queue, unless a newer write to the same object replaced it."""
+        if key not in self._pending:
+            self._enqueue(key, write)
+
     async def _behind_binds(self) -> None:
         """Binds first: while pods are being bound, writes wait, each at most
         MAX_WRITE_DELAY_SECONDS after it was queued. On a saturated API server
@@ -150,27 +155,24 @@ class StatusWriter:
             key, write = job
             self._writing.add(key)
             self._busy += 1
-            bucket = self._bucket
             try:
-                await bucket.acquire()
+                await self._bucket.acquire()
                 failpoints.hit("status-write")
                 await write()
                 outage.STATUS.succeeded()
             except ApiException as exc:
-                if exc.status == 429:
-                    # Throttled: wait as told, then write it again (unless a newer write replaced it).
-                    bucket.pause(_retry_after(exc))
-                    if key not in self._pending:
-                        self._enqueue(key, write)
+                if exc.status == 429:  # throttled: wait as told, then write it again
+                    self._bucket.pause(_retry_after(exc))
+                    self._requeue(key, write)
                 elif outage.is_outage(exc):
-                    if await outage.STATUS.backoff(exc) and key not in self._pending:  # away: write it again later
-                        self._enqueue(key, write)
+                    if await outage.STATUS.backoff(exc):  # away: write it again later
+                        self._requeue(key, write)
                 else:
                     outage.STATUS.succeeded()  # it answered
                     log.warning("status write failed: %s %s", exc.status, exc.reason)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                if await outage.STATUS.backoff(exc) and key not in self._pending:
-                    self._enqueue(key, write)
+                if await outage.STATUS.backoff(exc):
+                    self._requeue(key, write)
             except NotLeading:  # the lease was lost: the next leader writes what is still true
                 log.debug("status write dropped: not leading")
             except Exception:  # never let a bad write kill a worker
