@@ -246,6 +246,7 @@ class EventRecorder:
                 elif outage.is_outage(exc):
                     outage.EVENTS.failed(exc)  # the outage's one line; this Event is lost (best-effort)
                 else:
+                    outage.EVENTS.succeeded()  # it answered
                     self._failed(f"{exc.status} {exc.reason}")
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 outage.EVENTS.failed(exc)

@@ -137,6 +137,11 @@ async def test_a_failing_api_is_logged_once_not_once_per_event(api, rest, record
         await r.flush(5)
     assert len(posted(api)) == 12 and events_outage.down and events_outage.failures == 6
     assert len([m for m in caplog.messages if "API server unreachable (events)" in m]) == 1
+    # An answer, even a refusal, ends the outage (else settling() would stay true for every component).
+    api.script[("POST", EVENTS_PATH)] = [422]
+    r.pod_event(pod("p12"), "Normal", C.EVENT_SCHEDULED, "assigned 12", "Binding")
+    await r.flush(5)
+    assert not events_outage.down
 
 
 async def test_binds_take_tokens_ahead_of_status_writes():
