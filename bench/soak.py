@@ -92,7 +92,6 @@ class Soak:
         self.deleted = 0
         self.nodes_down: dict[str, float] = {}  # name -> when to add it back
         self.stop = threading.Event()
-        self._kubectl_lock = threading.Lock()
 
     # ------------------------------------------------------------ helpers
 
