@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = {"core": "bench.core", "e2e": "bench.e2e"}
+BENCHMARKS = {"core": "bench.core", "e2e": "bench.e2e", "status-write": "bench.status_write"}
 DEFAULT = "core"
 
 
