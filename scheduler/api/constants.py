@@ -27,3 +27,9 @@ EVENT_NOMINATED = "Nominated"  # on a preemptor pod: waiting for its victims on 
 POD_SCHEDULED = "PodScheduled"
 EVENT_SCHEDULED = "Scheduled"
 EVENT_FAILED_SCHEDULING = "FailedScheduling"
+
+# Events on a Job that opted in (api/jobs.py).
+EVENT_INVALID_JOB_SCHEDULING = "InvalidSchedulingPolicy"  # Warning: nothing is made for it
+EVENT_POD_GROUP_CREATED = "PodGroupCreated"
+EVENT_POD_GROUP_DELETED = "PodGroupDeleted"
+EVENT_FAILED_POD_GROUP_CREATE = "FailedPodGroupCreate"  # Warning: the API refused; retried

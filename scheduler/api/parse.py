@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .constants import POD_GROUP_LABEL
+from .jobs import pod_group_of
 from .records import (
     HostPort,
     LabelSelector,
@@ -139,6 +141,12 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
     node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
     gates = tuple(str(g.get("name", "")) for g in spec.get("schedulingGates") or ())
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    if POD_GROUP_LABEL not in labels:
+        # A Job's pod that opted in belongs to the PodGroup troupe made for the
+        # Job, as if it carried the label (api/jobs.py); a label of its own wins.
+        job_group = pod_group_of(meta)
+        if job_group:
+            labels[POD_GROUP_LABEL] = job_group
     try:
         priority = int(spec.get("priority") or 0)
     except (TypeError, ValueError):

@@ -56,6 +56,9 @@ class ClusterCache:
         self.namespace_labels: dict[str, Mapping[str, str]] = {}
         self.groups: dict[GroupKey, PodGroup | InvalidObject] = {}
         self.workloads: dict[GroupKey, Workload | InvalidObject] = {}
+        # PodGroups an opted-in Job asked for but cannot get (api/jobs.py): why,
+        # for the pods that wait for them.
+        self.job_problems: dict[GroupKey, str] = {}
         self.priority_classes: dict[str, int] = {}
         # PodDisruptionBudgets by (namespace, name): what preemption weighs victims against.
         self.pdbs: dict[tuple[str, str], PodDisruptionBudgetInfo] = {}

@@ -200,6 +200,19 @@ class EventHandlers:
                     if claim not in made:
                         self.claim_lifecycle.release(claim, uid)
 
+    def on_job_problem(self, key: tuple[str, str], problem: str | None) -> None:
+        """An opted-in Job asks for a PodGroup it cannot get (`problem`), or no
+        longer does (None): its waiting pods say so (GangScheduling's gate)."""
+        if problem is None:
+            if self.cache.job_problems.pop(key, None) is None:
+                return
+        elif self.cache.job_problems.get(key) == problem:
+            return
+        else:
+            self.cache.job_problems[key] = problem
+        self.queue.regate(group_unit(*key))
+        self.reporter.report_if_gated(group_unit(*key))
+
     def on_workload(self, body: Mapping[str, Any]) -> None:
         key = _object_key(body)
         try:

@@ -27,6 +27,12 @@ class GangScheduling(PreEnqueuePlugin, PermitPlugin):
         key = (pod.namespace, group_name)
         group = cache.groups.get(key)
         if group is None:
+            problem = cache.job_problems.get(key)
+            if problem is not None:  # its Job asks for a group troupe cannot make
+                return Status.unschedulable(
+                    f"waiting for PodGroup {pod.namespace}/{group_name}, which troupe does not create: {problem}",
+                    plugin=self.name,
+                )
             return Status.unschedulable(
                 f"waiting for PodGroup {pod.namespace}/{group_name} to be created", plugin=self.name
             )

@@ -25,6 +25,7 @@ from .handlers import INFORMED, Resource, build_registry, informer_for, operator
 from .health import start_health_server
 from .informer import Informer
 from .initial_sync import prime
+from .jobs import JobController
 from .kube import RestClient, connection_info, load_configuration
 from .leaderelection import LeaderElector
 from .ratelimit import TokenBucket
@@ -130,9 +131,11 @@ async def run(
             Resync(scheduler, api_client, bucket, resync_seconds, kinds=("workload", "pdb")).run(),
             name="resync",
         )
+    jobs = JobController(rest, scheduler, events, leading=elector.may_act if elector is not None else lambda: True)
+    job_task = asyncio.create_task(jobs.run(), name="job integration")
     operator = asyncio.create_task(
         kopf.operator(
-            registry=build_registry(scheduler, await connection_info(cfg)),
+            registry=build_registry(scheduler, await connection_info(cfg), jobs),
             settings=operator_settings(config.watch),
             clusterwide=True,
             standalone=True,
@@ -142,7 +145,7 @@ async def run(
     )
     rc = 0
     try:
-        waited = {loop_task, operator, *watches} | ({election} if election is not None else set())
+        waited = {loop_task, operator, job_task, *watches} | ({election} if election is not None else set())
         done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
         if loop_task in done and not loop_task.cancelled() and loop_task.exception() is not None:
             log.error("scheduling loop crashed", exc_info=loop_task.exception())
@@ -151,7 +154,7 @@ async def run(
             log.error("leader election: %s", election.exception())
             rc = 1
     finally:
-        tasks = [t for t in (loop_task, operator, resync, election, *watches) if t is not None]
+        tasks = [t for t in (loop_task, operator, resync, election, job_task, *watches) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

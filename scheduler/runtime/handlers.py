@@ -31,6 +31,7 @@ from ..api.config import WatchConfig
 from ..api.podgroup import PodGroup
 from ..core.scheduler import Scheduler
 from .informer import Informer
+from .jobs import JobController
 from .resync import KINDS, cached_objects
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,14 @@ def informer_for(scheduler: Scheduler, api: client.ApiClient, resource: Resource
     )
 
 
-def build_registry(scheduler: Scheduler, connection: kopf.ConnectionInfo) -> kopf.OperatorRegistry:
+JOBS: Resource = ("batch", "v1", "jobs")
+
+
+def build_registry(
+    scheduler: Scheduler, connection: kopf.ConnectionInfo, jobs: JobController | None = None
+) -> kopf.OperatorRegistry:
+    """kopf's handlers: the low-volume kinds into the scheduler's cache, and
+    Jobs into the Job integration (`jobs`, when on)."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -135,6 +143,8 @@ def build_registry(scheduler: Scheduler, connection: kopf.ConnectionInfo) -> kop
     for resource, upsert, delete in watched(scheduler):
         if resource not in INFORMED:
             watch(resource, upsert, delete)
+    if jobs is not None:
+        watch(JOBS, jobs.on_job, jobs.on_job_deleted)
     return registry
 
 

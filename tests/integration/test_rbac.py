@@ -39,6 +39,9 @@ GRANTED: list[Check] = [
         for ns in (None, OTHER_NS)
     ],
     *[(v, f"podgroups.{GROUP}", "status", OTHER_NS) for v in ("get", "patch", "update")],
+    # The Job integration: a Workload and a PodGroup per opted-in Job (replaced, deleted on suspend)
+    *[(v, f"{r}.{GROUP}", None, OTHER_NS) for r in ("podgroups", "workloads") for v in ("create", "delete")],
+    *[(v, "jobs.batch", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
     *[(v, "events.events.k8s.io", None, ns) for v in ("create", "patch") for ns in (None, OTHER_NS)],
     *[(v, "events", None, ns) for v in ("create", "patch") for ns in (None, OTHER_NS)],
     *[(v, "priorityclasses.scheduling.k8s.io", None, None) for v in ("get", "list", "watch")],
@@ -70,9 +73,12 @@ DENIED: list[Check] = [
     *[(v, "nodes", None, None) for v in ("create", "update", "patch", "delete")],
     ("patch", "nodes", "status", None),
     *[(v, "namespaces", None, None) for v in ("create", "update", "patch", "delete")],
-    # groups are not created, changed or deleted in this version
-    *[(v, f"podgroups.{GROUP}", None, OTHER_NS) for v in ("create", "update", "patch", "delete", "deletecollection")],
-    *[(v, f"workloads.{GROUP}", None, OTHER_NS) for v in ("create", "update", "patch", "delete")],
+    # groups are made and deleted one by one for Jobs, never changed or deleted in bulk
+    *[(v, f"podgroups.{GROUP}", None, OTHER_NS) for v in ("update", "patch", "deletecollection")],
+    *[(v, f"workloads.{GROUP}", None, OTHER_NS) for v in ("update", "patch", "deletecollection")],
+    # Jobs are only read: never created, changed or deleted
+    *[(v, "jobs.batch", None, OTHER_NS) for v in ("create", "update", "patch", "delete")],
+    ("patch", "jobs.batch", "status", OTHER_NS),
     ("update", f"workloads.{GROUP}", "status", OTHER_NS),
     # config maps: not cluster-wide, not in other namespaces
     *[(v, "configmaps", None, ns) for v in ("get", "list", "watch", "create", "update") for ns in (None, OTHER_NS)],
@@ -163,7 +169,7 @@ def _podgroup(name: str) -> str:
     )
 
 
-def test_scheduler_reads_groups_and_writes_only_their_status(installed, namespace):
+def test_scheduler_reads_groups_writes_their_status_and_makes_whole_ones(installed, namespace):
     installed.kubectl("create", "-n", namespace, "-f", "-", input=_podgroup("g"))
 
     res = installed.kubectl("get", "pg", "-A", "-o", "name", as_scheduler=True)
@@ -197,12 +203,21 @@ def test_scheduler_reads_groups_and_writes_only_their_status(installed, namespac
     got = json.loads(installed.kubectl("get", "-n", namespace, "pg/g", "-o", "json").stdout)
     assert got["status"]["conditions"][0]["reason"] == "Unschedulable"
 
+    # The spec is never changed; whole groups are made and deleted (for Jobs).
     res = installed.kubectl(
-        "create", "-n", namespace, "-f", "-", input=_podgroup("mine"), check=False, as_scheduler=True
+        "patch",
+        "-n",
+        namespace,
+        "pg/g",
+        "--type=merge",
+        "-p",
+        '{"metadata":{"labels":{"x":"y"}}}',
+        check=False,
+        as_scheduler=True,
     )
     assert res.returncode != 0 and "Forbidden" in res.stderr, res.stderr
-    res = installed.kubectl("delete", "-n", namespace, "pg/g", check=False, as_scheduler=True)
-    assert res.returncode != 0 and "Forbidden" in res.stderr, res.stderr
+    installed.kubectl("create", "-n", namespace, "-f", "-", input=_podgroup("mine"), as_scheduler=True)
+    installed.kubectl("delete", "-n", namespace, "pg/mine", as_scheduler=True)
 
 
 def test_scheduler_token_cannot_read_secrets_or_configmaps(installed, namespace):

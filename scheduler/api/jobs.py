@@ -1,0 +1,195 @@
+"""Jobs that opt in to troupe: what their Workload and PodGroup should be.
+
+A `batch/v1` Job opts in through annotations on its pod template (so every pod
+the Job controller creates carries them too):
+
+- `scheduling.troupe.dev/job-policy`: `gang` (all-or-nothing, `minCount`
+  defaults to the Job's `parallelism`, or `completions` where that is
+  smaller: the pods the Job runs at once) or `basic` (pod by pod, as a group);
+- `scheduling.troupe.dev/min-count`: an explicit `minCount` for `gang`.
+
+troupe then creates, owned by the Job (garbage-collected with it), a Workload
+and one PodGroup made from its template, both named `<job>-<first 8 of the
+Job's uid>` (a Job deleted and created again under the same name gets new
+ones, never its predecessor's, which the garbage collector may still be
+deleting). Pods join that PodGroup through their controller ownerReference to
+the Job: no label to write. This module is the pure part: parsing a Job into
+its intent, and the objects that intent asks for. upstream's Job integration
+(KEP-5547) is the model: one PodGroup per Job from the Workload's only
+template, `minCount` following `parallelism`, and no PodGroup while the Job is
+suspended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import constants as C
+
+JOB_POLICY_ANNOTATION = f"{C.GROUP}/job-policy"
+MIN_COUNT_ANNOTATION = f"{C.GROUP}/min-count"
+POLICIES = ("gang", "basic")
+TEMPLATE_NAME = "workers"
+# On the objects troupe makes for a Job, as the Job controller labels its pods.
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "troupe-scheduler"
+
+
+def group_name(job_name: str, job_uid: str) -> str:
+    """The name of the Workload and the PodGroup troupe makes for a Job."""
+    return f"{job_name}-{job_uid.replace('-', '')[:8]}"
+
+
+def job_owner(meta: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(name, uid) of the Job that controls the object with this metadata, if any."""
+    for ref in meta.get("ownerReferences") or ():
+        if (
+            isinstance(ref, Mapping)
+            and ref.get("controller")
+            and ref.get("kind") == "Job"
+            and ref.get("apiVersion") == "batch/v1"
+            and ref.get("name")
+            and ref.get("uid")
+        ):
+            return str(ref["name"]), str(ref["uid"])
+    return None
+
+
+def pod_group_of(meta: Mapping[str, Any]) -> str | None:
+    """The PodGroup a pod belongs to through its Job: the pod opted in (the
+    Job's template carried the annotation) and a Job controls it."""
+    annotations = meta.get("annotations") or {}
+    if JOB_POLICY_ANNOTATION not in annotations:
+        return None
+    owner = job_owner(meta)
+    return group_name(*owner) if owner else None
+
+
+@dataclass(frozen=True, slots=True)
+class JobIntent:
+    """What an opted-in Job asks for; `problem` says why nothing can be made."""
+
+    namespace: str
+    name: str
+    uid: str
+    policy: str  # "gang" | "basic"
+    min_count: int  # for gang; 1 for basic
+    parallelism: int
+    suspended: bool
+    finished: bool  # Complete or Failed: its group is left as it is
+    priority_class_name: str | None
+    problem: str | None = None
+
+    @property
+    def group(self) -> str:
+        return group_name(self.name, self.uid)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.group)
+
+    def owner_reference(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            # no blockOwnerDeletion: it would need update on jobs/finalizers
+            # where OwnerReferencesPermissionEnforcement is on
+        }
+
+    def scheduling_policy(self) -> dict[str, Any]:
+        return {"gang": {"minCount": self.min_count}} if self.policy == "gang" else {"basic": {}}
+
+    def _metadata(self) -> dict[str, Any]:
+        return {
+            "name": self.group,
+            "namespace": self.namespace,
+            "labels": {JOB_NAME_LABEL: self.name, MANAGED_BY_LABEL: MANAGED_BY},
+            "ownerReferences": [self.owner_reference()],
+        }
+
+    def workload(self) -> dict[str, Any]:
+        template: dict[str, Any] = {"name": TEMPLATE_NAME, "schedulingPolicy": self.scheduling_policy()}
+        if self.priority_class_name:
+            template["priorityClassName"] = self.priority_class_name
+        return {
+            "apiVersion": C.API_VERSION,
+            "kind": "Workload",
+            "metadata": self._metadata(),
+            "spec": {
+                "controllerRef": {"apiGroup": "batch", "kind": "Job", "name": self.name},
+                "podGroupTemplates": [template],
+            },
+        }
+
+    def podgroup(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "podGroupTemplateRef": {"workload": {"workloadName": self.group, "podGroupTemplateName": TEMPLATE_NAME}},
+            "schedulingPolicy": self.scheduling_policy(),
+        }
+        if self.priority_class_name:
+            spec["priorityClassName"] = self.priority_class_name
+        return {"apiVersion": C.API_VERSION, "kind": "PodGroup", "metadata": self._metadata(), "spec": spec}
+
+
+def _finished(status: Mapping[str, Any]) -> bool:
+    return any(
+        isinstance(c, Mapping) and c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+
+
+def parse_job(body: Mapping[str, Any]) -> JobIntent | None:
+    """The intent of a Job that opted in; None for any other Job. Never raises:
+    a Job asking for something impossible gets an intent with `problem` set."""
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    template = spec.get("template") or {}
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    if JOB_POLICY_ANNOTATION not in annotations or not meta.get("name") or not meta.get("uid"):
+        return None
+    raw_parallelism = spec.get("parallelism")
+    parallelism = raw_parallelism if isinstance(raw_parallelism, int) and raw_parallelism >= 0 else 1
+    completions = spec.get("completions")
+    if isinstance(completions, int) and completions >= 0:
+        # The Job controller never runs more pods than completions: a gang of
+        # parallelism would wait for ever.
+        parallelism = min(parallelism, completions)
+    policy = str(annotations.get(JOB_POLICY_ANNOTATION) or "").strip()
+    raw_min = annotations.get(MIN_COUNT_ANNOTATION)
+    problem = None
+    min_count = max(parallelism, 1) if policy == "gang" else 1
+    where = f"the pod template's annotation {JOB_POLICY_ANNOTATION}"
+    if policy not in POLICIES:
+        problem = f"{where} is {policy!r}: it must be 'gang' or 'basic'"
+    elif raw_min is not None and policy == "basic":
+        problem = f"{MIN_COUNT_ANNOTATION} is set, but {where} is 'basic': a minCount needs 'gang'"
+    elif raw_min is not None:
+        text = str(raw_min).strip()
+        if not text.isdigit() or int(text) < 1:
+            problem = f"the pod template's annotation {MIN_COUNT_ANNOTATION} is {raw_min!r}: it must be an integer >= 1"
+        else:
+            min_count = int(text)
+            if min_count > parallelism:
+                problem = (
+                    f"{MIN_COUNT_ANNOTATION} is {min_count}, more than the Job's parallelism {parallelism}: "
+                    "the gang could never be complete"
+                )
+    template_spec = template.get("spec") or {}
+    return JobIntent(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta["name"]),
+        uid=str(meta["uid"]),
+        policy=policy,
+        min_count=min_count,
+        parallelism=parallelism,
+        suspended=bool(spec.get("suspend")),
+        finished=_finished(body.get("status") or {}),
+        priority_class_name=str(template_spec["priorityClassName"]) if template_spec.get("priorityClassName") else None,
+        problem=problem,
+    )

@@ -1,0 +1,268 @@
+"""The Job integration: a Workload and a PodGroup for every Job that opts in.
+
+For each `batch/v1` Job whose pod template carries
+`scheduling.troupe.dev/job-policy` (api/jobs.py has the contract), the
+leader makes, owned by the Job so the garbage collector deletes them with it:
+
+1. the Workload `<job>-<uid8>`, one template (`workers`) with the policy;
+2. the PodGroup of the same name from that template (`podGroupTemplateRef`),
+   except while the Job is suspended (upstream deletes it then and makes it
+   again on resume, KEP-5547);
+3. when the policy changes (`parallelism` scaled, so a gang's default
+   `minCount`), both again: troupe's PodGroup and Workload specs are
+   immutable, so they are replaced (deleted, then created), where upstream
+   patches `minCount`. Pods already bound keep counting toward the new group.
+
+A Job whose annotations ask for something impossible (minCount above
+parallelism, an unknown policy) gets a Warning Event and nothing else; its
+pods wait and say why. A finished Job's group is left alone. Only the leader
+writes; every replica keeps the Jobs it has seen, so a new leader reconciles
+them all at once. Existence is read from the scheduler's cache (PodGroups and
+Workloads are watched anyway), and a create that races with the watch meets
+409 AlreadyExists, which counts as done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+
+import aiohttp
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ..api import constants as C
+from ..api.jobs import JobIntent, parse_job
+from ..api.podgroup import PodGroup, Workload
+from ..core.scheduler import Scheduler
+from .binder import REQUEST_TIMEOUT_SECONDS
+from .events import EventRecorder
+from .kube import NotLeading, RestClient, encode
+
+log = logging.getLogger(__name__)
+
+RESYNC_SECONDS = 15.0  # every Job is compared with the cache this often (a PodGroup deleted by hand comes back)
+RETRY_INITIAL, RETRY_MAX = 1.0, 30.0
+# After writing a Job's objects, how long to trust the write over a cache
+# that does not show it yet (the watch is usually well under a second behind).
+SETTLE_SECONDS = 10.0
+SETTLE_POLL_SECONDS = 1.0
+JobKey = tuple[str, str]  # (namespace, Job name)
+
+
+def _path(kind_plural: str, namespace: str, name: str = "") -> str:
+    base = f"/apis/{C.API_VERSION}/namespaces/{namespace}/{kind_plural}"
+    return f"{base}/{name}" if name else base
+
+
+class JobController:
+    def __init__(
+        self,
+        rest: RestClient,
+        scheduler: Scheduler,
+        events: EventRecorder,
+        leading: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self._rest = rest
+        self._scheduler = scheduler
+        self._events = events
+        self._leading = leading
+        self._jobs: dict[JobKey, JobIntent] = {}
+        self._dirty: set[JobKey] = set()
+        self._wakeup = asyncio.Event()
+        self._told: dict[JobKey, str] = {}  # the last problem or action announced per Job
+        self._wrote: dict[tuple[str, str], float] = {}  # (namespace, group) -> until when the cache may lag
+
+    # ------------------------------------------------------------ watch events
+
+    def on_job(self, body: dict[str, object]) -> None:
+        intent = parse_job(body)
+        meta = body.get("metadata") or {}
+        assert isinstance(meta, dict)
+        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        old = self._jobs.get(key)
+        if intent is None:
+            if old is not None:  # cannot happen for a Job (its template is immutable), but a new one may reuse the name
+                self.on_job_deleted(body)
+            return
+        if old is not None and old.uid != intent.uid:
+            self._scheduler.on_job_problem(old.key, None)
+        self._jobs[key] = intent
+        if old != intent:
+            self._dirty.add(key)
+            self._wakeup.set()
+
+    def on_job_deleted(self, body: dict[str, object]) -> None:
+        meta = body.get("metadata") or {}
+        assert isinstance(meta, dict)
+        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        old = self._jobs.pop(key, None)
+        self._dirty.discard(key)
+        self._told.pop(key, None)
+        if old is not None:
+            self._scheduler.on_job_problem(old.key, None)  # its objects go with it (garbage collector)
+
+    # -------------------------------------------------------------- reconcile
+
+    async def run(self) -> None:
+        """Reconcile Jobs as they change, and all of them every RESYNC_SECONDS,
+        while this replica leads."""
+        delay = RETRY_INITIAL
+        while True:
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), SETTLE_POLL_SECONDS if self._dirty else RESYNC_SECONDS)
+            except TimeoutError:
+                if not self._dirty:
+                    self._dirty.update(self._jobs)
+            self._wakeup.clear()
+            if not self._leading():
+                continue
+            failed = False
+            for key in sorted(self._dirty):
+                intent = self._jobs.get(key)
+                self._dirty.discard(key)
+                if intent is None:
+                    continue
+                try:
+                    await self.reconcile(intent)
+                except NotLeading:
+                    self._dirty.add(key)
+                    break
+                except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as exc:
+                    self._dirty.add(key)
+                    self._wrote.pop(intent.key, None)  # nothing to wait for: retry after the backoff
+                    failed = True
+                    self._announce(
+                        intent, "Warning", C.EVENT_FAILED_POD_GROUP_CREATE, f"cannot make its PodGroup: {_brief(exc)}"
+                    )
+                except Exception:  # a Job troupe does not understand must not stop the others
+                    log.exception("Job %s/%s: reconcile failed", *key)
+                    self._dirty.add(key)
+                    self._wrote.pop(intent.key, None)
+                    failed = True
+            if failed:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
+                self._wakeup.set()
+            else:
+                delay = RETRY_INITIAL
+
+    async def reconcile(self, intent: JobIntent) -> None:
+        self._scheduler.on_job_problem(intent.key, intent.problem)
+        if intent.problem is not None:
+            self._announce(intent, "Warning", C.EVENT_INVALID_JOB_SCHEDULING, intent.problem)
+            return
+        if intent.finished:
+            return  # its pods are done: the group stays as it is, for the record
+        cache = self._scheduler.cache
+        workload, group = cache.workloads.get(intent.key), cache.groups.get(intent.key)
+        policy = intent.scheduling_policy()
+        workload_ok = isinstance(workload, Workload) and _template_policy(workload) == policy
+        group_ok = isinstance(group, PodGroup) and _policy(group) == policy
+        if workload_ok and (group is None if intent.suspended else group_ok):
+            self._wrote.pop(intent.key, None)
+            return
+        if time.monotonic() < self._wrote.get(intent.key, 0.0):
+            # What we wrote a moment ago is not in the cache yet: acting on
+            # the older view would undo it. Look again shortly.
+            self._dirty.add((intent.namespace, intent.name))
+            return
+        self._wrote[intent.key] = time.monotonic() + SETTLE_SECONDS
+        if workload is not None and not workload_ok:
+            # The policy changed (parallelism scaled): the specs are immutable,
+            # so both are made again, the PodGroup first out and last in (a
+            # PodGroup whose Workload is missing is an error while it lasts).
+            if group is not None:
+                await self._delete("podgroups", intent, _uid(group))
+                group, group_ok = None, False
+            await self._delete("workloads", intent, _uid(workload))
+            workload = None
+        if workload is None:
+            await self._create("workloads", intent.workload())
+        if intent.suspended:
+            if group is not None:
+                await self._delete("podgroups", intent, _uid(group))
+                self._announce(
+                    intent,
+                    "Normal",
+                    C.EVENT_POD_GROUP_DELETED,
+                    f"PodGroup {intent.group} deleted: the Job is suspended",
+                )
+            return
+        if group_ok:
+            return
+        if group is not None:
+            await self._delete("podgroups", intent, _uid(group))
+        await self._create("podgroups", intent.podgroup())
+        self._announce(intent, "Normal", C.EVENT_POD_GROUP_CREATED, f"PodGroup {intent.group}: {_describe(intent)}")
+
+    async def _create(self, plural: str, body: dict[str, object]) -> None:
+        meta = body["metadata"]
+        assert isinstance(meta, dict)
+        try:
+            await self._rest.post(_path(plural, str(meta["namespace"])), encode(body), timeout=REQUEST_TIMEOUT_SECONDS)
+        except ApiException as exc:
+            if exc.status != 409:  # 409: made a moment ago, the watch has not told us yet
+                raise
+
+    async def _delete(self, plural: str, intent: JobIntent, uid: str) -> None:
+        options: dict[str, object] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        try:
+            await self._rest.delete(
+                _path(plural, intent.namespace, intent.group), encode(options), timeout=REQUEST_TIMEOUT_SECONDS
+            )
+        except ApiException as exc:
+            if exc.status not in (404, 409):  # gone already, or replaced by a newer one
+                raise
+
+    def _announce(self, intent: JobIntent, type_: str, reason: str, note: str) -> None:
+        """An Event on the Job, once per distinct note (Job events repeat often)."""
+        key = (intent.namespace, intent.name)
+        if self._told.get(key) == note:
+            return
+        self._told[key] = note
+        if type_ == "Warning":
+            log.warning("Job %s/%s: %s", intent.namespace, intent.name, note)
+        else:
+            log.info("Job %s/%s: %s", intent.namespace, intent.name, note)
+        ref = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "namespace": intent.namespace,
+            "name": intent.name,
+            "uid": intent.uid,
+        }
+        self._events.event(ref, type_, reason, note, "Scheduling")
+
+
+def _policy(group: PodGroup) -> dict[str, object]:
+    return group.spec.scheduling_policy.model_dump(by_alias=True, exclude_none=True)
+
+
+def _template_policy(workload: Workload) -> dict[str, object] | None:
+    templates = workload.spec.pod_group_templates
+    return templates[0].scheduling_policy.model_dump(by_alias=True, exclude_none=True) if len(templates) == 1 else None
+
+
+def _uid(obj: object) -> str:
+    """The uid of a cached PodGroup or Workload ("" for one the cache could not parse)."""
+    return obj.metadata.uid if isinstance(obj, PodGroup | Workload) else ""
+
+
+def _describe(intent: JobIntent) -> str:
+    if intent.policy == "gang":
+        return f"a gang of minCount {intent.min_count} (parallelism {intent.parallelism})"
+    return "basic: pod by pod, as one group"
+
+
+def _brief(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        try:
+            return f"{exc.status} {json.loads(exc.body or b'{}').get('message', '')}".strip()
+        except (ValueError, AttributeError):
+            return f"{exc.status} {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"

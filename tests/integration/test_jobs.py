@@ -1,0 +1,258 @@
+"""Jobs get their Workload and PodGroup from troupe: real Jobs, whose pods the
+real kube-controller-manager (job, garbage-collector and namespace controllers)
+creates, the real scheduler process running as its ServiceAccount.
+
+There is no kubelet: a bound pod stays Pending on its node, and a deleted pod
+stays Terminating until it is force-deleted, as a kubelet would confirm it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from objects import bound, condition, events_for, pods_by_name, wait_condition, wait_pod_unschedulable
+from troupe_process import TroupeProcess
+from wait import wait_for
+
+POLICY = "scheduling.troupe.dev/job-policy"
+MIN_COUNT = "scheduling.troupe.dev/min-count"
+
+
+@pytest.fixture(scope="module")
+def troupe(installed, tmp_path_factory):
+    proc = TroupeProcess(installed.scheduler_kubeconfig, tmp_path_factory.mktemp("troupe-jobs")).start()
+    yield proc
+    rc = proc.stop()
+    print(proc.log_tail(200))
+    assert rc == 0, f"troupe exited with {rc} on SIGTERM"
+    assert "Traceback" not in proc.log_path.read_text(), "troupe logged a traceback"
+
+
+def job(
+    ns: str,
+    name: str,
+    parallelism: int,
+    annotations: dict[str, str] | None = None,
+    cpu: str = "1",
+    indexed: bool = False,
+    suspend: bool = False,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "parallelism": parallelism,
+        "completions": parallelism,
+        "backoffLimit": 100,  # deleted workers (no kubelet to fail them) must not fail the Job
+        "suspend": suspend,
+        "template": {
+            "metadata": {"annotations": {POLICY: "gang"} if annotations is None else annotations},
+            "spec": {
+                "schedulerName": "troupe-scheduler",
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "worker",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}},
+                    }
+                ],
+            },
+        },
+    }
+    if indexed:
+        spec["completionMode"] = "Indexed"
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def apply(cluster, *objects: dict[str, Any]) -> None:
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+
+
+def group_of(cluster, ns: str, job_name: str) -> str:
+    """The name troupe gives the Job's PodGroup: <job>-<first 8 hex digits of its uid>."""
+    uid = cluster.get_json("job", "-n", ns, job_name)["metadata"]["uid"]
+    return f"{job_name}-{uid.replace('-', '')[:8]}"
+
+
+def job_pods(cluster, ns: str, job_name: str) -> dict[str, dict[str, Any]]:
+    return {
+        n: p
+        for n, p in pods_by_name(cluster, ns).items()
+        if p["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name") == job_name
+        and not p["metadata"].get("deletionTimestamp")
+    }
+
+
+def bound_of(cluster, ns: str, job_name: str) -> dict[str, str]:
+    return {n: p["spec"]["nodeName"] for n, p in job_pods(cluster, ns, job_name).items() if p["spec"].get("nodeName")}
+
+
+def kill_pods(cluster, ns: str, job_name: str) -> None:
+    """What a kubelet would do for the pods the garbage collector deletes: let them go."""
+    cluster.kubectl(
+        "delete",
+        "pods",
+        "-n",
+        ns,
+        "-l",
+        f"batch.kubernetes.io/job-name={job_name}",
+        "--grace-period=0",
+        "--force",
+        "--wait=false",
+        check=False,
+    )
+
+
+def gone(cluster, ns: str, job_name: str) -> bool:
+    """Force-deletes the Job's pods (terminating ones too: a kubelet would end
+    them) and says whether none is left."""
+    kill_pods(cluster, ns, job_name)
+    pods = cluster.get_json("pods", "-n", ns, "-l", f"batch.kubernetes.io/job-name={job_name}")["items"]
+    return not pods
+
+
+def podgroup_exists(cluster, ns: str, name: str) -> bool:
+    out = cluster.kubectl("get", "podgroups", "-n", ns, "-o", "name", check=False)
+    return f"podgroup.scheduling.troupe.dev/{name}" in out.stdout
+
+
+def test_two_competing_jobs_one_runs_whole_the_other_waits_whole(installed, troupe, nodes, namespace):
+    """The seeds' deadlock with Jobs: two 4-worker Jobs, room for one."""
+    c, ns = installed, namespace
+    nodes("node-a", cpu="2")
+    nodes("node-b", cpu="2")
+    apply(c, job(ns, "train-a", 4), job(ns, "train-b", 4))
+    groups = {j: wait_for(lambda j=j: group_of(c, ns, j), message=f"Job {j}") for j in ("train-a", "train-b")}
+
+    def one_runs_whole():
+        a, b = bound_of(c, ns, "train-a"), bound_of(c, ns, "train-b")
+        return (len(a), len(b)) in ((4, 0), (0, 4)) and ("train-a" if a else "train-b")
+
+    winner = wait_for(one_runs_whole, timeout=60, message="one Job's 4 pods bound, none of the other's")
+    loser = "train-b" if winner == "train-a" else "train-a"
+    wait_condition(c, ns, groups[winner], "True", "Scheduled")
+    waiting = wait_condition(c, ns, groups[loser], "False", "Unschedulable")
+    assert "needs 4 pods" in waiting["message"], waiting
+    for name in job_pods(c, ns, loser):
+        wait_pod_unschedulable(c, ns, name)
+    assert bound_of(c, ns, loser) == {}
+
+    # The winner's Job is deleted: its pods go (the garbage collector; a
+    # kubelet would confirm them), and the loser runs whole.
+    c.kubectl("delete", "job", "-n", ns, winner, "--wait=false")
+    wait_for(lambda: gone(c, ns, winner), timeout=60, message=f"{winner}'s pods gone")
+    wait_for(lambda: len(bound_of(c, ns, loser)) == 4, timeout=60, message=f"{loser}'s 4 pods bound")
+    wait_condition(c, ns, groups[loser], "True", "Scheduled")
+
+
+def test_indexed_job_of_eight(installed, troupe, nodes, namespace):
+    c, ns = installed, namespace
+    for i in range(4):
+        nodes(f"node-{i}", cpu="2")
+    apply(c, job(ns, "indexed", 8, indexed=True))
+    group = wait_for(lambda: group_of(c, ns, "indexed"))
+    wait_for(lambda: len(bound_of(c, ns, "indexed")) == 8, timeout=90, message="8 indexed pods bound")
+    pg = c.get_json("podgroup", "-n", ns, group)
+    assert pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 8}}
+    assert pg["spec"]["podGroupTemplateRef"] == {"workload": {"workloadName": group, "podGroupTemplateName": "workers"}}
+    owner = pg["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("Job", "indexed", True)
+    workload = c.get_json("workload", "-n", ns, group)
+    assert workload["spec"]["controllerRef"] == {"apiGroup": "batch", "kind": "Job", "name": "indexed"}
+    indexes = sorted(
+        p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        for p in job_pods(c, ns, "indexed").values()
+    )
+    assert indexes == [str(i) for i in range(8)]
+    wait_condition(c, ns, group, "True", "Scheduled")
+    created = [e for e in events_for(c, ns, "indexed") if e["reason"] == "PodGroupCreated"]
+    assert created and "a gang of minCount 8" in created[0]["note"], created
+
+
+def test_deleting_a_job_deletes_its_podgroup_and_workload(installed, troupe, nodes, namespace):
+    c, ns = installed, namespace
+    nodes("node-a", cpu="4")
+    apply(c, job(ns, "short", 2))
+    group = wait_for(lambda: group_of(c, ns, "short"))
+    wait_for(lambda: podgroup_exists(c, ns, group), timeout=30, message="PodGroup created")
+    wait_for(lambda: len(bound_of(c, ns, "short")) == 2, timeout=60)
+    c.kubectl("delete", "job", "-n", ns, "short", "--wait=false")
+    wait_for(lambda: not podgroup_exists(c, ns, group), timeout=60, message="PodGroup garbage-collected")
+    wait_for(
+        lambda: group not in c.kubectl("get", "workloads", "-n", ns, "-o", "name").stdout,
+        timeout=60,
+        message="Workload garbage-collected",
+    )
+
+
+def test_a_deleted_worker_is_replaced_and_rejoins_its_gang(installed, troupe, nodes, namespace):
+    c, ns = installed, namespace
+    nodes("node-a", cpu="2")
+    nodes("node-b", cpu="2")
+    apply(c, job(ns, "elastic", 4))
+    group = wait_for(lambda: group_of(c, ns, "elastic"))
+    first = wait_for(lambda: len(b := bound_of(c, ns, "elastic")) == 4 and b, timeout=60)
+    victim = sorted(first)[0]
+    c.kubectl("delete", "pod", "-n", ns, victim, "--grace-period=0", "--force")
+    # The Job controller makes a new pod; it joins the PodGroup through its
+    # ownerReference and binds alone, the 3 bound ones counting toward minCount 4.
+    replaced = wait_for(
+        lambda: len(b := bound_of(c, ns, "elastic")) == 4 and victim not in b and b,
+        timeout=60,
+        message="replacement bound",
+    )
+    assert set(first) - {victim} <= set(replaced)
+    assert condition(c, ns, group)["status"] == "True"
+
+
+def test_an_impossible_min_count_creates_nothing_and_says_why(installed, troupe, nodes, namespace):
+    c, ns = installed, namespace
+    nodes("node-a", cpu="8")
+    apply(c, job(ns, "greedy", 4, annotations={POLICY: "gang", MIN_COUNT: "5"}))
+    group = wait_for(lambda: group_of(c, ns, "greedy"))
+    expected = f"{MIN_COUNT} is 5, more than the Job's parallelism 4: the gang could never be complete"
+    warning = wait_for(
+        lambda: [e for e in events_for(c, ns, "greedy") if e["reason"] == "InvalidSchedulingPolicy"],
+        timeout=30,
+        message="InvalidSchedulingPolicy event on the Job",
+    )
+    assert warning[0]["type"] == "Warning" and expected in warning[0]["note"], warning
+    pods = wait_for(lambda: len(p := job_pods(c, ns, "greedy")) == 4 and p, timeout=60)
+    for name in pods:
+        wait_pod_unschedulable(
+            c,
+            ns,
+            name,
+            f"waiting for PodGroup {ns}/{group}, which troupe does not create: {expected}",
+        )
+    assert not podgroup_exists(c, ns, group)
+    assert group not in c.kubectl("get", "workloads", "-n", ns, "-o", "name").stdout
+    assert bound(c, ns) == {}
+
+
+def test_a_suspended_job_gets_no_podgroup_until_resumed_and_follows_parallelism(installed, troupe, nodes, namespace):
+    c, ns = installed, namespace
+    nodes("node-a", cpu="4")
+    apply(c, job(ns, "later", 2, suspend=True, indexed=True))  # Indexed: completions may scale with parallelism
+    group = wait_for(lambda: group_of(c, ns, "later"))
+    wait_for(
+        lambda: group in c.kubectl("get", "workloads", "-n", ns, "-o", "name").stdout, timeout=30, message="Workload"
+    )
+    assert not podgroup_exists(c, ns, group) and job_pods(c, ns, "later") == {}
+
+    c.kubectl("patch", "job", "-n", ns, "later", "--type=merge", "-p", '{"spec":{"suspend":false}}')
+    wait_for(lambda: len(bound_of(c, ns, "later")) == 2, timeout=60, message="2 pods bound after resume")
+    assert c.get_json("podgroup", "-n", ns, group)["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+
+    # Scaled up: the gang's minCount follows parallelism (the PodGroup is made
+    # again; the 2 bound pods count toward the new minCount of 3).
+    c.kubectl("patch", "job", "-n", ns, "later", "--type=merge", "-p", '{"spec":{"parallelism":3,"completions":3}}')
+    wait_for(
+        lambda: c.get_json("podgroup", "-n", ns, group)["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}},
+        timeout=30,
+        message="minCount 3",
+    )
+    wait_for(lambda: len(bound_of(c, ns, "later")) == 3, timeout=60, message="3 pods bound after scaling")
+
+    # Suspended again: the Job controller deletes the pods and troupe the PodGroup.
+    c.kubectl("patch", "job", "-n", ns, "later", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    wait_for(lambda: not podgroup_exists(c, ns, group), timeout=30, message="PodGroup deleted on suspend")
