@@ -35,11 +35,11 @@ $(VENV_STAMP): pyproject.toml
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $@
 
-controlplane: ## build etcd, kube-apiserver, kube-scheduler, kubectl into the cache (once; slow the first time)
+controlplane: ## build etcd and kube-{apiserver,controller-manager,scheduler}, kubectl into the cache (once; slow the first time)
 	hack/build-controlplane.sh
 
 # (wildcard: git does not keep an empty tests/unit in a fresh clone)
-test: venv controlplane ## unit and integration tests (real etcd + kube-apiserver)
+test: venv controlplane ## unit and integration tests (real etcd, kube-apiserver, kube-controller-manager)
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS) $(wildcard tests/unit tests/integration)
 
 test-unit: venv ## unit tests only, no control plane

@@ -3,7 +3,7 @@
 # demo and benchmarks run against, from the Go modules pinned in hack/k8s and
 # hack/etcd:
 #
-#   $XDG_CACHE_HOME/troupe/k8s-v$K8S_VERSION/bin/{kube-apiserver,kube-scheduler,kubectl}
+#   $XDG_CACHE_HOME/troupe/k8s-v$K8S_VERSION/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl}
 #   $XDG_CACHE_HOME/troupe/etcd-v$ETCD_VERSION/bin/etcd
 #
 # ($XDG_CACHE_HOME defaults to ~/.cache; TROUPE_K8S_BIN_DIR / TROUPE_ETCD_BIN_DIR
@@ -76,11 +76,11 @@ progress() {
     (( rc == 1 )) && break
     if (( SECONDS - last >= 30 )); then
       last=$SECONDS
-      printf '  %-15s %s elapsed, %d/%d packages compiled%s\n' "$label" "$(fmt_time $((SECONDS - start)))" \
+      printf '  %-23s %s elapsed, %d/%d packages compiled%s\n' "$label" "$(fmt_time $((SECONDS - start)))" \
         "$n" "$total" "$( ((dl)) && echo ", $dl modules downloaded")"
     fi
   done
-  printf '  %-15s %d packages compiled\n' "$label" "$n"
+  printf '  %-23s %d packages compiled\n' "$label" "$n"
 }
 
 tmpfiles=()
@@ -141,7 +141,7 @@ if ! flock -n 9; then
 fi
 
 need=0
-for n in kube-apiserver kube-scheduler kubectl; do version_ok "$n" "$k8s_bin/$n" || need=1; done
+for n in kube-apiserver kube-controller-manager kube-scheduler kubectl; do version_ok "$n" "$k8s_bin/$n" || need=1; done
 version_ok etcd "$etcd_bin/etcd" || need=1
 if (( need || force )); then
   command -v go >/dev/null || { echo "error: go is not on PATH (need Go >= 1.26)" >&2; exit 1; }
@@ -149,8 +149,9 @@ if (( need || force )); then
   echo "    the first build compiles ~3000 packages and takes several minutes (~10 min on 2 cores; this machine has $(nproc));"
   echo "    later builds reuse the Go build cache ($(go env GOCACHE)). Logs: $logdir"
 fi
-build kube-apiserver "$root/hack/k8s" k8s.io/kubernetes/cmd/kube-apiserver "$k8s_bin" "$k8s_ldflags"
-build kube-scheduler "$root/hack/k8s" k8s.io/kubernetes/cmd/kube-scheduler "$k8s_bin" "$k8s_ldflags"
-build kubectl        "$root/hack/k8s" k8s.io/kubernetes/cmd/kubectl        "$k8s_bin" "$k8s_ldflags"
-build etcd           "$root/hack/etcd" troupe.dev/hack/etcd                "$etcd_bin" "-s -w"
+build kube-apiserver          "$root/hack/k8s"  k8s.io/kubernetes/cmd/kube-apiserver          "$k8s_bin"  "$k8s_ldflags"
+build kube-controller-manager "$root/hack/k8s"  k8s.io/kubernetes/cmd/kube-controller-manager "$k8s_bin"  "$k8s_ldflags"
+build kube-scheduler          "$root/hack/k8s"  k8s.io/kubernetes/cmd/kube-scheduler          "$k8s_bin"  "$k8s_ldflags"
+build kubectl                 "$root/hack/k8s"  k8s.io/kubernetes/cmd/kubectl                 "$k8s_bin"  "$k8s_ldflags"
+build etcd                    "$root/hack/etcd" troupe.dev/hack/etcd                          "$etcd_bin" "-s -w"
 echo "==> control plane ready: $k8s_bin, $etcd_bin"

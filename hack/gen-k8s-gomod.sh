@@ -22,6 +22,7 @@ mods="$(printf '%s\n' "$mod" | awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" {print $
   echo
   echo "tool ("
   echo "	k8s.io/kubernetes/cmd/kube-apiserver"
+  echo "	k8s.io/kubernetes/cmd/kube-controller-manager"
   echo "	k8s.io/kubernetes/cmd/kube-scheduler"
   echo "	k8s.io/kubernetes/cmd/kubectl"
   echo ")"

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A throwaway Kubernetes control plane (etcd + kube-apiserver) on loopback.
+"""A throwaway Kubernetes control plane (etcd + kube-apiserver +
+kube-controller-manager) on loopback.
 
 Used by the integration tests and the demo; also a CLI::
 
@@ -17,10 +18,15 @@ What you get, and what you do not:
   scheduler, authenticated exactly as its ServiceAccount token would be
   (user ``system:serviceaccount:troupe-system:troupe-scheduler``), so the RBAC
   in ``manifests/`` applies unchanged. Authorization is ``Node,RBAC``.
-* No controller-manager and no kubelet: nodes are plain objects (create them
-  with ``status.capacity``/``allocatable``), namespaces never finish deleting,
-  nothing garbage-collects, bound pods go away only with
-  ``--grace-period=0 --force``.
+* kube-controller-manager (unless ``controller_manager=False``) with only the
+  Job, garbage-collector and namespace controllers: Jobs make pods, owned
+  objects go with their owner, deleted namespaces are emptied and go away.
+  No other controller runs (no pod GC, node lifecycle, ServiceAccount or
+  ResourceClaim controller), and no kubelet: nodes are plain objects (create
+  them with ``status.capacity``/``allocatable``), bound pods go away only with
+  ``--grace-period=0 --force`` (so a namespace with bound pods stays
+  Terminating until they are force-deleted). Without the controller manager
+  namespaces never finish deleting and nothing garbage-collects.
 * Admission plugins disabled (everything else, e.g. ``Priority``, stays on):
   ``ServiceAccount`` (no token controller), ``TaintNodesByCondition`` (it
   taints every new Node ``node.kubernetes.io/not-ready:NoSchedule`` and only
@@ -72,6 +78,9 @@ ADMIN_GROUPS = ("system:masters", "system:authenticated")
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 DISABLED_ADMISSION_PLUGINS = ("ServiceAccount", "TaintNodesByCondition", "PodGroupProtection")
+# Canonical names (1.37 also takes the old aliases job/garbagecollector/namespace).
+# Not podgc: it would delete pods bound to the hand-made nodes tests remove.
+CONTROLLERS = ("job-controller", "garbage-collector-controller", "namespace-controller")
 
 
 class ControlPlaneNotBuilt(FileNotFoundError):
@@ -79,7 +88,7 @@ class ControlPlaneNotBuilt(FileNotFoundError):
 
 
 class ClusterStartError(RuntimeError):
-    """etcd or kube-apiserver did not become ready; the message has the log tail."""
+    """A component did not become ready; the message has the log tail."""
 
 
 class KubectlError(subprocess.CalledProcessError):
@@ -220,7 +229,7 @@ def _kubeconfig(server: str, ca_pem: bytes, user: str, token: str) -> str:
 
 
 class LocalCluster:
-    """etcd + kube-apiserver on loopback; see the module docstring."""
+    """etcd + kube-apiserver (+ kube-controller-manager) on loopback; see the module docstring."""
 
     def __init__(
         self,
@@ -231,16 +240,24 @@ class LocalCluster:
         *,
         keep: bool | None = None,
         durable: bool = False,
+        controller_manager: bool = True,
     ) -> None:
         """``durable``: etcd fsyncs its log (no ``--unsafe-no-fsync``). Needed
         where etcd is SIGKILLed (``restart_etcd(graceful=False)``): without
         fsync, etcd may lose writes it had acknowledged, which a real etcd
-        never does."""
+        never does.
+
+        ``controller_manager=False``: no kube-controller-manager (its informers
+        and GC graph cost CPU and API requests that benchmarks should not pay)."""
         k8s_bin_dir = Path(k8s_bin_dir) if k8s_bin_dir else default_k8s_bin_dir()
         etcd_bin_dir = Path(etcd_bin_dir) if etcd_bin_dir else default_etcd_bin_dir()
         self.apiserver_path = find_binary(k8s_bin_dir, "kube-apiserver")
         self.kubectl_path = find_binary(k8s_bin_dir, "kubectl")
         self.etcd_path = find_binary(etcd_bin_dir, "etcd")
+        self.controller_manager = controller_manager
+        self.controller_manager_path = (
+            find_binary(k8s_bin_dir, "kube-controller-manager") if controller_manager else None
+        )
         self.k8s_bin_dir = k8s_bin_dir
         self.etcd_bin_dir = etcd_bin_dir
         self.extra_apiserver_args = list(extra_apiserver_args)
@@ -260,6 +277,7 @@ class LocalCluster:
         self.scheduler_kubeconfig = self.workdir / "scheduler.kubeconfig"
         self.apiserver_log = self.logs_dir / "kube-apiserver.log"
         self.etcd_log = self.logs_dir / "etcd.log"
+        self.controller_manager_log = self.logs_dir / "kube-controller-manager.log"
         self.server = ""
         self.etcd_url = ""
         self.admin_token = ""
@@ -267,18 +285,22 @@ class LocalCluster:
         self.startup_seconds: float | None = None
         self._etcd: subprocess.Popen | None = None
         self._apiserver: subprocess.Popen | None = None
+        self._controller_manager: subprocess.Popen | None = None
         self._stopped = False
         # Ports picked on the first start and kept across restarts, so the
         # kubeconfigs (server URL) and the apiserver's --etcd-servers stay valid.
         self._apiserver_port = 0
         self._etcd_ports: tuple[int, int] | None = None
+        self._controller_manager_port = 0  # a fresh one per start: no kubeconfig points at it
 
     # -- lifecycle ---------------------------------------------------------------
 
     def start(self, timeout: float = 60) -> LocalCluster:
-        """Start etcd and kube-apiserver; return once /readyz is ok and the
-        bootstrap objects (default namespace, RBAC roles, system priority
-        classes) exist. Raises ClusterStartError with the log tail otherwise."""
+        """Start etcd, kube-apiserver and (unless disabled) kube-controller-manager;
+        return once kube-apiserver's /readyz is ok, the bootstrap objects
+        (default namespace, RBAC roles, system priority classes) exist and
+        kube-controller-manager reports its controllers healthy. Raises
+        ClusterStartError with the log tail otherwise."""
         if self._apiserver is not None:
             return self
         t0 = time.monotonic()
@@ -295,6 +317,8 @@ class LocalCluster:
             self._start_apiserver(deadline)
             self._write_kubeconfigs()
             self._wait_bootstrapped(deadline)
+            if self.controller_manager:
+                self._start_controller_manager(deadline)
         except BaseException:
             self.stop()
             raise
@@ -302,12 +326,12 @@ class LocalCluster:
         return self
 
     def stop(self) -> None:
-        """Kill kube-apiserver and etcd (their process groups) and remove the
-        workdir unless ``keep``. Idempotent."""
+        """Kill kube-controller-manager, kube-apiserver and etcd (their process
+        groups, in that order) and remove the workdir unless ``keep``. Idempotent."""
         if self._stopped:
             return
         self._stopped = True
-        for attr in ("_apiserver", "_etcd"):
+        for attr in ("_controller_manager", "_apiserver", "_etcd"):
             proc = getattr(self, attr)
             if proc is not None:
                 self._kill(proc)
@@ -320,8 +344,9 @@ class LocalCluster:
     def restart_apiserver(self, down: float = 0, timeout: float = 60, graceful: bool = True) -> float:
         """Stop kube-apiserver (SIGTERM, or SIGKILL with ``graceful=False``), stay
         down ``down`` seconds, start it again on the same port with the same
-        PKI, tokens and etcd, and wait for /readyz. Returns the seconds it was
-        unreachable (stop to ready)."""
+        PKI, tokens and etcd, and wait for /readyz. kube-controller-manager
+        keeps running and reconnects. Returns the seconds it was unreachable
+        (stop to ready)."""
         if self._apiserver is None:
             raise RuntimeError("kube-apiserver is not running")
         t0 = time.monotonic()
@@ -625,6 +650,75 @@ class LocalCluster:
                 f"tail of {self.apiserver_log}:\n" + "\n".join(log.splitlines()[-40:])
             )
 
+    def _controller_manager_cmd(self, port: int) -> list[str]:
+        return [
+            str(self.controller_manager_path),
+            # system:masters: the GC and namespace controllers delete every kind,
+            # CRDs' included; per-controller identities would need the
+            # ServiceAccount token controller and admission plugin.
+            f"--kubeconfig={self.admin_kubeconfig}",
+            f"--controllers={','.join(CONTROLLERS)}",
+            "--leader-elect=false",  # a single instance: no Lease to wait for after a restart
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",  # serves /healthz, our readiness signal
+            f"--cert-dir={self.workdir / 'controller-manager-certs'}",  # self-signed serving cert
+            "--profiling=false",
+        ]
+
+    def _start_controller_manager(self, deadline: float, attempts: int = 3) -> None:
+        for attempt in range(attempts):
+            port = _free_port()
+            offset = self.controller_manager_log.stat().st_size if self.controller_manager_log.exists() else 0
+            self._controller_manager = self._popen(self._controller_manager_cmd(port), self.controller_manager_log)
+            last = "(none)"
+            while time.monotonic() < deadline:
+                if self._controller_manager.poll() is not None:
+                    break
+                # A controller's check is registered once it is built (the informers
+                # start right after): plain /healthz is 200 before that.
+                status, body = self._get_controller_manager(port, "/healthz?verbose")
+                last = f"{status} {body[-500:]}" if status else "(not reachable)"
+                if status == 200 and all(f"[+]{c} ok" in body for c in CONTROLLERS):
+                    self._controller_manager_port = port
+                    return
+                time.sleep(0.1)
+            rc = self._controller_manager.poll()
+            exited = rc is not None
+            log = self.controller_manager_log.read_bytes()[offset:].decode(errors="replace")
+            self._kill(self._controller_manager)
+            self._controller_manager = None
+            if exited and "address already in use" in log and attempt + 1 < attempts:
+                time.sleep(0.5)  # the free port was taken in between
+                continue
+            what = f"exited with code {rc}" if exited else "was not healthy in time"
+            raise ClusterStartError(
+                f"kube-controller-manager {what} (port {port}); last /healthz: {last}\n"
+                f"tail of {self.controller_manager_log}:\n" + "\n".join(log.splitlines()[-40:])
+            )
+
+    def controller_manager_healthy(self) -> bool:
+        """kube-controller-manager is running and its /healthz is ok (False when disabled)."""
+        proc = self._controller_manager
+        if proc is None or proc.poll() is not None:
+            return False
+        return self._get_controller_manager(self._controller_manager_port, "/healthz")[0] == 200
+
+    @staticmethod
+    def _get_controller_manager(port: int, path: str) -> tuple[int, str]:
+        """GET on kube-controller-manager's port; (status, body), status 0 when not reachable.
+        Anonymous (/healthz is always allowed) and unverified (a self-signed cert)."""
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx))
+        try:
+            with opener.open(f"https://127.0.0.1:{port}{path}", timeout=5) as r:
+                return r.status, r.read().decode(errors="replace")
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(errors="replace")
+        except (OSError, ssl.SSLError):
+            return 0, ""
+
     _last_readyz = "(none)"
 
     def _get(self, path: str) -> tuple[int, str]:
@@ -688,15 +782,16 @@ class LocalCluster:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="localcluster.py",
-        description="Run a throwaway Kubernetes control plane (etcd + kube-apiserver, "
-        f"v{K8S_VERSION}) on loopback, with no controller-manager and no kubelet. "
+        description="Run a throwaway Kubernetes control plane (etcd, kube-apiserver and "
+        f"kube-controller-manager v{K8S_VERSION}) on loopback, with no kubelet. "
         "Binaries come from `make controlplane`.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser(
         "up",
         help="start the control plane and wait until Ctrl-C",
-        description="Start etcd and kube-apiserver, print the kubeconfig paths, wait until "
+        description="Start etcd, kube-apiserver and kube-controller-manager (Job, garbage-collector "
+        "and namespace controllers), print the kubeconfig paths, wait until "
         "Ctrl-C (or SIGTERM), then stop them. Without --workdir the state lives in a temp "
         "dir that is removed on exit; with --workdir it is kept and reused next time.",
     )
@@ -710,11 +805,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="ARG",
         help="extra kube-apiserver flag, e.g. --apiserver-arg=--v=4 (repeatable)",
     )
+    up.add_argument("--no-controller-manager", action="store_true", help="run etcd and kube-apiserver only")
     up.add_argument("--timeout", type=float, default=60, help="seconds to wait for readiness (60)")
     args = parser.parse_args(argv)
 
     try:
-        cluster = LocalCluster(args.k8s_bin_dir, args.etcd_bin_dir, args.workdir, args.apiserver_arg)
+        cluster = LocalCluster(
+            args.k8s_bin_dir,
+            args.etcd_bin_dir,
+            args.workdir,
+            args.apiserver_arg,
+            controller_manager=not args.no_controller_manager,
+        )
     except ControlPlaneNotBuilt as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -743,6 +845,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1
             if cluster._etcd is None or cluster._etcd.poll() is not None:
                 print(f"etcd exited; tail of its log:\n{_tail(cluster.etcd_log)}", file=sys.stderr)
+                return 1
+            kcm = cluster._controller_manager
+            if cluster.controller_manager and (kcm is None or kcm.poll() is not None):
+                log = _tail(cluster.controller_manager_log)
+                print(f"kube-controller-manager exited; tail of its log:\n{log}", file=sys.stderr)
                 return 1
     finally:
         print("stopping", flush=True)

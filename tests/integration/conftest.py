@@ -50,6 +50,7 @@ def controlplane_binaries() -> dict[str, Path]:
         k8s, etcd = localcluster.default_k8s_bin_dir(), localcluster.default_etcd_bin_dir()
         return {
             "kube-apiserver": localcluster.find_binary(k8s, "kube-apiserver"),
+            "kube-controller-manager": localcluster.find_binary(k8s, "kube-controller-manager"),
             "kube-scheduler": localcluster.find_binary(k8s, "kube-scheduler"),
             "kubectl": localcluster.find_binary(k8s, "kubectl"),
             "etcd": localcluster.find_binary(etcd, "etcd"),
@@ -68,19 +69,24 @@ def cluster(request: pytest.FixtureRequest, controlplane_binaries) -> LocalClust
         yield c
     finally:
         failed = request.session.testsfailed
+        c.keep = True  # stop() would remove the logs before they are copied
         c.stop()
         msg = None
         if keep:
             msg = f"control plane workdir kept: {c.workdir}"
-        elif failed:
-            saved = Path(tempfile.mkdtemp(prefix="troupe-integration-logs-"))
-            try:
-                shutil.copytree(c.workdir / "logs", saved, dirs_exist_ok=True)
-            except OSError:
-                pass
-            msg = f"{failed} test(s) failed; control plane logs saved in {saved}"
+        else:
+            if failed:
+                saved = Path(tempfile.mkdtemp(prefix="troupe-integration-logs-"))
+                try:
+                    shutil.copytree(c.workdir / "logs", saved, dirs_exist_ok=True)
+                except OSError:
+                    pass
+                msg = f"{failed} test(s) failed; control plane logs saved in {saved}"
+            shutil.rmtree(c.workdir, ignore_errors=True)
         if msg and reporter is not None:
-            reporter.write_line(msg)
+            # After the summary: session teardown runs inside the last test's
+            # capture, which shows the line only if that test failed.
+            request.config.add_cleanup(lambda: reporter.write_line(msg))
 
 
 @pytest.fixture(scope="session")
