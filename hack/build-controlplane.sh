@@ -146,7 +146,7 @@ version_ok etcd "$etcd_bin/etcd" || need=1
 if (( need || force )); then
   command -v go >/dev/null || { echo "error: go is not on PATH (need Go >= 1.26)" >&2; exit 1; }
   echo "==> building the control plane (Kubernetes v$K8S_VERSION, etcd v$ETCD_VERSION) with $(go version | awk '{print $3}')"
-  echo "    the first build compiles ~3000 packages and takes several minutes (~10 min on 2 cores; this machine has $(nproc));"
+  echo "    the first build compiles ~3300 packages and takes several minutes (~11 min on 2 cores; this machine has $(nproc));"
   echo "    later builds reuse the Go build cache ($(go env GOCACHE)). Logs: $logdir"
 fi
 build kube-apiserver          "$root/hack/k8s"  k8s.io/kubernetes/cmd/kube-apiserver          "$k8s_bin"  "$k8s_ldflags"
