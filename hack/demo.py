@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""`make demo`: two training jobs compete for room for one; troupe runs one whole.
+"""`make demo`: two training Jobs compete for room for one; troupe runs one whole.
 
-Starts a throwaway control plane (etcd + kube-apiserver, no kubelet), installs
-troupe's CRDs and manifests with kubectl, registers two simulated nodes with
-2 CPUs each, starts troupe with its ServiceAccount's permissions, and submits
-examples/two-training-jobs.yaml: two gangs of 4 one-CPU workers, minCount 4,
-created interleaved. Then it shows what a user would look at, and what
-happens when an urgent job with a higher PriorityClass arrives
+Starts a throwaway control plane (etcd, kube-apiserver and
+kube-controller-manager, no kubelet), installs troupe's CRDs and manifests
+with kubectl, registers two simulated nodes with 2 CPUs each, starts troupe
+with its ServiceAccount's permissions, and submits
+examples/two-training-jobs.yaml: two batch/v1 Jobs of 4 one-CPU workers that
+opt in with one annotation. troupe makes each Job's PodGroup (a gang of 4);
+the Job controller makes the pods. Then it shows what a user would look at,
+and what happens when an urgent Job with a higher PriorityClass arrives
 (examples/urgent-job.yaml): the running gang is preempted whole.
 """
 
@@ -28,7 +30,7 @@ from localcluster import ClusterStartError, ControlPlaneNotBuilt, LocalCluster  
 from troupe_process import TroupeProcess  # noqa: E402
 
 NS = "demo"
-JOBS = ("train-a", "train-b")
+JOBS = ("train-a", "train-b")  # batch/v1 Jobs; troupe names their PodGroups <job>-<uid prefix>
 
 
 def say(text: str) -> None:
@@ -40,7 +42,24 @@ def show(cluster: LocalCluster, *args: str) -> None:
     print(cluster.kubectl(*args).stdout.rstrip())
 
 
-def group_reason(cluster: LocalCluster, name: str) -> str:
+def group_of(cluster: LocalCluster, job: str) -> str:
+    """The PodGroup troupe made for a Job ("" until it exists)."""
+    return cluster.kubectl(
+        "get",
+        "podgroups",
+        "-n",
+        NS,
+        "-l",
+        f"batch.kubernetes.io/job-name={job}",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ).stdout.strip()
+
+
+def group_reason(cluster: LocalCluster, job: str) -> str:
+    name = group_of(cluster, job)
+    if not name:
+        return ""
     return cluster.kubectl(
         "get",
         "podgroup",
@@ -61,12 +80,15 @@ def wait_until(what: str, predicate, timeout: float = 60) -> None:
     raise SystemExit(f"demo: timed out after {timeout:.0f}s waiting for {what}")
 
 
-def has_condition(cluster: LocalCluster, name: str, type_: str) -> bool:
-    pg = cluster.get_json("podgroup", "-n", NS, name)
+def has_condition(cluster: LocalCluster, job: str, type_: str) -> bool:
+    pg = cluster.get_json("podgroup", "-n", NS, group_of(cluster, job))
     return any(c["type"] == type_ for c in pg.get("status", {}).get("conditions", []))
 
 
-def group_message(cluster: LocalCluster, name: str) -> str:
+def group_message(cluster: LocalCluster, job: str) -> str:
+    name = group_of(cluster, job)
+    if not name:
+        return ""
     pg = cluster.get_json("podgroup", "-n", NS, name)
     return next(
         (c.get("message", "") for c in pg.get("status", {}).get("conditions", []) if c["type"] == "PodGroupScheduled"),
@@ -81,7 +103,8 @@ def terminating(cluster: LocalCluster) -> list[str]:
 
 
 def tables(cluster: LocalCluster) -> None:
-    show(cluster, "get", "podgroups", "-n", NS)
+    show(cluster, "get", "jobs", "-n", NS)
+    show(cluster, "get", "podgroups", "-n", NS, "-L", "batch.kubernetes.io/job-name")
     show(
         cluster,
         "get",
@@ -90,11 +113,19 @@ def tables(cluster: LocalCluster) -> None:
         NS,
         "--sort-by=.metadata.name",
         "-o",
-        "custom-columns=POD:.metadata.name,GROUP:.metadata.labels.scheduling\\.troupe\\.dev/pod-group,"
+        "custom-columns=POD:.metadata.name,JOB:.metadata.labels.batch\\.kubernetes\\.io/job-name,"
         'NODE:.spec.nodeName,SCHEDULED:.status.conditions[?(@.type=="PodScheduled")].reason',
     )
-    for job in JOBS:
-        show(cluster, "get", "podgroup", job, "-n", NS, "-o", "jsonpath={.status.conditions}")
+    for job in (*JOBS, "urgent"):
+        if name := group_of(cluster, job):  # a deleted Job's PodGroup went with it
+            show(cluster, "get", "podgroup", name, "-n", NS, "-o", "jsonpath={.status.conditions}")
+
+
+def finish(cluster: LocalCluster, job: str) -> None:
+    """No kubelet here: end the Job's pods as kubelets would once the garbage collector deletes them."""
+    cluster.kubectl(
+        "delete", "pods", "-n", NS, "-l", f"batch.kubernetes.io/job-name={job}", "--grace-period=0", "--force"
+    )
 
 
 def main() -> int:
@@ -106,7 +137,7 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    say("starting a throwaway control plane (etcd + kube-apiserver)")
+    say("starting a throwaway control plane (etcd, kube-apiserver, kube-controller-manager)")
     try:
         cluster = LocalCluster()
         cluster.start()
@@ -127,24 +158,28 @@ def main() -> int:
         troupe = TroupeProcess(cluster.scheduler_kubeconfig, cluster.workdir).start()
         print(f"troupe is ready (log: {troupe.log_path})")
 
-        say("submitting two training jobs: 4 workers each, gang minCount 4, pods created interleaved")
+        say("submitting two training Jobs of 4 workers each; one annotation opts them in (gang of parallelism)")
         cluster.kubectl("create", "namespace", NS)
         show(cluster, "apply", "-f", str(ROOT / "examples" / "two-training-jobs.yaml"))
         wait_until(
-            "one job scheduled and the other unschedulable",
+            "one Job scheduled and the other unschedulable",
             lambda: sorted(group_reason(cluster, j) for j in JOBS) == ["Scheduled", "Unschedulable"],
         )
-        say("one job runs whole; the other waits whole and says why (no pod holds a node it cannot use)")
+        say("troupe made each Job's PodGroup; one Job runs whole, the other waits whole and says why")
         tables(cluster)
 
         winner = next(j for j in JOBS if group_reason(cluster, j) == "Scheduled")
         loser = next(j for j in JOBS if j != winner)
-        say(f"{winner} finishes (its pods are deleted): {loser} gets the room, all 4 pods at once")
-        cluster.kubectl("delete", "pods", "-n", NS, "-l", f"app={winner}", "--grace-period=0", "--force")
+        say(f"{winner} is deleted (its PodGroup and pods go with it): {loser} gets the room, all 4 pods at once")
+        show(cluster, "delete", "job", "-n", NS, winner, "--wait=false")
+        finish(cluster, winner)
         wait_until(f"{loser} scheduled", lambda: group_reason(cluster, loser) == "Scheduled")
+        # The garbage collector learns of a new CRD within 30 s of its creation.
+        wait_until(f"{winner}'s PodGroup garbage-collected", lambda: not group_of(cluster, winner), timeout=90)
+        show(cluster, "get", "podgroups", "-n", NS, "-L", "batch.kubernetes.io/job-name")
         show(cluster, "get", "pods", "-n", NS, "-o", "wide")
 
-        say(f"an urgent job arrives with a higher PriorityClass: troupe preempts {loser} whole to make room")
+        say(f"an urgent Job arrives with a higher PriorityClass: troupe preempts {loser} whole to make room")
         show(cluster, "apply", "-f", str(ROOT / "examples" / "urgent-job.yaml"))
         wait_until(f"{loser}'s pods terminating", lambda: len(terminating(cluster)) == 4)
         wait_until(f"{loser} marked DisruptionTarget", lambda: has_condition(cluster, loser, "DisruptionTarget"))
@@ -155,7 +190,7 @@ def main() -> int:
             "podgroup",
             "-n",
             NS,
-            loser,
+            group_of(cluster, loser),
             "-o",
             'jsonpath={range .status.conditions[?(@.type=="DisruptionTarget")]}{.type}={.status} {.reason}: {.message}{"\\n"}{end}',
         )
@@ -165,12 +200,14 @@ def main() -> int:
             "podgroup",
             "-n",
             NS,
-            "urgent",
+            group_of(cluster, "urgent"),
             "-o",
             'jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\\n"}{end}',
         )
-        say("no kubelet here: the demo finishes the terminating pods as kubelets would; the urgent job binds whole")
-        cluster.kubectl("delete", "pods", "-n", NS, *terminating(cluster), "--grace-period=0", "--force")
+        say("no kubelet here: the demo ends the evicted pods as kubelets would; the urgent Job binds whole")
+        cluster.kubectl(
+            "delete", "pods", "-n", NS, *terminating(cluster), "--grace-period=0", "--force", "--wait=false"
+        )
         wait_until("urgent scheduled", lambda: group_reason(cluster, "urgent") == "Scheduled")
         show(cluster, "get", "pods", "-n", NS, "-o", "wide")
 
@@ -189,7 +226,7 @@ def main() -> int:
             say("kept running; Ctrl-C stops everything")
             print(f"  export KUBECONFIG={cluster.admin_kubeconfig}")
             print(f"  export PATH={cluster.kubectl_path.parent}:$PATH")
-            print(f"  kubectl get podgroups -n {NS}")
+            print(f"  kubectl get jobs,podgroups -n {NS}")
             stop = threading.Event()
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
             signal.signal(signal.SIGINT, lambda *_: stop.set())
