@@ -733,7 +733,10 @@ def main(argv: list[str]) -> int:
             cwd = workdir / (f"cluster-{nodes}" if kind == "default" else f"cluster-{nodes}-{kind}")
             shutil.rmtree(cwd / "etcd", ignore_errors=True)
             cluster = localcluster.LocalCluster(
-                workdir=cwd, extra_apiserver_args=apiserver_args(kind) + args.apiserver_arg, keep=True
+                workdir=cwd,
+                extra_apiserver_args=apiserver_args(kind) + args.apiserver_arg,
+                keep=True,
+                controller_manager=False,  # no Jobs here; its GC would watch every pod and node
             )
             log(f"starting etcd + kube-apiserver for {nodes} {kind} nodes ({cwd})")
             cluster.start(timeout=120)

@@ -77,7 +77,9 @@ class Soak:
         self.args = args
         self.rng = random.Random(args.seed)
         self.workdir = Path(tempfile.mkdtemp(prefix="troupe-soak-"))
-        self.cluster = LocalCluster(durable=True)  # etcd is SIGKILLed: it must keep what it acknowledged
+        # durable: etcd is SIGKILLed, it must keep what it acknowledged; no
+        # controller manager: the soak makes no Jobs (and it would share the 2 cores)
+        self.cluster = LocalCluster(durable=True, controller_manager=False)
         self.obs = Observer(self.cluster, partial_grace=args.partial_grace, interval=1.0)
         self.replicas: dict[str, TroupeProcess] = {}
         self.survived: Counter[str] = Counter()

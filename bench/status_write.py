@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path, default=None, help="control plane state (default: a temporary directory)")
     args = p.parse_args(argv)
     print("starting etcd + kube-apiserver", flush=True)
-    cluster = localcluster.LocalCluster(workdir=args.workdir).start(timeout=120)
+    # No controller manager: its watches would be in the API server's CPU.
+    cluster = localcluster.LocalCluster(workdir=args.workdir, controller_manager=False).start(timeout=120)
     try:
         cluster.kubectl("apply", "-f", str(ROOT / "crds"), timeout=120)
         cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)

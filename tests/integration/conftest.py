@@ -7,8 +7,8 @@
 - `installed`: `cluster` after `kubectl apply -f crds/ -f manifests/`, with every
   CRD Established.
 - `namespace`: a fresh namespace per test; its pods are force-deleted afterwards
-  (there is no namespace controller, so deleting the namespace alone would
-  leave them behind and still counted on their nodes).
+  (there is no kubelet: the namespace controller's graceful deletes alone
+  would leave bound pods Terminating and still counted on their nodes).
 
 Missing control-plane binaries make every test here fail (not skip) with a
 message saying to run `make controlplane`.

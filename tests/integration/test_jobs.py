@@ -256,3 +256,44 @@ def test_a_suspended_job_gets_no_podgroup_until_resumed_and_follows_parallelism(
     # Suspended again: the Job controller deletes the pods and troupe the PodGroup.
     c.kubectl("patch", "job", "-n", ns, "later", "--type=merge", "-p", '{"spec":{"suspend":true}}')
     wait_for(lambda: not podgroup_exists(c, ns, group), timeout=30, message="PodGroup deleted on suspend")
+
+
+def test_a_job_that_names_a_workload_gets_its_podgroup_from_that_template(installed, troupe, nodes, namespace):
+    """The Workload is the user's (created after the Job: the Job's pods wait
+    and say so until it exists); troupe makes only the PodGroup, from the
+    template the Job names, and never deletes the Workload."""
+    c, ns = installed, namespace
+    nodes("node-a", cpu="4")
+    annotations = {"scheduling.troupe.dev/workload": "shared", "scheduling.troupe.dev/pod-group-template": "workers"}
+    apply(c, job(ns, "byo", 3, annotations=annotations))
+    group = wait_for(lambda: group_of(c, ns, "byo"))
+    pods = wait_for(lambda: len(p := job_pods(c, ns, "byo")) == 3 and p, timeout=60)
+    wait_pod_unschedulable(
+        c,
+        ns,
+        sorted(pods)[0],
+        f"waiting for PodGroup {ns}/{group}, which troupe does not create: Workload {ns}/shared does not exist",
+    )
+    workload = {
+        "apiVersion": "scheduling.troupe.dev/v1alpha2",
+        "kind": "Workload",
+        "metadata": {"name": "shared", "namespace": ns},
+        "spec": {
+            "podGroupTemplates": [
+                {"name": "ps", "schedulingPolicy": {"basic": {}}},
+                {"name": "workers", "schedulingPolicy": {"gang": {"minCount": 2}}},
+            ]
+        },
+    }
+    apply(c, workload)
+    # Found on the next resync (every 15 s) at the latest.
+    wait_for(lambda: len(bound_of(c, ns, "byo")) == 3, timeout=60, message="3 pods bound")
+    pg = c.get_json("podgroup", "-n", ns, group)
+    assert pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+    assert pg["spec"]["podGroupTemplateRef"] == {
+        "workload": {"workloadName": "shared", "podGroupTemplateName": "workers"}
+    }
+    assert [o["kind"] for o in pg["metadata"]["ownerReferences"]] == ["Job"]
+    assert c.kubectl("get", "workloads", "-n", ns, "-o", "name").stdout.split() == [
+        "workload.scheduling.troupe.dev/shared"
+    ]

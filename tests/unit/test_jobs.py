@@ -9,6 +9,8 @@ import pytest
 from scheduler.api.jobs import (
     JOB_POLICY_ANNOTATION,
     MIN_COUNT_ANNOTATION,
+    TEMPLATE_ANNOTATION,
+    WORKLOAD_ANNOTATION,
     group_name,
     parse_job,
     pod_group_of,
@@ -174,3 +176,63 @@ def test_a_jobs_gang_binds_whole_once_its_group_exists(sched):  # noqa: F811
     s.on_pod(job_pod("train-1"))
     drain(s)
     assert sorted(n for n, _ in rec.binds) == ["train-0", "train-1"]
+
+
+def _workload(*templates: dict[str, Any]):
+    return parse_workload(
+        {"metadata": {"name": "shared", "namespace": "ns", "uid": "wl"}, "spec": {"podGroupTemplates": list(templates)}}
+    )
+
+
+def test_a_job_may_name_a_workload_of_its_own_and_take_its_template():
+    intent = parse_job(job({WORKLOAD_ANNOTATION: "shared"}))
+    assert intent is not None and intent.problem is None and intent.workload_name == "shared"
+    workload = _workload(
+        {
+            "name": "workers",
+            "schedulingPolicy": {"gang": {"minCount": 3}},
+            "schedulingConstraints": {"topology": [{"key": "rack"}]},
+            "priorityClassName": "high",
+        }
+    )
+    template, problem = intent.template_of(workload)
+    assert problem is None and template is not None
+    body = intent.podgroup(template)
+    group = parse_podgroup(body)
+    assert group.min_count == 3 and group.spec.priority_class_name == "high"
+    assert body["spec"]["schedulingConstraints"] == {"topology": [{"key": "rack"}]}
+    assert body["spec"]["podGroupTemplateRef"] == {
+        "workload": {"workloadName": "shared", "podGroupTemplateName": "workers"}
+    }
+    assert body["metadata"]["name"] == "train-0a1b2c3d"  # the group is still the Job's own
+
+
+def test_a_named_workload_with_several_templates_needs_one_named():
+    two = _workload(
+        {"name": "ps", "schedulingPolicy": {"basic": {}}}, {"name": "workers", "schedulingPolicy": {"basic": {}}}
+    )
+    intent = parse_job(job({WORKLOAD_ANNOTATION: "shared"}))
+    assert intent is not None
+    assert intent.template_of(two)[1] == (
+        "Workload ns/shared has 2 podGroupTemplates (ps, workers): name one with scheduling.troupe.dev/pod-group-template"
+    )
+    named = parse_job(job({WORKLOAD_ANNOTATION: "shared", TEMPLATE_ANNOTATION: "ps"}))
+    assert named is not None and named.template_of(two)[0].name == "ps"  # type: ignore[union-attr]
+    missing = parse_job(job({WORKLOAD_ANNOTATION: "shared", TEMPLATE_ANNOTATION: "nope"}))
+    assert missing is not None and missing.template_of(two)[1] == "Workload ns/shared has no podGroupTemplate 'nope'"
+
+
+def test_naming_a_workload_and_a_policy_is_a_problem():
+    both = parse_job(job({WORKLOAD_ANNOTATION: "shared", JOB_POLICY_ANNOTATION: "gang"}))
+    assert both is not None and both.problem is not None and "set one" in both.problem
+    empty = parse_job(job({WORKLOAD_ANNOTATION: " "}))
+    assert empty is not None and empty.problem is not None and "must name a Workload" in empty.problem
+    # Its pods are the Job's group's members either way.
+    assert pod_group_of(job_pod("p", annotations={WORKLOAD_ANNOTATION: "shared"})["metadata"]) == "train-0a1b2c3d"
+
+
+def test_completions_below_parallelism_bound_the_default_min_count():
+    body = job(parallelism=4)
+    body["spec"]["completions"] = 2
+    intent = parse_job(body)
+    assert intent is not None and intent.min_count == 2 and intent.problem is None
