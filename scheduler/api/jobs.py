@@ -6,11 +6,14 @@ the Job controller creates carries them too):
 - `scheduling.troupe.dev/job-policy`: `gang` (all-or-nothing, `minCount`
   defaults to the Job's `parallelism`, or `completions` where that is
   smaller: the pods the Job runs at once) or `basic` (pod by pod, as a group);
-- `scheduling.troupe.dev/min-count`: an explicit `minCount` for `gang`.
+- `scheduling.troupe.dev/min-count`: an explicit `minCount` for `gang`;
+- or, instead of both, `scheduling.troupe.dev/workload: <name>`: use that
+  (user-made) Workload in the Job's namespace; its only template, or the one
+  `scheduling.troupe.dev/pod-group-template` names, is the policy.
 
 troupe then creates, owned by the Job (garbage-collected with it), a Workload
-and one PodGroup made from its template, both named `<job>-<first 8 of the
-Job's uid>` (a Job deleted and created again under the same name gets new
+(unless the Job names one) and one PodGroup made from its template, both named
+`<job>-<first 8 of the Job's uid>` (a Job deleted and created again under the same name gets new
 ones, never its predecessor's, which the garbage collector may still be
 deleting). Pods join that PodGroup through their controller ownerReference to
 the Job: no label to write. This module is the pure part: parsing a Job into
@@ -27,9 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import constants as C
+from .podgroup import PodGroupTemplate, Workload
 
 JOB_POLICY_ANNOTATION = f"{C.GROUP}/job-policy"
 MIN_COUNT_ANNOTATION = f"{C.GROUP}/min-count"
+WORKLOAD_ANNOTATION = f"{C.GROUP}/workload"
+TEMPLATE_ANNOTATION = f"{C.GROUP}/pod-group-template"
+OPT_IN = (JOB_POLICY_ANNOTATION, WORKLOAD_ANNOTATION)
 POLICIES = ("gang", "basic")
 TEMPLATE_NAME = "workers"
 # On the objects troupe makes for a Job, as the Job controller labels its pods.
@@ -62,7 +69,7 @@ def pod_group_of(meta: Mapping[str, Any]) -> str | None:
     """The PodGroup a pod belongs to through its Job: the pod opted in (the
     Job's template carried the annotation) and a Job controls it."""
     annotations = meta.get("annotations") or {}
-    if JOB_POLICY_ANNOTATION not in annotations:
+    if not any(a in annotations for a in OPT_IN):
         return None
     owner = job_owner(meta)
     return group_name(*owner) if owner else None
@@ -75,13 +82,15 @@ class JobIntent:
     namespace: str
     name: str
     uid: str
-    policy: str  # "gang" | "basic"
+    policy: str  # "gang" | "basic"; "" when the Job names a Workload
     min_count: int  # for gang; 1 for basic
     parallelism: int
     suspended: bool
     finished: bool  # Complete or Failed: its group is left as it is
     priority_class_name: str | None
     problem: str | None = None
+    workload_name: str | None = None  # a Workload of the user's, named by the Job
+    template_name: str | None = None  # which of its templates (None: its only one)
 
     @property
     def group(self) -> str:
@@ -127,14 +136,38 @@ class JobIntent:
             },
         }
 
-    def podgroup(self) -> dict[str, Any]:
-        spec: dict[str, Any] = {
-            "podGroupTemplateRef": {"workload": {"workloadName": self.group, "podGroupTemplateName": TEMPLATE_NAME}},
-            "schedulingPolicy": self.scheduling_policy(),
-        }
-        if self.priority_class_name:
-            spec["priorityClassName"] = self.priority_class_name
+    def podgroup(self, template: PodGroupTemplate | None = None) -> dict[str, Any]:
+        """The PodGroup: from troupe's template, or from `template` of the
+        Workload the Job names (`workload_name`), whose fields it copies."""
+        if template is None:
+            ref = {"workloadName": self.group, "podGroupTemplateName": TEMPLATE_NAME}
+            spec: dict[str, Any] = {"schedulingPolicy": self.scheduling_policy()}
+            if self.priority_class_name:
+                spec["priorityClassName"] = self.priority_class_name
+        else:
+            ref = {"workloadName": self.workload_name or "", "podGroupTemplateName": template.name}
+            spec = template.model_dump(by_alias=True, exclude_none=True, exclude={"name"})
+            if not spec.get("resourceClaims"):
+                spec.pop("resourceClaims", None)
+            if self.priority_class_name and "priorityClassName" not in spec and "priority" not in spec:
+                spec["priorityClassName"] = self.priority_class_name
+        spec["podGroupTemplateRef"] = {"workload": ref}
         return {"apiVersion": C.API_VERSION, "kind": "PodGroup", "metadata": self._metadata(), "spec": spec}
+
+    def template_of(self, workload: Workload) -> tuple[PodGroupTemplate | None, str | None]:
+        """The template of the Workload the Job names, or why there is none."""
+        where = f"Workload {self.namespace}/{self.workload_name}"
+        if self.template_name is not None:
+            template = workload.template(self.template_name)
+            return (template, None) if template else (None, f"{where} has no podGroupTemplate {self.template_name!r}")
+        templates = workload.spec.pod_group_templates
+        if len(templates) != 1:
+            names = ", ".join(t.name for t in templates)
+            return (
+                None,
+                f"{where} has {len(templates)} podGroupTemplates ({names}): name one with {TEMPLATE_ANNOTATION}",
+            )
+        return templates[0], None
 
 
 def _finished(status: Mapping[str, Any]) -> bool:
@@ -151,7 +184,7 @@ def parse_job(body: Mapping[str, Any]) -> JobIntent | None:
     spec = body.get("spec") or {}
     template = spec.get("template") or {}
     annotations = (template.get("metadata") or {}).get("annotations") or {}
-    if JOB_POLICY_ANNOTATION not in annotations or not meta.get("name") or not meta.get("uid"):
+    if not any(a in annotations for a in OPT_IN) or not meta.get("name") or not meta.get("uid"):
         return None
     raw_parallelism = spec.get("parallelism")
     parallelism = raw_parallelism if isinstance(raw_parallelism, int) and raw_parallelism >= 0 else 1
@@ -165,7 +198,18 @@ def parse_job(body: Mapping[str, Any]) -> JobIntent | None:
     problem = None
     min_count = max(parallelism, 1) if policy == "gang" else 1
     where = f"the pod template's annotation {JOB_POLICY_ANNOTATION}"
-    if policy not in POLICIES:
+    workload_name = str(annotations.get(WORKLOAD_ANNOTATION) or "").strip() or None
+    template_name = str(annotations.get(TEMPLATE_ANNOTATION) or "").strip() or None
+    if WORKLOAD_ANNOTATION in annotations:
+        policy, min_count = "", 1
+        if JOB_POLICY_ANNOTATION in annotations or raw_min is not None:
+            problem = (
+                f"the pod template names a Workload ({WORKLOAD_ANNOTATION}) and also sets "
+                f"{JOB_POLICY_ANNOTATION} or {MIN_COUNT_ANNOTATION}: the Workload's template is the policy; set one"
+            )
+        elif workload_name is None:
+            problem = f"the pod template's annotation {WORKLOAD_ANNOTATION} is empty: it must name a Workload"
+    elif policy not in POLICIES:
         problem = f"{where} is {policy!r}: it must be 'gang' or 'basic'"
     elif raw_min is not None and policy == "basic":
         problem = f"{MIN_COUNT_ANNOTATION} is set, but {where} is 'basic': a minCount needs 'gang'"
@@ -192,4 +236,6 @@ def parse_job(body: Mapping[str, Any]) -> JobIntent | None:
         finished=_finished(body.get("status") or {}),
         priority_class_name=str(template_spec["priorityClassName"]) if template_spec.get("priorityClassName") else None,
         problem=problem,
+        workload_name=workload_name,
+        template_name=template_name,
     )

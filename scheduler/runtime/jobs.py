@@ -29,13 +29,14 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
 from ..api.jobs import JobIntent, parse_job
-from ..api.podgroup import PodGroup, Workload
+from ..api.podgroup import PodGroup, PodGroupTemplate, Workload, WorkloadSpec, parse_podgroup, parse_workload
 from ..core.scheduler import Scheduler
 from .binder import REQUEST_TIMEOUT_SECONDS
 from .events import EventRecorder
@@ -150,17 +151,21 @@ class JobController:
                 delay = RETRY_INITIAL
 
     async def reconcile(self, intent: JobIntent) -> None:
-        self._scheduler.on_job_problem(intent.key, intent.problem)
-        if intent.problem is not None:
-            self._announce(intent, "Warning", C.EVENT_INVALID_JOB_SCHEDULING, intent.problem)
+        cache = self._scheduler.cache
+        template, problem = None, intent.problem
+        if problem is None and intent.workload_name is not None:
+            template, problem = self._named_template(intent)
+        self._scheduler.on_job_problem(intent.key, problem)
+        if problem is not None:
+            self._announce(intent, "Warning", C.EVENT_INVALID_JOB_SCHEDULING, problem)
             return
         if intent.finished:
             return  # its pods are done: the group stays as it is, for the record
-        cache = self._scheduler.cache
+        own = intent.workload_name is None  # troupe makes the Workload (else it is the user's)
         workload, group = cache.workloads.get(intent.key), cache.groups.get(intent.key)
-        policy = intent.scheduling_policy()
-        workload_ok = isinstance(workload, Workload) and _template_policy(workload) == policy
-        group_ok = isinstance(group, PodGroup) and _policy(group) == policy
+        desired = intent.podgroup(template)
+        workload_ok = not own or (isinstance(workload, Workload) and workload.spec == _workload_spec(intent))
+        group_ok = isinstance(group, PodGroup) and group.spec == parse_podgroup(desired).spec
         if workload_ok and (group is None if intent.suspended else group_ok):
             self._wrote.pop(intent.key, None)
             return
@@ -170,7 +175,7 @@ class JobController:
             self._dirty.add((intent.namespace, intent.name))
             return
         self._wrote[intent.key] = time.monotonic() + SETTLE_SECONDS
-        if workload is not None and not workload_ok:
+        if own and workload is not None and not workload_ok:
             # The policy changed (parallelism scaled): the specs are immutable,
             # so both are made again, the PodGroup first out and last in (a
             # PodGroup whose Workload is missing is an error while it lasts).
@@ -179,7 +184,7 @@ class JobController:
                 group, group_ok = None, False
             await self._delete("workloads", intent, _uid(workload))
             workload = None
-        if workload is None:
+        if own and workload is None:
             await self._create("workloads", intent.workload())
         if intent.suspended:
             if group is not None:
@@ -195,8 +200,18 @@ class JobController:
             return
         if group is not None:
             await self._delete("podgroups", intent, _uid(group))
-        await self._create("podgroups", intent.podgroup())
-        self._announce(intent, "Normal", C.EVENT_POD_GROUP_CREATED, f"PodGroup {intent.group}: {_describe(intent)}")
+        await self._create("podgroups", desired)
+        self._announce(intent, "Normal", C.EVENT_POD_GROUP_CREATED, f"PodGroup {intent.group}: {_describe(desired)}")
+
+    def _named_template(self, intent: JobIntent) -> tuple[PodGroupTemplate | None, str | None]:
+        """The template of the Workload the Job names, or why there is none
+        (looked at again on every resync: the Workload may come later)."""
+        workload = self._scheduler.cache.workloads.get((intent.namespace, intent.workload_name or ""))
+        if workload is None:
+            return None, f"Workload {intent.namespace}/{intent.workload_name} does not exist"
+        if not isinstance(workload, Workload):
+            return None, f"Workload {intent.namespace}/{intent.workload_name} is invalid: {workload.message}"
+        return intent.template_of(workload)
 
     async def _create(self, plural: str, body: dict[str, object]) -> None:
         meta = body["metadata"]
@@ -239,13 +254,8 @@ class JobController:
         self._events.event(ref, type_, reason, note, "Scheduling")
 
 
-def _policy(group: PodGroup) -> dict[str, object]:
-    return group.spec.scheduling_policy.model_dump(by_alias=True, exclude_none=True)
-
-
-def _template_policy(workload: Workload) -> dict[str, object] | None:
-    templates = workload.spec.pod_group_templates
-    return templates[0].scheduling_policy.model_dump(by_alias=True, exclude_none=True) if len(templates) == 1 else None
+def _workload_spec(intent: JobIntent) -> WorkloadSpec:
+    return parse_workload(intent.workload()).spec
 
 
 def _uid(obj: object) -> str:
@@ -253,10 +263,12 @@ def _uid(obj: object) -> str:
     return obj.metadata.uid if isinstance(obj, PodGroup | Workload) else ""
 
 
-def _describe(intent: JobIntent) -> str:
-    if intent.policy == "gang":
-        return f"a gang of minCount {intent.min_count} (parallelism {intent.parallelism})"
-    return "basic: pod by pod, as one group"
+def _describe(podgroup: dict[str, Any]) -> str:
+    spec = podgroup["spec"]
+    gang = spec["schedulingPolicy"].get("gang")
+    what = f"a gang of minCount {gang['minCount']}" if gang else "basic: pod by pod, as one group"
+    ref = spec["podGroupTemplateRef"]["workload"]
+    return f"{what}, from Workload {ref['workloadName']} template {ref['podGroupTemplateName']}"
 
 
 def _brief(exc: BaseException) -> str:
