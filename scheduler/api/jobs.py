@@ -84,6 +84,7 @@ class JobIntent:
     uid: str
     policy: str  # "gang" | "basic"; "" when the Job names a Workload
     min_count: int  # for gang; 1 for basic
+    floor: int  # min_count, or fewer: what the completions still to come allow
     parallelism: int
     suspended: bool
     finished: bool  # Complete or Failed: its group is left as it is
@@ -111,8 +112,10 @@ class JobIntent:
             # where OwnerReferencesPermissionEnforcement is on
         }
 
-    def scheduling_policy(self) -> dict[str, Any]:
-        return {"gang": {"minCount": self.min_count}} if self.policy == "gang" else {"basic": {}}
+    def scheduling_policy(self, min_count: int | None = None) -> dict[str, Any]:
+        if self.policy != "gang":
+            return {"basic": {}}
+        return {"gang": {"minCount": self.min_count if min_count is None else min_count}}
 
     def _metadata(self) -> dict[str, Any]:
         return {
@@ -136,12 +139,13 @@ class JobIntent:
             },
         }
 
-    def podgroup(self, template: PodGroupTemplate | None = None) -> dict[str, Any]:
-        """The PodGroup: from troupe's template, or from `template` of the
-        Workload the Job names (`workload_name`), whose fields it copies."""
+    def podgroup(self, template: PodGroupTemplate | None = None, min_count: int | None = None) -> dict[str, Any]:
+        """The PodGroup: from troupe's template (a gang of `min_count`, by
+        default the template's), or from `template` of the Workload the Job
+        names (`workload_name`), whose fields it copies."""
         if template is None:
             ref = {"workloadName": self.group, "podGroupTemplateName": TEMPLATE_NAME}
-            spec: dict[str, Any] = {"schedulingPolicy": self.scheduling_policy()}
+            spec: dict[str, Any] = {"schedulingPolicy": self.scheduling_policy(min_count)}
             if self.priority_class_name:
                 spec["priorityClassName"] = self.priority_class_name
         else:
@@ -188,11 +192,18 @@ def parse_job(body: Mapping[str, Any]) -> JobIntent | None:
         return None
     raw_parallelism = spec.get("parallelism")
     parallelism = raw_parallelism if isinstance(raw_parallelism, int) and raw_parallelism >= 0 else 1
+    # The Job controller never runs more pods at once than the completions
+    # still to come (`remaining`); Succeeded pods no longer count toward a
+    # gang, so a worker made again after some of its siblings succeeded could
+    # wait for ever for minCount live pods. `floor` is how far the controller
+    # may lower minCount for such a worker (runtime/jobs.py).
+    remaining = parallelism
     completions = spec.get("completions")
     if isinstance(completions, int) and completions >= 0:
-        # The Job controller never runs more pods than completions: a gang of
-        # parallelism would wait for ever.
         parallelism = min(parallelism, completions)
+        succeeded = (body.get("status") or {}).get("succeeded")
+        remaining = min(parallelism, completions - (succeeded if isinstance(succeeded, int) else 0))
+    remaining = max(remaining, 1)
     policy = str(annotations.get(JOB_POLICY_ANNOTATION) or "").strip()
     raw_min = annotations.get(MIN_COUNT_ANNOTATION)
     problem = None
@@ -218,12 +229,12 @@ def parse_job(body: Mapping[str, Any]) -> JobIntent | None:
         if not text.isdigit() or int(text) < 1:
             problem = f"the pod template's annotation {MIN_COUNT_ANNOTATION} is {raw_min!r}: it must be an integer >= 1"
         else:
-            min_count = int(text)
-            if min_count > parallelism:
+            if int(text) > parallelism:
                 problem = (
-                    f"{MIN_COUNT_ANNOTATION} is {min_count}, more than the Job's parallelism {parallelism}: "
+                    f"{MIN_COUNT_ANNOTATION} is {text}, more than the Job's parallelism {parallelism}: "
                     "the gang could never be complete"
                 )
+            min_count = int(text)
     template_spec = template.get("spec") or {}
     return JobIntent(
         namespace=str(meta.get("namespace") or "default"),
@@ -231,6 +242,7 @@ def parse_job(body: Mapping[str, Any]) -> JobIntent | None:
         uid=str(meta["uid"]),
         policy=policy,
         min_count=min_count,
+        floor=min(min_count, remaining),
         parallelism=parallelism,
         suspended=bool(spec.get("suspend")),
         finished=_finished(body.get("status") or {}),

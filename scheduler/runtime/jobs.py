@@ -163,7 +163,7 @@ class JobController:
             return  # its pods are done: the group stays as it is, for the record
         own = intent.workload_name is None  # troupe makes the Workload (else it is the user's)
         workload, group = cache.workloads.get(intent.key), cache.groups.get(intent.key)
-        desired = intent.podgroup(template)
+        desired = intent.podgroup(template, self._gang_size(intent, group) if template is None else None)
         workload_ok = not own or (isinstance(workload, Workload) and workload.spec == _workload_spec(intent))
         group_ok = isinstance(group, PodGroup) and group.spec == parse_podgroup(desired).spec
         if workload_ok and (group is None if intent.suspended else group_ok):
@@ -202,6 +202,21 @@ class JobController:
             await self._delete("podgroups", intent, _uid(group))
         await self._create("podgroups", desired)
         self._announce(intent, "Normal", C.EVENT_POD_GROUP_CREATED, f"PodGroup {intent.group}: {_describe(desired)}")
+
+    def _gang_size(self, intent: JobIntent, group: object) -> int:
+        """minCount for the Job's PodGroup: the template's, unless pods have
+        succeeded and a worker made again waits that the remaining pods could
+        never join to minCount; then what the completions still to come allow
+        (`floor`). A group already between the two is left alone while
+        nothing waits."""
+        if not isinstance(group, PodGroup) or not group.is_gang or intent.floor >= intent.min_count:
+            return intent.min_count
+        cache = self._scheduler.cache
+        _, nodes = cache.member_summary(intent.key)
+        waiting = cache.live_member_count(intent.key) - len(nodes)
+        if waiting > 0:
+            return intent.floor
+        return group.min_count if intent.floor <= group.min_count <= intent.min_count else intent.min_count
 
     def _named_template(self, intent: JobIntent) -> tuple[PodGroupTemplate | None, str | None]:
         """The template of the Workload the Job names, or why there is none

@@ -8,6 +8,7 @@ stays Terminating until it is force-deleted, as a kubelet would confirm it."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -297,3 +298,58 @@ def test_a_job_that_names_a_workload_gets_its_podgroup_from_that_template(instal
     assert c.kubectl("get", "workloads", "-n", ns, "-o", "name").stdout.split() == [
         "workload.scheduling.troupe.dev/shared"
     ]
+
+
+def succeed(cluster, ns: str, pod_name: str) -> None:
+    """What a kubelet reports when a worker exits 0."""
+    cluster.kubectl(
+        "patch",
+        "pod",
+        "-n",
+        ns,
+        pod_name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status":{"phase":"Succeeded"}}',
+    )
+
+
+def test_workers_that_succeed_leave_the_group_alone_and_a_late_replacement_still_binds(
+    installed, troupe, nodes, namespace
+):
+    c, ns = installed, namespace
+    nodes("node-a", cpu="2")
+    nodes("node-b", cpu="2")
+    apply(c, job(ns, "finishing", 4, indexed=True))
+    group = wait_for(lambda: group_of(c, ns, "finishing"))
+    pods = wait_for(lambda: len(b := bound_of(c, ns, "finishing")) == 4 and b, timeout=60)
+    by_index = {
+        p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]: n
+        for n, p in job_pods(c, ns, "finishing").items()
+        if n in pods
+    }
+    uid = c.get_json("podgroup", "-n", ns, group)["metadata"]["uid"]
+    succeed(c, ns, by_index["0"])
+    succeed(c, ns, by_index["1"])
+    wait_for(lambda: c.get_json("job", "-n", ns, "finishing")["status"].get("succeeded") == 2, timeout=30)
+    # Two pods done, two running: nothing waits, so the group is left alone.
+    time.sleep(3)  # a few Job events and reconciles later
+    pg = c.get_json("podgroup", "-n", ns, group)
+    assert pg["metadata"]["uid"] == uid and pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+
+    # Worker 2 fails (deleted); the Job makes it again. Only 2 workers can
+    # ever be live now, so minCount 4 would keep it waiting for ever: troupe
+    # lowers the group's minCount to the 2 the Job can still run.
+    c.kubectl("delete", "pod", "-n", ns, by_index["2"], "--grace-period=0", "--force")
+
+    def replacement_bound() -> bool:
+        running = {
+            n
+            for n, p in job_pods(c, ns, "finishing").items()
+            if p["spec"].get("nodeName") and p["status"].get("phase") != "Succeeded"
+        }
+        return len(running) == 2 and by_index["3"] in running and by_index["2"] not in running
+
+    wait_for(replacement_bound, timeout=90, message="the replacement of worker 2 bound next to worker 3")
+    assert c.get_json("podgroup", "-n", ns, group)["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}

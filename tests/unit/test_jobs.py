@@ -236,3 +236,20 @@ def test_completions_below_parallelism_bound_the_default_min_count():
     body["spec"]["completions"] = 2
     intent = parse_job(body)
     assert intent is not None and intent.min_count == 2 and intent.problem is None
+
+
+def test_the_floor_is_what_the_completions_still_to_come_allow():
+    """Succeeded pods no longer count toward minCount: with 1 completion left
+    the Job runs 1 pod, so its gang may go down to 1 (runtime/jobs.py lowers
+    it only when a worker waits)."""
+    body = job(parallelism=4)
+    body["spec"]["completions"] = 4
+    body["status"]["succeeded"] = 3
+    intent = parse_job(body)
+    assert intent is not None and (intent.min_count, intent.floor) == (4, 1)
+    assert intent.podgroup(min_count=1)["spec"]["schedulingPolicy"] == {"gang": {"minCount": 1}}
+    explicit = job({JOB_POLICY_ANNOTATION: "gang", MIN_COUNT_ANNOTATION: "3"}, parallelism=4)
+    explicit["spec"]["completions"] = 4
+    explicit["status"]["succeeded"] = 2
+    intent = parse_job(explicit)
+    assert intent is not None and intent.problem is None and (intent.min_count, intent.floor) == (3, 2)
