@@ -108,3 +108,26 @@ def test_a_paused_leader_does_not_bind_after_it_resumes(installed, nodes, namesp
     assert a.proc is not None and a.proc.returncode == 1, a.log_tail()
     assert "not renewed within 2s" in a.log_text(), a.log_tail()
     assert (b.metric("troupe_pod_bindings_total", result="bound") or 0) == 3
+
+
+def test_only_the_leader_makes_job_podgroups_and_a_new_leader_takes_the_jobs_over(
+    installed, nodes, namespace, replicas
+):
+    """The Job integration writes from the leader only; a Job created while
+    the leader is dead is picked up by the standby once it holds the lease."""
+    from test_jobs import apply, bound_of, group_of, job
+
+    c, ns = installed, namespace
+    nodes("node-0", cpu="8")
+    a = replicas("a")
+    wait_for(lambda: leads(a), timeout=10, message="a leads")
+    b = replicas("b")
+    apply(c, job(ns, "first", 2))
+    wait_for(lambda: len(bound_of(c, ns, "first")) == 2, timeout=60, message="first Job bound by the leader")
+    made = f"PodGroup {group_of(c, ns, 'first')}:"
+    assert made in a.log_path.read_text() and made not in b.log_path.read_text()
+    a.kill()
+    apply(c, job(ns, "second", 2))  # nobody leads for up to a lease duration
+    wait_for(lambda: leads(b), timeout=10, message="b leads after a was killed")
+    wait_for(lambda: len(bound_of(c, ns, "second")) == 2, timeout=60, message="second Job bound by the new leader")
+    assert f"PodGroup {group_of(c, ns, 'second')}:" in b.log_path.read_text()
