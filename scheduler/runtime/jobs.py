@@ -28,7 +28,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -51,6 +51,11 @@ RETRY_INITIAL, RETRY_MAX = 1.0, 30.0
 SETTLE_SECONDS = 10.0
 SETTLE_POLL_SECONDS = 1.0
 JobKey = tuple[str, str]  # (namespace, Job name)
+
+
+def _job_key(body: Mapping[str, Any]) -> JobKey:
+    meta = body.get("metadata") or {}
+    return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
 
 
 def _path(kind_plural: str, namespace: str, name: str = "") -> str:
@@ -78,11 +83,9 @@ class JobController:
 
     # ------------------------------------------------------------ watch events
 
-    def on_job(self, body: dict[str, object]) -> None:
+    def on_job(self, body: Mapping[str, Any]) -> None:
         intent = parse_job(body)
-        meta = body.get("metadata") or {}
-        assert isinstance(meta, dict)
-        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        key = _job_key(body)
         old = self._jobs.get(key)
         if intent is None:
             if old is not None:  # cannot happen for a Job (its template is immutable), but a new one may reuse the name
@@ -95,10 +98,8 @@ class JobController:
             self._dirty.add(key)
             self._wakeup.set()
 
-    def on_job_deleted(self, body: dict[str, object]) -> None:
-        meta = body.get("metadata") or {}
-        assert isinstance(meta, dict)
-        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+    def on_job_deleted(self, body: Mapping[str, Any]) -> None:
+        key = _job_key(body)
         old = self._jobs.pop(key, None)
         self._dirty.discard(key)
         self._told.pop(key, None)
