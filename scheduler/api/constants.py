@@ -28,7 +28,9 @@ POD_SCHEDULED = "PodScheduled"
 EVENT_SCHEDULED = "Scheduled"
 EVENT_FAILED_SCHEDULING = "FailedScheduling"
 
-# Events on a Job that opted in (api/jobs.py).
+# Events and the condition on a Job that opted in (api/jobs.py).
+JOB_SCHEDULING_BLOCKED = "SchedulingBlocked"  # upstream's Job condition: its scheduling objects cannot be made
+REASON_POD_GROUP_MADE = "PodGroupCanBeMade"  # SchedulingBlocked=False once the problem is gone
 EVENT_INVALID_JOB_SCHEDULING = "InvalidSchedulingPolicy"  # Warning: nothing is made for it
 EVENT_POD_GROUP_CREATED = "PodGroupCreated"
 EVENT_POD_GROUP_DELETED = "PodGroupDeleted"

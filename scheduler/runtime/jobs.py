@@ -38,12 +38,14 @@ from ..api import constants as C
 from ..api.jobs import JobIntent, parse_job
 from ..api.podgroup import PodGroup, PodGroupTemplate, Workload, WorkloadSpec, parse_podgroup, parse_workload
 from ..core.scheduler import Scheduler
+from .apitime import now_rfc3339
 from .binder import REQUEST_TIMEOUT_SECONDS
 from .events import EventRecorder
 from .kube import NotLeading, RestClient, encode
 
 log = logging.getLogger(__name__)
 
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"  # Job conditions merge by type
 RESYNC_SECONDS = 15.0  # every Job is compared with the cache this often (a PodGroup deleted by hand comes back)
 RETRY_INITIAL, RETRY_MAX = 1.0, 30.0
 # After writing a Job's objects, how long to trust the write over a cache
@@ -80,6 +82,7 @@ class JobController:
         self._wakeup = asyncio.Event()
         self._told: dict[JobKey, str] = {}  # the last problem or action announced per Job
         self._wrote: dict[tuple[str, str], float] = {}  # (namespace, group) -> until when the cache may lag
+        self._blocked: dict[JobKey, str | None] = {}  # the SchedulingBlocked condition last written
 
     # ------------------------------------------------------------ watch events
 
@@ -103,6 +106,7 @@ class JobController:
         old = self._jobs.pop(key, None)
         self._dirty.discard(key)
         self._told.pop(key, None)
+        self._blocked.pop(key, None)
         if old is not None:
             self._scheduler.on_job_problem(old.key, None)  # its objects go with it (garbage collector)
 
@@ -157,6 +161,7 @@ class JobController:
         if problem is None and intent.workload_name is not None:
             template, problem = self._named_template(intent)
         self._scheduler.on_job_problem(intent.key, problem)
+        await self._blocked_condition(intent, problem)
         if problem is not None:
             self._announce(intent, "Warning", C.EVENT_INVALID_JOB_SCHEDULING, problem)
             return
@@ -249,6 +254,27 @@ class JobController:
         except ApiException as exc:
             if exc.status not in (404, 409):  # gone already, or replaced by a newer one
                 raise
+
+    async def _blocked_condition(self, intent: JobIntent, problem: str | None) -> None:
+        """The Job's `SchedulingBlocked` condition (upstream's name for a Job
+        whose scheduling objects cannot be made): True with the problem while
+        there is one, False once it is gone; written only when it changes."""
+        key = (intent.namespace, intent.name)
+        if self._blocked.get(key) == problem or (problem is None and key not in self._blocked):
+            return
+        now = now_rfc3339()
+        condition = {
+            "type": C.JOB_SCHEDULING_BLOCKED,
+            "status": "True" if problem else "False",
+            "reason": C.EVENT_INVALID_JOB_SCHEDULING if problem else C.REASON_POD_GROUP_MADE,
+            "message": problem or f"PodGroup {intent.group} can be made",
+            "lastProbeTime": now,
+            "lastTransitionTime": now,
+        }
+        path = f"/apis/batch/v1/namespaces/{intent.namespace}/jobs/{intent.name}/status"
+        body = encode({"metadata": {"uid": intent.uid}, "status": {"conditions": [condition]}})
+        await self._rest.patch(path, body, STRATEGIC_MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS)
+        self._blocked[key] = problem
 
     def _announce(self, intent: JobIntent, type_: str, reason: str, note: str) -> None:
         """An Event on the Job, once per distinct note (Job events repeat often)."""

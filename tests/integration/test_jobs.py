@@ -208,7 +208,7 @@ def test_a_deleted_worker_is_replaced_and_rejoins_its_gang(installed, troupe, no
 def test_an_impossible_min_count_creates_nothing_and_says_why(installed, troupe, nodes, namespace):
     c, ns = installed, namespace
     nodes("node-a", cpu="8")
-    apply(c, job(ns, "greedy", 4, annotations={POLICY: "gang", MIN_COUNT: "5"}))
+    apply(c, job(ns, "greedy", 4, annotations={POLICY: "gang", MIN_COUNT: "5"}, indexed=True))
     group = wait_for(lambda: group_of(c, ns, "greedy"))
     expected = f"{MIN_COUNT} is 5, more than the Job's parallelism 4: the gang could never be complete"
     warning = wait_for(
@@ -225,9 +225,30 @@ def test_an_impossible_min_count_creates_nothing_and_says_why(installed, troupe,
             name,
             f"waiting for PodGroup {ns}/{group}, which troupe does not create: {expected}",
         )
+    blocked = wait_for(
+        lambda: next(
+            (
+                x
+                for x in c.get_json("job", "-n", ns, "greedy")["status"].get("conditions", [])
+                if x["type"] == "SchedulingBlocked"
+            ),
+            None,
+        ),
+        timeout=30,
+        message="SchedulingBlocked on the Job",
+    )
+    assert (blocked["status"], blocked["reason"], blocked["message"]) == ("True", "InvalidSchedulingPolicy", expected)
     assert not podgroup_exists(c, ns, group)
     assert group not in c.kubectl("get", "workloads", "-n", ns, "-o", "name").stdout
     assert bound(c, ns) == {}
+
+    # Scaled to 5 (an Indexed Job may scale completions with parallelism):
+    # the problem is gone, the condition says so, and the gang of 5 runs.
+    c.kubectl("patch", "job", "-n", ns, "greedy", "--type=merge", "-p", '{"spec":{"parallelism":5,"completions":5}}')
+    wait_for(lambda: len(bound_of(c, ns, "greedy")) == 5, timeout=60, message="5 pods bound once scaled")
+    conditions = c.get_json("job", "-n", ns, "greedy")["status"].get("conditions", [])
+    blocked = next(x for x in conditions if x["type"] == "SchedulingBlocked")
+    assert (blocked["status"], blocked["reason"]) == ("False", "PodGroupCanBeMade"), blocked
 
 
 def test_a_suspended_job_gets_no_podgroup_until_resumed_and_follows_parallelism(installed, troupe, nodes, namespace):

@@ -42,6 +42,7 @@ GRANTED: list[Check] = [
     # The Job integration: a Workload and a PodGroup per opted-in Job (replaced, deleted on suspend)
     *[(v, f"{r}.{GROUP}", None, OTHER_NS) for r in ("podgroups", "workloads") for v in ("create", "delete")],
     *[(v, "jobs.batch", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
+    ("patch", "jobs.batch", "status", OTHER_NS),  # SchedulingBlocked
     *[(v, "events.events.k8s.io", None, ns) for v in ("create", "patch") for ns in (None, OTHER_NS)],
     *[(v, "events", None, ns) for v in ("create", "patch") for ns in (None, OTHER_NS)],
     *[(v, "priorityclasses.scheduling.k8s.io", None, None) for v in ("get", "list", "watch")],
@@ -76,9 +77,9 @@ DENIED: list[Check] = [
     # groups are made and deleted one by one for Jobs, never changed or deleted in bulk
     *[(v, f"podgroups.{GROUP}", None, OTHER_NS) for v in ("update", "patch", "deletecollection")],
     *[(v, f"workloads.{GROUP}", None, OTHER_NS) for v in ("update", "patch", "deletecollection")],
-    # Jobs are only read: never created, changed or deleted
+    # Jobs are only read: never created, changed or deleted (their status only patched, one condition)
     *[(v, "jobs.batch", None, OTHER_NS) for v in ("create", "update", "patch", "delete")],
-    ("patch", "jobs.batch", "status", OTHER_NS),
+    ("update", "jobs.batch", "status", OTHER_NS),
     ("update", f"workloads.{GROUP}", "status", OTHER_NS),
     # config maps: not cluster-wide, not in other namespaces
     *[(v, "configmaps", None, ns) for v in ("get", "list", "watch", "create", "update") for ns in (None, OTHER_NS)],
