@@ -90,6 +90,7 @@ class JobIntent:
     finished: bool  # Complete or Failed: its group is left as it is
     priority_class_name: str | None
     problem: str | None = None
+    scheduler_name: str = C.DEFAULT_SCHEDULER_NAME  # the pod template's spec.schedulerName
     workload_name: str | None = None  # a Workload of the user's, named by the Job
     template_name: str | None = None  # which of its templates (None: its only one)
 
@@ -248,6 +249,7 @@ def parse_job(body: Mapping[str, Any]) -> JobIntent | None:
         finished=_finished(body.get("status") or {}),
         priority_class_name=str(template_spec["priorityClassName"]) if template_spec.get("priorityClassName") else None,
         problem=problem,
+        scheduler_name=str(template_spec.get("schedulerName") or "default-scheduler"),
         workload_name=workload_name,
         template_name=template_name,
     )

@@ -158,6 +158,11 @@ class JobController:
     async def reconcile(self, intent: JobIntent) -> None:
         cache = self._scheduler.cache
         template, problem = None, intent.problem
+        if problem is None and intent.scheduler_name not in self._scheduler.frameworks:
+            problem = (
+                f"the pod template's schedulerName is {intent.scheduler_name!r}: troupe schedules pods that name "
+                f"{' or '.join(sorted(self._scheduler.frameworks))}, so a PodGroup would not help"
+            )
         if problem is None and intent.workload_name is not None:
             template, problem = self._named_template(intent)
         self._scheduler.on_job_problem(intent.key, problem)

@@ -374,3 +374,23 @@ def test_workers_that_succeed_leave_the_group_alone_and_a_late_replacement_still
 
     wait_for(replacement_bound, timeout=90, message="the replacement of worker 2 bound next to worker 3")
     assert c.get_json("podgroup", "-n", ns, group)["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+
+
+def test_a_job_that_opts_in_but_names_another_scheduler_is_told_so(installed, troupe, namespace):
+    c, ns = installed, namespace
+    body = job(ns, "elsewhere", 2)
+    del body["spec"]["template"]["spec"]["schedulerName"]
+    apply(c, body)
+    group = wait_for(lambda: group_of(c, ns, "elsewhere"))
+
+    def blocked():
+        conditions = c.get_json("job", "-n", ns, "elsewhere")["status"].get("conditions", [])
+        return next((x for x in conditions if x["type"] == "SchedulingBlocked"), None)
+
+    condition = wait_for(blocked, timeout=30, message="SchedulingBlocked on the Job")
+    assert condition["status"] == "True"
+    assert condition["message"] == (
+        "the pod template's schedulerName is 'default-scheduler': troupe schedules pods that name "
+        "troupe-scheduler, so a PodGroup would not help"
+    )
+    assert not podgroup_exists(c, ns, group)
