@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from .api.config import ConfigError, SchedulerConfiguration, load_config
 from .api.constants import DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL
+from .api.jobs import JOB_POLICY_ANNOTATION
 
 if TYPE_CHECKING:
     from .framework.registry import Registry
@@ -21,6 +22,11 @@ Pods opt in with `spec.schedulerName: {DEFAULT_SCHEDULER_NAME}` and join a
 PodGroup with the label `{POD_GROUP_LABEL}: <name>`. troupe places a
 PodGroup as a whole: a gang binds at least `minCount` pods or none at all, so
 two jobs competing for the same room cannot deadlock each other.
+
+A batch/v1 Job needs no PodGroup of its own: with the annotation
+`{JOB_POLICY_ANNOTATION}: gang` (or `basic`) in its pod template, troupe
+makes its Workload and PodGroup (a gang of `parallelism`), owned by the Job,
+and the Job's pods join it.
 """
 
 RUN_EPILOG = """\
