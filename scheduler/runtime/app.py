@@ -153,6 +153,9 @@ async def run(
         if election is not None and election in done and not election.cancelled():
             log.error("leader election: %s", election.exception())
             rc = 1
+        if job_task in done and not job_task.cancelled():  # it never returns: a crash
+            log.error("Job integration crashed", exc_info=job_task.exception())
+            rc = 1
     finally:
         tasks = [t for t in (loop_task, operator, resync, election, job_task, *watches) if t is not None]
         for task in tasks:
