@@ -108,6 +108,7 @@ class JobController:
         self._told.pop(key, None)
         self._blocked.pop(key, None)
         if old is not None:
+            self._wrote.pop(old.key, None)
             self._scheduler.on_job_problem(old.key, None)  # its objects go with it (garbage collector)
 
     # -------------------------------------------------------------- reconcile
