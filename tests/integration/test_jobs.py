@@ -394,3 +394,18 @@ def test_a_job_that_opts_in_but_names_another_scheduler_is_told_so(installed, tr
         "troupe-scheduler, so a PodGroup would not help"
     )
     assert not podgroup_exists(c, ns, group)
+
+
+def test_a_basic_job_places_what_fits_pod_by_pod(installed, troupe, nodes, namespace):
+    """basic: one PodGroup for the Job, but no all-or-nothing: 2 of 4 fit, 2 bind."""
+    c, ns = installed, namespace
+    nodes("node-a", cpu="2")
+    apply(c, job(ns, "batch", 4, annotations={POLICY: "basic"}))
+    group = wait_for(lambda: group_of(c, ns, "batch"))
+    wait_for(lambda: len(bound_of(c, ns, "batch")) == 2, timeout=60, message="2 of 4 bound")
+    assert c.get_json("podgroup", "-n", ns, group)["spec"]["schedulingPolicy"] == {"basic": {}}
+    wait_condition(c, ns, group, "True", "Scheduled")
+    waiting = [n for n in job_pods(c, ns, "batch") if n not in bound_of(c, ns, "batch")]
+    assert len(waiting) == 2
+    for name in waiting:
+        wait_pod_unschedulable(c, ns, name)
