@@ -52,6 +52,8 @@ Kubernetes objects, as you would `kubectl apply` them:
   DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate
                  resource.k8s.io/v1 (DRA): devices are allocated as the
                  scheduler would, and a DEVICES column shows them
+  Job            batch/v1, opted in with scheduling.troupe.dev/job-policy:
+                 its Workload, PodGroup and the pods it runs at once
   Workload, PriorityClass, Namespace, and `kind: List` wrappers
                  (so `kubectl get ... -o yaml` output works)
 Other kinds are skipped with a warning. spec.priorityClassName (and a

@@ -33,10 +33,12 @@ from pydantic import ValidationError
 
 from ..api import constants as C
 from ..api.dra import ResourceClaim, group_claim_name, parse_device_class, parse_resource_claim, parse_resource_slice
+from ..api.jobs import JOB_POLICY_ANNOTATION
 from ..api.parse import parse_node, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error, parse_podgroup, parse_workload
 from ..api.records import ObjectError, PodClaim
 from ..api.resources import PODS
+from .jobs import expand_job
 
 # Kinds the simulation feeds to the scheduler, and whether they are namespaced.
 KINDS: dict[str, bool] = {
@@ -186,10 +188,24 @@ def _objects(doc: Any, where: str, source: str, warnings: list[str]) -> Iterator
     if name is None or name == "":
         raise InputError(f"{source}: {where} ({kind}): metadata.name is required")
     namespaced = KINDS.get(kind)
+    if kind == "Job" and doc.get("apiVersion") == "batch/v1":
+        namespace = str(meta.get("namespace") or "default")
+        expanded, problem = expand_job(doc, namespace)
+        if problem is not None:
+            warnings.append(f"{source}: {where} (Job {namespace}/{name}): warning: {problem}; skipped")
+            return
+        for obj in expanded:
+            yield SourceObject(
+                f"{where}, from Job {namespace}/{name}", obj["kind"], namespace, obj["metadata"]["name"], obj
+            )
+        if expanded:
+            return
     if namespaced is None:
         ns = str(meta.get("namespace") or "")
         ref = f"{ns}/{name}" if ns else str(name)
         hint = " (list its Pods instead: the simulation runs no controllers)" if kind in _CONTROLLERS else ""
+        if kind == "Job":
+            hint = f" (it does not opt in to troupe with {JOB_POLICY_ANNOTATION}; list its Pods instead)"
         warnings.append(f"{source}: {where} ({kind} {ref}): warning: kind {kind} is not simulated; skipped{hint}")
         return
     namespace = str(meta.get("namespace") or "default") if namespaced else ""

@@ -613,3 +613,59 @@ def test_topology_example(capsys):
     assert {nodes[f"ml/wide-{i}"][:2] for i in range(5)} == {"r1", "r2"}  # spans racks, one zone
     assert not groups["too-wide"]["scheduled"]
     assert groups["too-wide"]["message"].startswith("no topology.kubernetes.io/zone domain fits 8 pods: ")
+
+
+# ------------------------------------------------------------------------ Jobs
+
+
+def _job(name: str, parallelism: int, annotations: dict[str, str] | None, **spec: Any) -> dict[str, Any]:
+    template: dict[str, Any] = {
+        "spec": {
+            "schedulerName": "troupe-scheduler",
+            "containers": [{"name": "w", "resources": {"requests": {"cpu": "1"}}}],
+        }
+    }
+    if annotations is not None:
+        template["metadata"] = {"annotations": annotations}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"parallelism": parallelism, "completions": parallelism, "template": template, **spec},
+    }
+
+
+def test_jobs_that_opt_in_become_their_podgroup_and_pods(capsys, tmp_path):
+    gang = {"scheduling.troupe.dev/job-policy": "gang"}
+    doc = run_json(
+        capsys,
+        tmp_path,
+        [node("n1"), node("n2"), _job("a", 4, gang), _job("b", 4, gang, completionMode="Indexed")],
+    )
+    groups = groups_of(doc)
+    assert len(groups) == 2 and sorted(g[0] for g in groups.values()) == [False, True]
+    names = sorted(groups)
+    assert names[0].startswith("ns/a-") and names[1].startswith("ns/b-")
+    placed = nodes_of(doc)
+    assert sorted(placed) == [f"ns/{j}-{i}" for j in "ab" for i in range(4)]
+    winner = "a" if groups[names[0]][0] else "b"
+    assert all(placed[f"ns/{winner}-{i}"] for i in range(4))
+    # The same file gives the same PodGroup names.
+    assert sorted(groups_of(run_json(capsys, tmp_path, [node("n1"), _job("a", 4, gang)]))) == [names[0]]
+
+
+def test_jobs_that_cannot_be_expanded_are_skipped_with_the_reason(capsys, tmp_path):
+    docs = [
+        node("n1"),
+        _job("plain", 2, None),
+        _job("greedy", 2, {"scheduling.troupe.dev/job-policy": "gang", "scheduling.troupe.dev/min-count": "3"}),
+        _job("later", 2, {"scheduling.troupe.dev/job-policy": "gang"}, suspend=True),
+    ]
+    rc, out, err = run(capsys, tmp_path, docs)
+    assert rc == 0
+    assert "(Job ns/plain): warning: kind Job is not simulated; skipped (it does not opt in" in err
+    assert (
+        "(Job ns/greedy): warning: scheduling.troupe.dev/min-count is 3, more than the Job's parallelism 2: "
+        "the gang could never be complete; skipped" in err
+    )
+    assert "(Job ns/later): warning: the Job is suspended: it has no pods and no PodGroup; skipped" in err
