@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,3 +165,15 @@ class TroupeProcess:
     def log_tail(self, lines: int = 60) -> str:
         text = self.log_text()
         return "\n".join(text.splitlines()[-lines:]) if text else "(no log)"
+
+
+def supervised(proc: TroupeProcess) -> Iterator[TroupeProcess]:
+    """For a pytest fixture (`yield from supervised(TroupeProcess(...))`):
+    start `proc`, yield it, then stop it with SIGTERM. It must exit 0 and must
+    not have logged a traceback (AssertionError); its log tail is printed."""
+    proc.start()
+    yield proc
+    rc = proc.stop()
+    print(proc.log_tail(200))
+    assert rc == 0, f"troupe exited with {rc} on SIGTERM"
+    assert "Traceback" not in proc.log_path.read_text(), "troupe logged a traceback"

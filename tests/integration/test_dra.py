@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from objects import bound, create, pod, podgroup, wait_condition
-from troupe_process import TroupeProcess
+from troupe_process import TroupeProcess, supervised
 from wait import wait_for
 
 pytestmark = pytest.mark.integration
@@ -25,12 +25,7 @@ DRIVER = "gpu.example.com"
 
 @pytest.fixture(scope="module")
 def troupe(installed, tmp_path_factory):
-    proc = TroupeProcess(installed.scheduler_kubeconfig, tmp_path_factory.mktemp("troupe")).start()
-    yield proc
-    rc = proc.stop()
-    print(proc.log_tail(200))
-    assert rc == 0, f"troupe exited with {rc} on SIGTERM"
-    assert "Traceback" not in proc.log_path.read_text(), "troupe logged a traceback"
+    yield from supervised(TroupeProcess(installed.scheduler_kubeconfig, tmp_path_factory.mktemp("troupe")))
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from objects import bound, condition, events_for, pods_by_name, wait_condition, wait_pod_unschedulable
-from troupe_process import TroupeProcess
+from troupe_process import TroupeProcess, supervised
 from wait import wait_for
 
 POLICY = "scheduling.troupe.dev/job-policy"
@@ -22,12 +22,7 @@ MIN_COUNT = "scheduling.troupe.dev/min-count"
 
 @pytest.fixture(scope="module")
 def troupe(installed, tmp_path_factory):
-    proc = TroupeProcess(installed.scheduler_kubeconfig, tmp_path_factory.mktemp("troupe-jobs")).start()
-    yield proc
-    rc = proc.stop()
-    print(proc.log_tail(200))
-    assert rc == 0, f"troupe exited with {rc} on SIGTERM"
-    assert "Traceback" not in proc.log_path.read_text(), "troupe logged a traceback"
+    yield from supervised(TroupeProcess(installed.scheduler_kubeconfig, tmp_path_factory.mktemp("troupe-jobs")))
 
 
 def job(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from objects import GROUP_LABEL, create, events_for, pod, podgroup, pods_by_name, wait_condition
-from troupe_process import TroupeProcess
+from troupe_process import TroupeProcess, supervised
 from wait import wait_for
 
 from scheduler.api import constants as C
@@ -37,12 +37,7 @@ def troupe(installed, tmp_path_factory):
             "preemptionPolicy": policy,
         }
         installed.kubectl("apply", "-f", "-", input=json.dumps(body))
-    proc = TroupeProcess(installed.scheduler_kubeconfig, tmp_path_factory.mktemp("troupe")).start()
-    yield proc
-    rc = proc.stop()
-    print(proc.log_tail(200))
-    assert rc == 0, f"troupe exited with {rc} on SIGTERM"
-    assert "Traceback" not in proc.log_path.read_text(), "troupe logged a traceback"
+    yield from supervised(TroupeProcess(installed.scheduler_kubeconfig, tmp_path_factory.mktemp("troupe")))
 
 
 def member(ns: str, name: str, cls: str, group: str | None = None, cpu: str = "1", **kw: Any) -> dict[str, Any]:
