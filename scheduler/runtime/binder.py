@@ -234,7 +234,7 @@ class Binder:
             log.info("bind %s: the pod no longer exists (404)", pod.key)
             results.on_pod_gone(pod)
         else:
-            results.on_bind_failed(pod, node, f"Binding rejected: {exc.status} {exc.reason}: {_message(exc)}")
+            results.on_bind_failed(pod, node, f"Binding rejected: {exc.status} {exc.reason}: {api_message(exc)}")
 
     async def _conflict(
         self, pod: PodInfo, node: str, exc: ApiException, results: BindResults
@@ -258,7 +258,7 @@ class Binder:
                 return None
             if outage.is_outage(read_exc):
                 return read_exc
-            results.on_bind_failed(pod, node, f"Binding conflict ({_message(exc)}) and the pod cannot be read")
+            results.on_bind_failed(pod, node, f"Binding conflict ({api_message(exc)}) and the pod cannot be read")
             return None
         except (TimeoutError, aiohttp.ClientError, OSError) as read_exc:
             return read_exc
@@ -277,7 +277,7 @@ class Binder:
             # Not a binding: kube-apiserver wraps etcd errors of the binding's
             # update in a 409 ("... rpc error: code = Unavailable"), so this is
             # retried like the outage it usually is.
-            log.debug("bind %s: 409 and the pod is not bound (%s); retrying", pod.key, _message(exc))
+            log.debug("bind %s: 409 and the pod is not bound (%s); retrying", pod.key, api_message(exc))
             return exc
         return None
 
@@ -291,7 +291,8 @@ def retry_after(exc: ApiException) -> float:
         return 1.0
 
 
-def _message(exc: ApiException) -> str:
+def api_message(exc: ApiException) -> str:
+    """The message of the Status the API server answered with (else the raw body)."""
     try:
         return str(json.loads(exc.body or b"").get("message", exc.body))
     except (TypeError, ValueError, AttributeError):

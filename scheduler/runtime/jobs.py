@@ -25,7 +25,6 @@ Workloads are watched anyway), and a create that races with the watch meets
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -38,8 +37,9 @@ from ..api import constants as C
 from ..api.jobs import JobIntent, parse_job
 from ..api.podgroup import PodGroup, PodGroupTemplate, Workload, WorkloadSpec, parse_podgroup, parse_workload
 from ..core.scheduler import Scheduler
+from . import outage
 from .apitime import now_rfc3339
-from .binder import REQUEST_TIMEOUT_SECONDS
+from .binder import REQUEST_TIMEOUT_SECONDS, api_message
 from .events import EventRecorder
 from .kube import NotLeading, RestClient, encode
 
@@ -320,9 +320,4 @@ def _describe(podgroup: dict[str, Any]) -> str:
 
 
 def _brief(exc: BaseException) -> str:
-    if isinstance(exc, ApiException):
-        try:
-            return f"{exc.status} {json.loads(exc.body or b'{}').get('message', '')}".strip()
-        except (ValueError, AttributeError):
-            return f"{exc.status} {exc.reason}"
-    return f"{type(exc).__name__}: {exc}"
+    return f"{exc.status} {api_message(exc)}" if isinstance(exc, ApiException) else outage.describe(exc)
