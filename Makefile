@@ -35,7 +35,7 @@ $(VENV_STAMP): pyproject.toml
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $@
 
-controlplane: ## build etcd and kube-{apiserver,controller-manager,scheduler}, kubectl into the cache (once; slow the first time)
+controlplane: ## build etcd, kube-{apiserver,controller-manager,scheduler}, kubectl and kube-apiserver v1.36.3 into the cache (once; slow the first time)
 	hack/build-controlplane.sh
 
 # (wildcard: git does not keep an empty tests/unit in a fresh clone)
