@@ -4,7 +4,7 @@ kube-controller-manager) on loopback.
 
 Used by the integration tests and the demo; also a CLI::
 
-    python hack/localcluster.py up [--workdir DIR]
+    python hack/localcluster.py up [--workdir DIR] [--workload-api] [--k8s-version 1.36.3]
 
 What you get, and what you do not:
 
@@ -32,7 +32,21 @@ What you get, and what you do not:
   taints every new Node ``node.kubernetes.io/not-ready:NoSchedule`` and only
   the node lifecycle controller removes that), ``PodGroupProtection`` (its
   finalizer is removed only by the controller, if the native Workload API is
-  switched on via ``extra_apiserver_args``).
+  switched on via ``workload_api`` or ``extra_apiserver_args``).
+* ``workload_api=True``: the upstream native Workload API (``scheduling.k8s.io``
+  Workloads and PodGroups, pods' ``spec.schedulingGroup``) is served, with the
+  feature gates and ``--runtime-config`` of that kube-apiserver version
+  (``WORKLOAD_API``): on 1.37 v1beta1 (preferred) and v1alpha3, every PodGroup
+  field (topology constraints, resource claims, disruption mode, priority,
+  preemption policy), and kube-controller-manager's Job controller makes a
+  Workload and a PodGroup for every Job it starts (``WorkloadWithJob``); on
+  1.36 v1alpha2 (``k8s_version="1.36.3"``). Off by default: the default cluster
+  does not serve the native API.
+* ``k8s_version``: the kube-apiserver release, ``K8S_VERSION`` (1.37.2, the
+  default) or ``K8S_136_VERSION`` (1.36.3: only its kube-apiserver is built, by
+  ``make controlplane`` too; kubectl and etcd stay the 1.37.2/3.6.16 ones, and
+  no kube-controller-manager runs: a 1.37 one must not talk to an older
+  kube-apiserver). ``apiserver_path`` points at another kube-apiserver binary.
 
 Processes run in their own session, get SIGKILL when the Python process dies
 (``PR_SET_PDEATHSIG``, for clusters started from the main thread), and are
@@ -63,6 +77,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 K8S_VERSION = "1.37.2"
+# Only kube-apiserver is built for this release (hack/k8s-1.36): it serves
+# scheduling.k8s.io/v1alpha2, the Workload API version 1.37 dropped.
+K8S_136_VERSION = "1.36.3"
+K8S_VERSIONS = (K8S_VERSION, K8S_136_VERSION)
 ETCD_VERSION = "3.6.16"
 
 SCHEDULER_NAMESPACE = "troupe-system"
@@ -81,6 +99,80 @@ DISABLED_ADMISSION_PLUGINS = ("ServiceAccount", "TaintNodesByCondition", "PodGro
 # Canonical names (1.37 also takes the old aliases job/garbagecollector/namespace).
 # Not podgc: it would delete pods bound to the hand-made nodes tests remove.
 CONTROLLERS = ("job-controller", "garbage-collector-controller", "namespace-controller")
+# Per kube-apiserver minor version: naming a plugin that version does not know
+# makes it refuse to start. (1.36 has the same three; it also has
+# PodGroupWorkloadExists, which stays on: a v1alpha2 PodGroup's
+# podGroupTemplateRef must name an existing Workload and template.)
+DISABLED_ADMISSION_PLUGINS_BY_MINOR = {
+    "1.37": DISABLED_ADMISSION_PLUGINS,
+    "1.36": DISABLED_ADMISSION_PLUGINS,
+}
+
+
+class WorkloadAPI:
+    """What turns the native Workload API on for one kube-apiserver minor version."""
+
+    def __init__(
+        self,
+        versions: tuple[str, ...],
+        feature_gates: tuple[str, ...],
+        controller_manager_gates: tuple[str, ...] = (),
+    ) -> None:
+        self.versions = versions  # scheduling.k8s.io versions served, preferred first
+        self.feature_gates = feature_gates
+        self.runtime_config = tuple(f"scheduling.k8s.io/{v}=true" for v in versions)
+        self.controller_manager_gates = controller_manager_gates
+
+    def __repr__(self) -> str:
+        return f"WorkloadAPI(versions={self.versions}, feature_gates={self.feature_gates})"
+
+
+# Read off pkg/features/kube_features.go, pkg/registry/scheduling/*/strategy.go,
+# pkg/api/pod/util.go and plugin/pkg/admission/priority of each release:
+# a field whose gate is off is dropped on create (or forbidden by declarative
+# validation), without an error in some cases, so every gate a field needs is on.
+WORKLOAD_API = {
+    # GenericWorkload (beta, off by default): serves workloads/podgroups and keeps
+    # pods' spec.schedulingGroup. TopologyAwareWorkloadScheduling:
+    # schedulingConstraints.topology. DRAWorkloadResourceClaims: resourceClaims.
+    # PodGroupPreemptionPolicy: preemptionPolicy (the Priority admission plugin
+    # then also fills it from the PriorityClass). CompositePodGroup:
+    # parentCompositePodGroupName and v1alpha3 compositepodgroups.
+    # WorkloadWithJob: Job spec.scheduling (kube-apiserver) and the Job
+    # controller's Workload/PodGroup (kube-controller-manager). disruptionMode,
+    # priorityClassName and priority need only GenericWorkload.
+    "1.37": WorkloadAPI(
+        versions=("v1beta1", "v1alpha3"),
+        feature_gates=(
+            "GenericWorkload",
+            "TopologyAwareWorkloadScheduling",
+            "DRAWorkloadResourceClaims",
+            "PodGroupPreemptionPolicy",
+            "CompositePodGroup",
+            "WorkloadWithJob",
+        ),
+        controller_manager_gates=("GenericWorkload", "WorkloadWithJob"),
+    ),
+    # GenericWorkload (alpha): workloads/podgroups, pods' spec.schedulingGroup.
+    # WorkloadAwarePreemption (needs GangScheduling): disruptionMode,
+    # priorityClassName and priority. TopologyAwareWorkloadScheduling,
+    # DRAWorkloadResourceClaims as in 1.37. (1.36 Jobs have no spec.scheduling.)
+    "1.36": WorkloadAPI(
+        versions=("v1alpha2",),
+        feature_gates=(
+            "GenericWorkload",
+            "GangScheduling",
+            "WorkloadAwarePreemption",
+            "TopologyAwareWorkloadScheduling",
+            "DRAWorkloadResourceClaims",
+        ),
+    ),
+}
+
+
+def minor_of(version: str) -> str:
+    """``"1.37.2"`` -> ``"1.37"``."""
+    return ".".join(version.lstrip("v").split(".")[:2])
 
 
 class ControlPlaneNotBuilt(FileNotFoundError):
@@ -107,9 +199,15 @@ def _cache_home() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 
 
-def default_k8s_bin_dir() -> Path:
-    env = os.environ.get("TROUPE_K8S_BIN_DIR")
-    return Path(env) if env else _cache_home() / "troupe" / f"k8s-v{K8S_VERSION}" / "bin"
+# The environment variable that overrides each version's binary directory.
+_K8S_BIN_DIR_ENV = {K8S_VERSION: "TROUPE_K8S_BIN_DIR", K8S_136_VERSION: "TROUPE_K8S_136_BIN_DIR"}
+
+
+def default_k8s_bin_dir(version: str = K8S_VERSION) -> Path:
+    """Where `make controlplane` puts the binaries of Kubernetes ``version``
+    ($TROUPE_K8S_BIN_DIR, $TROUPE_K8S_136_BIN_DIR or the build cache)."""
+    env = os.environ.get(_K8S_BIN_DIR_ENV.get(version, ""), "")
+    return Path(env) if env else _cache_home() / "troupe" / f"k8s-v{version}" / "bin"
 
 
 def default_etcd_bin_dir() -> Path:
@@ -123,8 +221,8 @@ def find_binary(directory: Path, name: str) -> Path:
     if not (path.is_file() and os.access(path, os.X_OK)):
         raise ControlPlaneNotBuilt(
             f"{name} not found at {path}: run `make controlplane` to build the control plane "
-            f"(Kubernetes v{K8S_VERSION}, etcd v{ETCD_VERSION}), or point "
-            f"TROUPE_K8S_BIN_DIR / TROUPE_ETCD_BIN_DIR at directories that contain it"
+            f"(Kubernetes v{K8S_VERSION}, etcd v{ETCD_VERSION}, kube-apiserver v{K8S_136_VERSION}), or point "
+            f"TROUPE_K8S_BIN_DIR / TROUPE_K8S_136_BIN_DIR / TROUPE_ETCD_BIN_DIR at directories that contain it"
         )
     return path
 
@@ -199,6 +297,15 @@ def _tail(path: Path, lines: int = 40) -> str:
     return "\n".join(data[-lines:])
 
 
+def _binary_version(path: Path) -> str:
+    """``kube-apiserver --version`` of ``path``: ``"1.37.2"``."""
+    r = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=30)
+    for word in (r.stdout + r.stderr).split():
+        if word.startswith("v") and word[1:2].isdigit():
+            return word[1:]
+    raise ControlPlaneNotBuilt(f"{path} --version did not report a version: {(r.stdout + r.stderr).strip()!r}")
+
+
 def _openssl(*args: str, cwd: Path) -> None:
     r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True)
     if r.returncode:
@@ -240,7 +347,10 @@ class LocalCluster:
         *,
         keep: bool | None = None,
         durable: bool = False,
-        controller_manager: bool = True,
+        controller_manager: bool | None = None,
+        workload_api: bool = False,
+        k8s_version: str | None = None,
+        apiserver_path: Path | None = None,
     ) -> None:
         """``durable``: etcd fsyncs its log (no ``--unsafe-no-fsync``). Needed
         where etcd is SIGKILLed (``restart_etcd(graceful=False)``): without
@@ -248,10 +358,49 @@ class LocalCluster:
         never does.
 
         ``controller_manager=False``: no kube-controller-manager (its informers
-        and GC graph cost CPU and API requests that benchmarks should not pay)."""
+        and GC graph cost CPU and API requests that benchmarks should not pay).
+        The default is on with a v``K8S_VERSION`` kube-apiserver, off with an
+        older one (True there is a ValueError: kube-controller-manager must not
+        be newer than kube-apiserver).
+
+        ``workload_api``: serve the native Workload API (``WORKLOAD_API`` of
+        the kube-apiserver's minor version: feature gates and runtime-config on
+        kube-apiserver, the Job controller's gates on kube-controller-manager).
+
+        ``k8s_version``: the kube-apiserver release (one of ``K8S_VERSIONS``;
+        default ``K8S_VERSION``), taken from ``default_k8s_bin_dir(k8s_version)``;
+        kubectl, kube-controller-manager and etcd stay the ``k8s_bin_dir`` /
+        ``etcd_bin_dir`` ones. ``apiserver_path``: that kube-apiserver binary
+        instead (its version is asked with ``--version`` unless ``k8s_version``
+        says it)."""
         k8s_bin_dir = Path(k8s_bin_dir) if k8s_bin_dir else default_k8s_bin_dir()
         etcd_bin_dir = Path(etcd_bin_dir) if etcd_bin_dir else default_etcd_bin_dir()
-        self.apiserver_path = find_binary(k8s_bin_dir, "kube-apiserver")
+        if apiserver_path is not None:
+            self.apiserver_path = Path(apiserver_path)
+            if not (self.apiserver_path.is_file() and os.access(self.apiserver_path, os.X_OK)):
+                raise ControlPlaneNotBuilt(f"kube-apiserver not found at {self.apiserver_path}")
+            k8s_version = k8s_version or _binary_version(self.apiserver_path)
+        else:
+            k8s_version = k8s_version or K8S_VERSION
+            if k8s_version == K8S_VERSION:
+                self.apiserver_path = find_binary(k8s_bin_dir, "kube-apiserver")
+            else:
+                self.apiserver_path = find_binary(default_k8s_bin_dir(k8s_version), "kube-apiserver")
+        self.k8s_version = k8s_version.lstrip("v")
+        minor = minor_of(self.k8s_version)
+        if minor not in DISABLED_ADMISSION_PLUGINS_BY_MINOR:
+            known = ", ".join(sorted(DISABLED_ADMISSION_PLUGINS_BY_MINOR))
+            raise ValueError(f"kube-apiserver v{self.k8s_version}: unsupported version (known: {known})")
+        self.disabled_admission_plugins = DISABLED_ADMISSION_PLUGINS_BY_MINOR[minor]
+        self.workload_api = WORKLOAD_API[minor] if workload_api else None
+        same_minor = minor == minor_of(K8S_VERSION)
+        if controller_manager is None:
+            controller_manager = same_minor
+        elif controller_manager and not same_minor:
+            raise ValueError(
+                f"kube-controller-manager v{K8S_VERSION} against kube-apiserver v{self.k8s_version}: "
+                "a controller manager newer than its apiserver is unsupported; pass controller_manager=False"
+            )
         self.kubectl_path = find_binary(k8s_bin_dir, "kubectl")
         self.etcd_path = find_binary(etcd_bin_dir, "etcd")
         self.controller_manager = controller_manager
@@ -391,7 +540,9 @@ class LocalCluster:
         self.stop()
 
     def __repr__(self) -> str:
-        return f"LocalCluster(server={self.server!r}, workdir={str(self.workdir)!r})"
+        extra = f", k8s_version={self.k8s_version!r}" if self.k8s_version != K8S_VERSION else ""
+        extra += ", workload_api=True" if self.workload_api is not None else ""
+        return f"LocalCluster(server={self.server!r}, workdir={str(self.workdir)!r}{extra})"
 
     # -- kubectl -----------------------------------------------------------------
 
@@ -599,6 +750,28 @@ class LocalCluster:
 
     def _apiserver_cmd(self, port: int) -> list[str]:
         p = self.pki_dir
+        extra = list(self.extra_apiserver_args)
+        workload: list[str] = []
+        if self.workload_api is not None:
+            # One --feature-gates and one --runtime-config: the Workload API's,
+            # merged with any in extra_apiserver_args (which win).
+            gates = dict.fromkeys(self.workload_api.feature_gates, "true")
+            runtime = {kv.split("=", 1)[0]: kv for kv in self.workload_api.runtime_config}
+            rest = []
+            for arg in extra:
+                for flag, into in (("--feature-gates=", gates), ("--runtime-config=", runtime)):
+                    if arg.startswith(flag):
+                        for kv in filter(None, arg[len(flag) :].split(",")):
+                            k, _, v = kv.partition("=")
+                            into[k] = v if into is gates else kv
+                        break
+                else:
+                    rest.append(arg)
+            extra = rest
+            workload = [
+                "--feature-gates=" + ",".join(f"{k}={v}" for k, v in gates.items()),
+                "--runtime-config=" + ",".join(runtime.values()),
+            ]
         return [
             str(self.apiserver_path),
             f"--etcd-servers={self.etcd_url}",
@@ -614,12 +787,13 @@ class LocalCluster:
             f"--service-account-key-file={p / 'sa.key'}",
             f"--service-account-signing-key-file={p / 'sa.key'}",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-            f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
+            f"--disable-admission-plugins={','.join(self.disabled_admission_plugins)}",
             "--allow-privileged=true",
             # the lease reconciler refuses a loopback advertise address (and nothing in-cluster needs it)
             "--endpoint-reconciler-type=none",
             "--profiling=false",
-            *self.extra_apiserver_args,
+            *workload,
+            *extra,
         ]
 
     def _start_apiserver(self, deadline: float, attempts: int = 3) -> None:
@@ -663,6 +837,11 @@ class LocalCluster:
             f"--secure-port={port}",  # serves /healthz, our readiness signal
             f"--cert-dir={self.workdir / 'controller-manager-certs'}",  # self-signed serving cert
             "--profiling=false",
+            *(
+                ["--feature-gates=" + ",".join(f"{g}=true" for g in self.workload_api.controller_manager_gates)]
+                if self.workload_api is not None and self.workload_api.controller_manager_gates
+                else []
+            ),
         ]
 
     def _start_controller_manager(self, deadline: float, attempts: int = 3) -> None:
@@ -806,6 +985,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="extra kube-apiserver flag, e.g. --apiserver-arg=--v=4 (repeatable)",
     )
     up.add_argument("--no-controller-manager", action="store_true", help="run etcd and kube-apiserver only")
+    up.add_argument(
+        "--workload-api",
+        action="store_true",
+        help="serve the native scheduling.k8s.io Workload API (1.37: v1beta1 and v1alpha3, Jobs get "
+        "Workloads and PodGroups; 1.36: v1alpha2)",
+    )
+    up.add_argument(
+        "--k8s-version",
+        choices=K8S_VERSIONS,
+        help=f"kube-apiserver release (default {K8S_VERSION}; {K8S_136_VERSION} runs without kube-controller-manager)",
+    )
+    up.add_argument("--apiserver-path", type=Path, help="this kube-apiserver binary instead of the built one")
     up.add_argument("--timeout", type=float, default=60, help="seconds to wait for readiness (60)")
     args = parser.parse_args(argv)
 
@@ -815,9 +1006,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.etcd_bin_dir,
             args.workdir,
             args.apiserver_arg,
-            controller_manager=not args.no_controller_manager,
+            controller_manager=False if args.no_controller_manager else None,
+            workload_api=args.workload_api,
+            k8s_version=args.k8s_version,
+            apiserver_path=args.apiserver_path,
         )
-    except ControlPlaneNotBuilt as e:
+    except (ControlPlaneNotBuilt, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     stop = threading.Event()
@@ -829,6 +1023,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"control plane ready in {cluster.startup_seconds:.1f}s at {cluster.server}")
+    print(f"  kube-apiserver:       v{cluster.k8s_version} ({cluster.apiserver_path})")
+    if cluster.workload_api is not None:
+        api = cluster.workload_api
+        print(
+            f"  Workload API:         scheduling.k8s.io {', '.join(api.versions)}; gates {','.join(api.feature_gates)}"
+        )
     print(f"  admin kubeconfig:     {cluster.admin_kubeconfig}")
     print(f"  scheduler kubeconfig: {cluster.scheduler_kubeconfig}  ({SCHEDULER_USER})")
     print(f"  kubectl:              {cluster.kubectl_path}")
