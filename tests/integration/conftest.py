@@ -9,6 +9,16 @@
 - `namespace`: a fresh namespace per test; its pods are force-deleted afterwards
   (there is no kubelet: the namespace controller's graceful deletes alone
   would leave bound pods Terminating and still counted on their nodes).
+- `native_cluster`: another session control plane, v1.37.2 serving the upstream
+  native Workload API (scheduling.k8s.io v1beta1 + v1alpha3, every PodGroup
+  field's gate on, kube-controller-manager with WorkloadWithJob: every Job it
+  starts gets a native Workload and PodGroup), installed like `installed`.
+  Started on first use only.
+- `native_cluster_136`: kube-apiserver v1.36.3 serving scheduling.k8s.io/v1alpha2
+  (kubectl and etcd as above, no kube-controller-manager), installed likewise.
+- `namespace_in(cluster)`: a fresh namespace in any of them, cleaned like
+  `namespace`; `native_namespace` / `native_namespace_136` are shorthands.
+  (The gates and runtime-config: hack/localcluster.WORKLOAD_API.)
 
 Missing control-plane binaries make every test here fail (not skip) with a
 message saying to run `make controlplane`.
@@ -16,11 +26,13 @@ message saying to run `make controlplane`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +71,15 @@ def controlplane_binaries() -> dict[str, Path]:
         pytest.fail(str(e), pytrace=False)
 
 
-@pytest.fixture(scope="session")
-def cluster(request: pytest.FixtureRequest, controlplane_binaries) -> LocalCluster:
+def _running_cluster(request: pytest.FixtureRequest, label: str, **kwargs: Any) -> Iterator[LocalCluster]:
+    """Start a LocalCluster(**kwargs), yield it, stop it however the tests went.
+    TROUPE_KEEP_CLUSTER=1 keeps its workdir; after failures its logs are copied
+    out and the path is printed (with ``label`` saying which control plane)."""
     keep = os.environ.get("TROUPE_KEEP_CLUSTER", "") not in ("", "0")
-    c = LocalCluster(keep=keep)
+    try:
+        c = LocalCluster(keep=keep, **kwargs)
+    except ControlPlaneNotBuilt as e:
+        pytest.fail(str(e), pytrace=False)
     c.start(timeout=90)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     try:
@@ -73,7 +90,7 @@ def cluster(request: pytest.FixtureRequest, controlplane_binaries) -> LocalClust
         c.stop()
         msg = None
         if keep:
-            msg = f"control plane workdir kept: {c.workdir}"
+            msg = f"{label} workdir kept: {c.workdir}"
         else:
             if failed:
                 saved = Path(tempfile.mkdtemp(prefix="troupe-integration-logs-"))
@@ -81,7 +98,7 @@ def cluster(request: pytest.FixtureRequest, controlplane_binaries) -> LocalClust
                     shutil.copytree(c.workdir / "logs", saved, dirs_exist_ok=True)
                 except OSError:
                     pass
-                msg = f"{failed} test(s) failed; control plane logs saved in {saved}"
+                msg = f"{failed} test(s) failed; {label} logs saved in {saved}"
             shutil.rmtree(c.workdir, ignore_errors=True)
         if msg and reporter is not None:
             # After the summary: session teardown runs inside the last test's
@@ -89,15 +106,61 @@ def cluster(request: pytest.FixtureRequest, controlplane_binaries) -> LocalClust
             request.config.add_cleanup(lambda: reporter.write_line(msg))
 
 
-@pytest.fixture(scope="session")
-def installed(cluster: LocalCluster) -> LocalCluster:
-    """The cluster with troupe's CRDs and manifests applied, exactly as a user does."""
+def install(cluster: LocalCluster) -> LocalCluster:
+    """``kubectl apply -f crds/ -f manifests/`` and wait until every CRD is Established."""
     for d in ("crds", "manifests"):
         if not any((ROOT / d).glob("*.y*ml")):
             pytest.fail(f"{d}/ has no YAML files to apply", pytrace=False)
     cluster.kubectl("apply", "-f", str(ROOT / "crds"), "-f", str(ROOT / "manifests"), timeout=120)
     cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
     return cluster
+
+
+@contextlib.contextmanager
+def fresh_namespace(cluster: LocalCluster) -> Iterator[str]:
+    """A new namespace in ``cluster``; afterwards its pods are force-deleted
+    (no kubelet finishes graceful deletes) and the namespace is deleted."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    cluster.kubectl("create", "namespace", name)
+    try:
+        yield name
+    finally:
+        cluster.kubectl(
+            "delete", "pods", "--all", "-n", name, "--grace-period=0", "--force", "--wait=false", check=False
+        )
+        cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def cluster(request: pytest.FixtureRequest, controlplane_binaries) -> LocalCluster:
+    yield from _running_cluster(request, "control plane")
+
+
+@pytest.fixture(scope="session")
+def installed(cluster: LocalCluster) -> LocalCluster:
+    """The cluster with troupe's CRDs and manifests applied, exactly as a user does."""
+    return install(cluster)
+
+
+@pytest.fixture(scope="session")
+def native_cluster(request: pytest.FixtureRequest, controlplane_binaries) -> LocalCluster:
+    """v1.37.2 with the native Workload API (scheduling.k8s.io v1beta1 preferred,
+    v1alpha3) and kube-controller-manager's Job controller making native
+    Workloads/PodGroups (WorkloadWithJob); crds/ and manifests/ applied."""
+    for c in _running_cluster(request, "native Workload API control plane (v1.37.2)", workload_api=True):
+        yield install(c)
+
+
+@pytest.fixture(scope="session")
+def native_cluster_136(request: pytest.FixtureRequest, controlplane_binaries) -> LocalCluster:
+    """kube-apiserver v1.36.3 serving scheduling.k8s.io/v1alpha2 (no
+    kube-controller-manager: namespaces never finish deleting, nothing is
+    garbage-collected); crds/ and manifests/ applied."""
+    label = f"native Workload API control plane (kube-apiserver v{localcluster.K8S_136_VERSION})"
+    for c in _running_cluster(
+        request, label, workload_api=True, k8s_version=localcluster.K8S_136_VERSION, controller_manager=False
+    ):
+        yield install(c)
 
 
 @pytest.fixture
@@ -115,8 +178,22 @@ def nodes(installed: LocalCluster):
 
 @pytest.fixture
 def namespace(cluster: LocalCluster) -> str:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    cluster.kubectl("create", "namespace", name)
-    yield name
-    cluster.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=0", "--force", "--wait=false", check=False)
-    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    with fresh_namespace(cluster) as name:
+        yield name
+
+
+@pytest.fixture
+def namespace_in() -> Callable[[LocalCluster], str]:
+    """``namespace_in(cluster)``: a fresh namespace in that cluster, cleaned up after the test."""
+    with contextlib.ExitStack() as stack:
+        yield lambda c: stack.enter_context(fresh_namespace(c))
+
+
+@pytest.fixture
+def native_namespace(native_cluster: LocalCluster, namespace_in) -> str:
+    return namespace_in(native_cluster)
+
+
+@pytest.fixture
+def native_namespace_136(native_cluster_136: LocalCluster, namespace_in) -> str:
+    return namespace_in(native_cluster_136)
