@@ -135,8 +135,11 @@ WORKLOAD_API = {
     # GenericWorkload (beta, off by default): serves workloads/podgroups and keeps
     # pods' spec.schedulingGroup. TopologyAwareWorkloadScheduling:
     # schedulingConstraints.topology. DRAWorkloadResourceClaims: resourceClaims.
-    # PodGroupPreemptionPolicy: preemptionPolicy (the Priority admission plugin
-    # then also fills it from the PriorityClass). CompositePodGroup:
+    # PodGroupPreemptionPolicy: preemptionPolicy (defaulted to
+    # PreemptLowerPriority, then the Priority admission plugin refuses a value
+    # other than the PriorityClass's: a Never class needs it spelled out, and the
+    # Job controller cannot make the PodGroup of a Job whose pods use one).
+    # CompositePodGroup:
     # parentCompositePodGroupName and v1alpha3 compositepodgroups.
     # WorkloadWithJob: Job spec.scheduling (kube-apiserver) and the Job
     # controller's Workload/PodGroup (kube-controller-manager). disruptionMode,

@@ -21,8 +21,12 @@ v1.37.2 (`native_cluster`), kube-apiserver:
   - DRAWorkloadResourceClaims (beta, off by default): spec.resourceClaims
     (silently dropped without it).
   - PodGroupPreemptionPolicy (alpha): spec.preemptionPolicy (forbidden without
-    it). With it the Priority admission plugin sets preemptionPolicy from the
-    PriorityClass on every PodGroup, and rejects one that differs.
+    it). With it an unset preemptionPolicy is defaulted to PreemptLowerPriority
+    and then the Priority admission plugin rejects a PodGroup whose
+    preemptionPolicy differs from its PriorityClass's: a class with Never needs
+    preemptionPolicy: Never spelled out, and the 1.37.2 Job controller (which
+    never sets it) cannot make the PodGroup of a Job whose pods use such a class
+    (the Job gets its Workload, then no PodGroup and no pods).
   - CompositePodGroup (alpha): spec.parentCompositePodGroupName and v1alpha3
     compositepodgroups (on so that every PodGroup field can be set).
   - WorkloadWithJob (alpha) on kube-apiserver: Job spec.scheduling is kept (it is
@@ -322,6 +326,43 @@ def test_job_with_scheduling_gets_native_workload_podgroup_and_pods(native_clust
         assert p["spec"]["schedulingGroup"] == {"podGroupName": pg["metadata"]["name"]}
         assert p["spec"]["schedulerName"] == SCHEDULER
         assert p["metadata"]["ownerReferences"] == [job_owner]
+
+
+def test_job_with_a_never_preempting_priority_class_gets_no_podgroup(native_cluster, native_namespace):
+    """An upstream 1.37.2 limit that PodGroupPreemptionPolicy brings: the Job
+    controller's PodGroup leaves preemptionPolicy to defaulting
+    (PreemptLowerPriority), which the Priority plugin refuses for a class with
+    Never; the controller retries for ever and creates no pods."""
+    ns = native_namespace
+    name = f"never-{uuid.uuid4().hex[:8]}"
+    apply(
+        native_cluster,
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": 10,
+            "preemptionPolicy": "Never",
+        },
+    )
+    try:
+        body = job_with_scheduling(ns, "humble", 1, None)
+        body["spec"]["template"]["spec"]["priorityClassName"] = name
+        apply(native_cluster, body)
+        wait_for(
+            lambda: (
+                f"Job {ns}/humble: podgroups.scheduling.k8s.io" in native_cluster.controller_manager_log.read_text()
+                and "must not be provided in pod group spec" in native_cluster.controller_manager_log.read_text()
+            ),
+            timeout=60,
+            interval=0.3,
+            message="the Job controller's PodGroup create refused by the Priority admission plugin",
+        )
+        assert native_cluster.get_json("workloads.v1beta1.scheduling.k8s.io", "-n", ns)["items"]
+        assert not native_cluster.get_json("podgroups.v1beta1.scheduling.k8s.io", "-n", ns)["items"]
+        assert not native_cluster.get_json("pods", "-n", ns)["items"]  # the sync stops before creating pods
+    finally:
+        native_cluster.kubectl("delete", "priorityclass", name, "--wait=false", check=False)
 
 
 def test_job_without_scheduling_gets_a_basic_native_podgroup_too(native_cluster, native_namespace):
