@@ -31,6 +31,7 @@ from typing import Any
 
 from . import constants as C
 from .podgroup import PodGroupTemplate, Workload
+from .records import GroupKey
 
 JOB_POLICY_ANNOTATION = f"{C.GROUP}/job-policy"
 MIN_COUNT_ANNOTATION = f"{C.GROUP}/min-count"
@@ -99,8 +100,8 @@ class JobIntent:
         return group_name(self.name, self.uid)
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.namespace, self.group)
+    def key(self) -> GroupKey:
+        return GroupKey(self.namespace, self.group)
 
     def owner_reference(self) -> dict[str, Any]:
         return {

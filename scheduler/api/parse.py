@@ -7,11 +7,9 @@ crashing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .constants import POD_GROUP_LABEL
-from .jobs import pod_group_of
 from .records import (
     HostPort,
     LabelSelector,
@@ -30,6 +28,7 @@ from .records import (
     WeightedPodAffinityTerm,
 )
 from .resources import pod_requests, resource_map
+from .sources import DEFAULT_SOURCES, GroupSource, pod_group
 
 
 def _requirements(raw: list[Mapping[str, Any]] | None) -> tuple[Requirement, ...]:
@@ -103,7 +102,8 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
     return tuple(ports)
 
 
-def parse_pod(body: Mapping[str, Any]) -> PodInfo:
+def parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource] = DEFAULT_SOURCES) -> PodInfo:
+    """The pod's record; `sources`, in order, say which PodGroup it belongs to."""
     meta = body.get("metadata") or {}
     spec = body.get("spec") or {}
     status = body.get("status") or {}
@@ -141,12 +141,12 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
     node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
     gates = tuple(str(g.get("name", "")) for g in spec.get("schedulingGates") or ())
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-    if POD_GROUP_LABEL not in labels:
-        # A Job's pod that opted in belongs to the PodGroup troupe made for the
-        # Job, as if it carried the label (api/jobs.py); a label of its own wins.
-        job_group = pod_group_of(meta)
-        if job_group:
-            labels[POD_GROUP_LABEL] = job_group
+    group = pod_group(meta, spec, sources)
+    if group is not None:
+        # Default spreading selects the group's pods by this label (a pod
+        # that joined through its Job or a spec field gets it here).
+        key, value = group.member_label
+        labels[key] = value
     try:
         priority = int(spec.get("priority") or 0)
     except (TypeError, ValueError):
@@ -207,6 +207,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         start_time=str(status.get("startTime") or ""),
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         resource_claims=claims,
+        group=group,
     )
 
 

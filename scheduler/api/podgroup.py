@@ -13,6 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .constants import API_VERSION
+from .records import GroupKey
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
@@ -84,6 +87,7 @@ class PodGroupTemplateRef(_Model):
 
 
 DisruptionMode = Literal["Pod", "PodGroup"]
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 
 
 class PodGroupSpec(_Model):
@@ -94,6 +98,8 @@ class PodGroupSpec(_Model):
     disruption_mode: DisruptionMode | None = Field(default=None, alias="disruptionMode")
     priority_class_name: str | None = Field(default=None, alias="priorityClassName")
     priority: int | None = None
+    # Native scheduling.k8s.io v1beta1/v1alpha3 only (troupe's CRD has no such field).
+    preemption_policy: PreemptionPolicy | None = Field(default=None, alias="preemptionPolicy")
 
 
 class Condition(_Model):
@@ -126,13 +132,21 @@ class ObjectMeta(_Model):
 
 
 class PodGroup(_Model):
+    """troupe's PodGroup, whichever source it came from (api/sources): the
+    kind's `apiVersion` says where its status goes; `problem`, set by a
+    source, says what of the object troupe cannot honour (the group is then
+    not scheduled: SchedulerError); `workload_ref` is for display only."""
+
+    api_version: str = Field(default=API_VERSION, alias="apiVersion")
     metadata: ObjectMeta
     spec: PodGroupSpec
     status: PodGroupStatus = Field(default_factory=PodGroupStatus)
+    problem: str | None = None
+    workload_ref: str | None = None  # "<workload>/<template>" a native PodGroup names
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.metadata.namespace, self.metadata.name)
+    def key(self) -> GroupKey:
+        return GroupKey(self.metadata.namespace, self.metadata.name, self.api_version.partition("/")[0])
 
     @property
     def is_gang(self) -> bool:
@@ -155,6 +169,7 @@ class PodGroupTemplate(_Model):
     disruption_mode: DisruptionMode | None = Field(default=None, alias="disruptionMode")
     priority_class_name: str | None = Field(default=None, alias="priorityClassName")
     priority: int | None = None
+    preemption_policy: PreemptionPolicy | None = Field(default=None, alias="preemptionPolicy")
 
 
 class WorkloadSpec(_Model):
@@ -162,12 +177,14 @@ class WorkloadSpec(_Model):
 
 
 class Workload(_Model):
+    api_version: str = Field(default=API_VERSION, alias="apiVersion")
     metadata: ObjectMeta
     spec: WorkloadSpec
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.metadata.namespace, self.metadata.name)
+    def key(self) -> GroupKey:
+        """Keyed as PodGroups are: namespace, name, API group."""
+        return GroupKey(self.metadata.namespace, self.metadata.name, self.api_version.partition("/")[0])
 
     def template(self, name: str) -> PodGroupTemplate | None:
         return next((t for t in self.spec.pod_group_templates if t.name == name), None)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from .constants import POD_GROUP_LABEL
+from .constants import GROUP, POD_GROUP_LABEL
 
 _INT = re.compile(r"[+-]?[0-9]+")
 
@@ -22,6 +22,30 @@ def _parse_int64(text: str) -> int | None:
         return None
     value = int(text)
     return value if -(2**63) <= value < 2**63 else None
+
+
+class GroupKey(NamedTuple):
+    """A PodGroup: its namespace, its name, and the API group of its kind
+    (`scheduling.troupe.dev` for troupe's own, `scheduling.k8s.io` for the
+    native one, ...), so that two kinds' PodGroups of one name never meet.
+    The core compares and prints keys; it never asks which source one is."""
+
+    namespace: str
+    name: str
+    source: str = GROUP
+
+    def __str__(self) -> str:
+        where = f"PodGroup {self.namespace}/{self.name}"
+        return where if self.source == GROUP else f"{where} ({self.source})"
+
+    @property
+    def member_label(self) -> tuple[str, str]:
+        """The label by which selectors recognise the group's pods (default
+        spreading): troupe's own label for its groups; for another source a
+        key no real label can have (a colon), which parse_pod sets."""
+        if self.source == GROUP:
+            return (POD_GROUP_LABEL, self.name)
+        return (f"{self.source}:pod-group", self.name)
 
 
 class ObjectError(ValueError):
@@ -241,6 +265,7 @@ class PodInfo:
     start_time: str = ""  # status.startTime (RFC 3339); "" until a kubelet starts it
     nominated_node_name: str = ""  # status.nominatedNodeName
     resource_claims: tuple[PodClaim, ...] = ()
+    group: GroupKey | None = None  # the PodGroup the pod belongs to (api/sources)
 
     @property
     def may_preempt(self) -> bool:
@@ -252,7 +277,8 @@ class PodInfo:
 
     @property
     def group_name(self) -> str | None:
-        return self.labels.get(POD_GROUP_LABEL) or None
+        """The name of the pod's PodGroup, for display (key by `group`)."""
+        return self.group.name if self.group is not None else None
 
     @property
     def has_pod_affinity_terms(self) -> bool:

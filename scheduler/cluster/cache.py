@@ -14,13 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..api.podgroup import PodGroup, Workload
-from ..api.records import NodeInfo, PodDisruptionBudgetInfo, PodInfo
+from ..api.records import GroupKey, NodeInfo, PodDisruptionBudgetInfo, PodInfo
 from ..api.resources import PODS
 from .dra import DraStore
 from .nodetable import NodeTable
 from .snapshot import Snapshot
-
-GroupKey = tuple[str, str]  # (namespace, PodGroup name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +54,12 @@ class ClusterCache:
         self.namespace_labels: dict[str, Mapping[str, str]] = {}
         self.groups: dict[GroupKey, PodGroup | InvalidObject] = {}
         self.workloads: dict[GroupKey, Workload | InvalidObject] = {}
-        # PodGroups an opted-in Job asked for but cannot get (api/jobs.py): why,
-        # for the pods that wait for them.
-        self.job_problems: dict[GroupKey, str] = {}
+        # Why a PodGroup that pods name does not exist and will not be made
+        # (an opted-in Job asks for one troupe cannot make: api/jobs.py), and
+        # why no PodGroup of a whole source can be read (its API not served:
+        # by GroupKey.source). For the pods that wait for them.
+        self.group_problems: dict[GroupKey, str] = {}
+        self.source_problems: dict[str, str] = {}
         self.priority_classes: dict[str, int] = {}
         # PodDisruptionBudgets by (namespace, name): what preemption weighs victims against.
         self.pdbs: dict[tuple[str, str], PodDisruptionBudgetInfo] = {}
@@ -144,10 +145,10 @@ class ClusterCache:
         if pod.node_name:
             # The API's word replaces our assumption (it may even name another node).
             self.assumed.pop(pod.uid, None)
-        if old is not None and old.group_name != pod.group_name:
+        if old is not None and old.group != pod.group:
             self._unlink(old)
-        if pod.group_name:
-            self._members.setdefault((pod.namespace, pod.group_name), set()).add(pod.uid)
+        if pod.group is not None:
+            self._members.setdefault(pod.group, set()).add(pod.uid)
         if old is not None and old.requests != pod.requests:
             self._drop_accounting(pod.uid)
         self._account(pod.uid)
@@ -163,8 +164,8 @@ class ClusterCache:
         return old
 
     def _count_live(self, pod: PodInfo, sign: int) -> None:
-        if pod.group_name and not pod.terminal and not pod.deleting:
-            key = (pod.namespace, pod.group_name)
+        if pod.group is not None and not pod.terminal and not pod.deleting:
+            key = pod.group
             count = self._live.get(key, 0) + sign
             if count:
                 self._live[key] = count
@@ -177,8 +178,8 @@ class ClusterCache:
             self.table.add_usage(old.node, old.vector, old.nonzero, -1)
 
     def _unlink(self, pod: PodInfo) -> None:
-        if pod.group_name:
-            key = (pod.namespace, pod.group_name)
+        if pod.group is not None:
+            key = pod.group
             members = self._members.get(key)
             if members is not None:
                 members.discard(pod.uid)

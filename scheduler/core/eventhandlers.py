@@ -17,8 +17,9 @@ from pydantic import ValidationError
 from ..api import constants as C
 from ..api.dra import group_claim_name, parse_device_class, parse_resource_claim, parse_resource_slice
 from ..api.parse import parse_node, parse_pdb, parse_pod
-from ..api.podgroup import PodGroup, describe_validation_error, parse_podgroup, parse_workload
-from ..api.records import ObjectError, PodInfo
+from ..api.podgroup import PodGroup, describe_validation_error
+from ..api.records import GroupKey, ObjectError, PodInfo
+from ..api.sources import parse_group, parse_workload
 from ..cluster.cache import ClusterCache, InvalidObject
 from ..framework import events as E
 from ..framework.framework import Framework
@@ -107,9 +108,9 @@ class EventHandlers:
             self.nominated.pop(pod.uid, None)
         if pod.terminal and not (old is not None and old.terminal):
             self._release_claims(pod.uid)  # a finished pod holds no devices
-        if pod.group_name and (old is None or old.group_name != pod.group_name or old.terminal != pod.terminal):
+        if pod.group is not None and (old is None or old.group != pod.group or old.terminal != pod.terminal):
             # Membership changed: the gang may now have minCount pods.
-            key = group_unit(pod.namespace, pod.group_name)
+            key = group_unit(pod.group)
             self.queue.activate(key)
             self.reporter.report_if_gated(key)
 
@@ -136,8 +137,8 @@ class EventHandlers:
             return
         if held_room and not old.terminal:
             self._cluster_event(E.ASSIGNED_POD_DELETE)
-        if old.group_name:
-            key = group_unit(old.namespace, old.group_name)
+        if old.group is not None:
+            key = group_unit(old.group)
             self.queue.regate(key)
             self.reporter.report_if_gated(key)
 
@@ -170,26 +171,30 @@ class EventHandlers:
     # --------------------------------------------------- PodGroups, Workloads
 
     def on_podgroup(self, body: Mapping[str, Any]) -> None:
-        key = _object_key(body)
+        """A PodGroup of any source (api/sources: chosen by its apiVersion)."""
+        key = group_key_of(body)
+        old = self.cache.groups.get(key)
         try:
-            group: PodGroup | InvalidObject = parse_podgroup(body)
+            group: PodGroup | InvalidObject = parse_group(body)
         except ValidationError as exc:
             group = InvalidObject(describe_validation_error(exc))
-            log.warning("PodGroup %s/%s is invalid: %s", *key, group.message)
-        old = self.cache.groups.get(key)
+            if not (isinstance(old, InvalidObject) and old.message == group.message):  # once, not per event
+                log.warning("%s is invalid: %s", key, group.message)
+        if isinstance(group, PodGroup) and group.problem and not (isinstance(old, PodGroup) and old.problem):
+            log.warning("%s is not scheduled: %s", key, group.problem)
         self.cache.upsert_group(key, group)
         if isinstance(group, PodGroup) and self.synced.is_set():
             self._make_group_claims(group)
         if isinstance(old, PodGroup) and isinstance(group, PodGroup) and old.spec == group.spec:
             return  # only our own status write came back
-        self.queue.activate(group_unit(*key))
-        self.reporter.report_if_gated(group_unit(*key))
+        self.queue.activate(group_unit(key))
+        self.reporter.report_if_gated(group_unit(key))
 
     def on_podgroup_deleted(self, body: Mapping[str, Any]) -> None:
-        key = _object_key(body)
+        key = group_key_of(body)
         self.cache.remove_group(key)
-        self.queue.regate(group_unit(*key))
-        self.reporter.report_if_gated(group_unit(*key))
+        self.queue.regate(group_unit(key))
+        self.reporter.report_if_gated(group_unit(key))
         uid = str((body.get("metadata") or {}).get("uid") or "")
         if uid:
             made = list(self.cache.dra.owned_by(uid).values())
@@ -200,21 +205,36 @@ class EventHandlers:
                     if claim not in made:
                         self.claim_lifecycle.release(claim, uid)
 
-    def on_job_problem(self, key: tuple[str, str], problem: str | None) -> None:
-        """An opted-in Job asks for a PodGroup it cannot get (`problem`), or no
-        longer does (None): its waiting pods say so (GangScheduling's gate)."""
+    def on_group_problem(self, key: GroupKey, problem: str | None) -> None:
+        """A PodGroup that pods name will not be made (`problem`: e.g. its
+        opted-in Job asks for one troupe cannot make), or that is over (None):
+        its waiting pods say so (GangScheduling's gate)."""
         if problem is None:
-            if self.cache.job_problems.pop(key, None) is None:
+            if self.cache.group_problems.pop(key, None) is None:
                 return
-        elif self.cache.job_problems.get(key) == problem:
+        elif self.cache.group_problems.get(key) == problem:
             return
         else:
-            self.cache.job_problems[key] = problem
-        self.queue.regate(group_unit(*key))
-        self.reporter.report_if_gated(group_unit(*key))
+            self.cache.group_problems[key] = problem
+        self.queue.regate(group_unit(key))
+        self.reporter.report_if_gated(group_unit(key))
+
+    def on_source_problem(self, source: str, problem: str | None) -> None:
+        """No PodGroup of `source` (a GroupKey.source) can be read here (its API
+        is not served: `problem`), or now can (None): pods that name one say so."""
+        if self.cache.source_problems.get(source) == problem:
+            return
+        if problem is None:
+            self.cache.source_problems.pop(source, None)
+        else:
+            self.cache.source_problems[source] = problem
+        for unit in list(self.queue.units()):
+            if unit.key.is_group and unit.key.source == source:
+                self.queue.regate(unit.key)
+                self.reporter.report_if_gated(unit.key)
 
     def on_workload(self, body: Mapping[str, Any]) -> None:
-        key = _object_key(body)
+        key = group_key_of(body)
         try:
             self.cache.upsert_workload(key, parse_workload(body))
         except ValidationError as exc:
@@ -222,18 +242,22 @@ class EventHandlers:
         self._activate_groups_of_workload(key)
 
     def on_workload_deleted(self, body: Mapping[str, Any]) -> None:
-        key = _object_key(body)
+        key = group_key_of(body)
         self.cache.remove_workload(key)
         self._activate_groups_of_workload(key)
 
-    def _activate_groups_of_workload(self, key: tuple[str, str]) -> None:
+    def _activate_groups_of_workload(self, key: GroupKey) -> None:
         """PodGroups naming this Workload are judged again (Workload events are rare: a scan is fine)."""
-        for (ns, name), group in list(self.cache.groups.items()):
-            if not isinstance(group, PodGroup) or ns != key[0]:
+        for group_key, group in list(self.cache.groups.items()):
+            if (
+                not isinstance(group, PodGroup)
+                or group_key.namespace != key.namespace
+                or group_key.source != key.source
+            ):
                 continue
             ref = group.spec.pod_group_template_ref
-            if ref is not None and ref.workload is not None and ref.workload.workload_name == key[1]:
-                self.queue.activate(group_unit(ns, name), skip_backoff=True)
+            if ref is not None and ref.workload is not None and ref.workload.workload_name == key.name:
+                self.queue.activate(group_unit(group_key), skip_backoff=True)
 
     # --------------------------------------------- Namespaces, PriorityClasses
 
@@ -341,8 +365,8 @@ class EventHandlers:
         if self.claim_lifecycle is None:
             return
         for ref in claim.reserved_for:
-            if ref.resource == "podgroups" and ref.api_group == C.GROUP:
-                group = self.cache.groups.get((claim.namespace, ref.name))
+            if ref.resource == "podgroups" and ref.api_group:
+                group = self.cache.groups.get(GroupKey(claim.namespace, ref.name, ref.api_group))
                 here = isinstance(group, PodGroup) and group.metadata.uid == ref.uid
                 if unknown_too and not here:
                     self.claim_lifecycle.release(claim, ref.uid)
@@ -424,9 +448,12 @@ class EventHandlers:
         metrics.POD_BINDINGS.labels(result="gone").inc()
         self.forget_object("pod", pod.namespace, pod.name, pod.uid)
 
-    def forget_object(self, kind: str, namespace: str, name: str, uid: str = "") -> None:
-        """Drop an object the API no longer has, through the same path as its DELETED event."""
-        body = {"metadata": {"namespace": namespace, "name": name, "uid": uid}}
+    def forget_object(self, kind: str, namespace: str, name: str, uid: str = "", source: str = "") -> None:
+        """Drop an object the API no longer has, through the same path as its
+        DELETED event. `source`: a PodGroup's or Workload's GroupKey.source."""
+        body: dict[str, Any] = {"metadata": {"namespace": namespace, "name": name, "uid": uid}}
+        if source:
+            body["apiVersion"] = source  # group_key_of reads the API group only
         {
             "pod": self.on_pod_deleted,
             "node": self.on_node_deleted,
@@ -443,8 +470,8 @@ def _claim_keys(pod: PodInfo) -> list[tuple[str, str]]:
     for ref in pod.resource_claims:
         if ref.claim_name:
             keys.append((pod.namespace, ref.claim_name))
-        elif ref.template_name and pod.group_name:
-            keys.append((pod.namespace, group_claim_name(pod.group_name, ref.name)))
+        elif ref.template_name and pod.group is not None:
+            keys.append((pod.namespace, group_claim_name(pod.group.name, ref.name)))
     return keys
 
 
@@ -452,3 +479,10 @@ def _object_key(body: Mapping[str, Any]) -> tuple[str, str]:
     """(namespace, name) of a namespaced object body."""
     meta = body.get("metadata") or {}
     return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+
+
+def group_key_of(body: Mapping[str, Any]) -> GroupKey:
+    """The key of a PodGroup or Workload body: its kind's API group (from
+    `apiVersion`; troupe's own where a tombstone carries none) is part of it."""
+    namespace, name = _object_key(body)
+    return GroupKey(namespace, name, str(body.get("apiVersion") or "").partition("/")[0] or C.GROUP)

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..api.constants import REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE
 from ..api.podgroup import PodGroup
-from ..api.records import PodInfo
+from ..api.records import GroupKey, PodInfo
 from ..cluster.snapshot import Snapshot
 from ..framework.framework import Framework
 from ..framework.interface import Code, CycleState, GroupContext, Status
@@ -37,7 +37,6 @@ from .placement import choose_placement, is_whole_cluster, no_placement_message
 
 __all__ = ["Assignment", "GroupDecision", "Outcome", "error_decision", "order_pods", "schedule_group", "trial_place"]
 
-GroupKey = tuple[str, str]
 
 # A preemption trial's search budget, in passes over the group's pods.
 PREEMPTION_SEARCH_ORDERS = 4
@@ -83,7 +82,7 @@ class GroupDecision:
     def preemptor(self) -> str:
         """Who preempts, in messages: "PodGroup ns/name" or "pod ns/name"."""
         if self.group_key is not None:
-            return f"PodGroup {self.group_key[0]}/{self.group_key[1]}"
+            return str(self.group_key)
         return f"pod {self.unplaced[0][0].key}" if self.unplaced else "pod"
 
 
@@ -110,7 +109,13 @@ def schedule_group(
     is_gang = group is not None and group.is_gang
     min_count = group.min_count if group is not None else 1
     ctx = GroupContext(
-        group_key or ("", ""), pods, min_count, is_gang, placed_before, group=group, placed_nodes=tuple(placed_nodes)
+        group_key or GroupKey("", ""),
+        pods,
+        min_count,
+        is_gang,
+        placed_before,
+        group=group,
+        placed_nodes=tuple(placed_nodes),
     )
     if fwk.placement_algorithm and group is not None:  # placements are for PodGroups, not lone pods
         return _schedule_in_placements(fwk, snapshot, group_key, ctx)
@@ -272,7 +277,7 @@ def trial_place(
     `allowed`), without Reserve, the snapshot restored afterwards. With the
     group's context, as its cycle would place them: within its placements
     (e.g. one topology domain) and with the search."""
-    ctx = group if group is not None else GroupContext(("", ""), pods, 1, False, 0)
+    ctx = group if group is not None else GroupContext(GroupKey("", ""), pods, 1, False, 0)
     if group is not None:
         ctx = replace(group, pods=pods)
     # Preemption asks this for many victim sets: the search gets room for the

@@ -23,7 +23,7 @@ from functools import partial
 from ..api import constants as C
 from ..api.config import SchedulerConfiguration
 from ..api.podgroup import PodGroup
-from ..api.records import PodInfo
+from ..api.records import GroupKey, PodInfo
 from ..cluster.cache import ClusterCache, InvalidObject
 from ..cluster.snapshot import Snapshot
 from ..framework.framework import Framework
@@ -174,11 +174,9 @@ class Scheduler(EventHandlers):
                 self.reporter.report_if_gated(popped.key)
                 return None, None
             if isinstance(found, InvalidObject):
-                return None, error_decision(
-                    group_key, pods, f"PodGroup {group_key[0]}/{group_key[1]} is invalid: {found.message}"
-                )
+                return None, error_decision(group_key, pods, f"{group_key} is invalid: {found.message}")
             group = found
-            problem = self._template_ref_problem(group)
+            problem = group.problem or self._template_ref_problem(group)
             if problem:
                 return None, error_decision(group_key, pods, problem)
             scheduler_names, placed_nodes = self.cache.member_summary(group_key)
@@ -187,7 +185,7 @@ class Scheduler(EventHandlers):
                 return None, error_decision(
                     group_key,
                     pods,
-                    f"pods of PodGroup {group_key[0]}/{group_key[1]} name different schedulerName values "
+                    f"pods of {group_key} name different schedulerName values "
                     f"({', '.join(names)}); a group is placed by one scheduler",
                 )
         fwk = self.frameworks[pods[0].scheduler_name]
@@ -214,10 +212,10 @@ class Scheduler(EventHandlers):
         ref = group.spec.pod_group_template_ref
         if ref is None or ref.workload is None:
             return None
-        ns, name = group.key
+        ns, _, source = group.key
         wl_name, template = ref.workload.workload_name, ref.workload.pod_group_template_name
         where = "spec.podGroupTemplateRef.workload"
-        workload = self.cache.workloads.get((ns, wl_name))
+        workload = self.cache.workloads.get(GroupKey(ns, wl_name, source))
         if workload is None:
             return f"{where}.workloadName: Workload {ns}/{wl_name} does not exist"
         if isinstance(workload, InvalidObject):
@@ -266,7 +264,7 @@ class Scheduler(EventHandlers):
         for pod, why in decision.unplaced:
             message = why
             if decision.group_key is not None:
-                message = f"PodGroup {decision.group_key[0]}/{decision.group_key[1]}: {why}"
+                message = f"{decision.group_key}: {why}"
             self.writer.pod_unschedulable(pod, message, self.still_waiting(pod.uid))
             self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")
         self._nominate(decision)

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from ..api.config import PluginArgs
 from ..api.dra import Allocation, ConsumerRef, ResourceClaim
 from ..api.podgroup import PodGroup
-from ..api.records import NodeInfo, PodInfo
+from ..api.records import GroupKey, NodeInfo, PodInfo
 from ..cluster.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -272,7 +272,7 @@ class ScorePlugin(Plugin):
 class GroupContext:
     """What group-level plugins see: the group of this cycle and how it stands."""
 
-    key: tuple[str, str]
+    key: GroupKey
     pods: Sequence[PodInfo]
     min_count: int
     is_gang: bool
@@ -309,7 +309,7 @@ class PostFilterResult:
 
     nominated_node: str = ""
     victims: tuple[PodInfo, ...] = ()
-    victim_groups: tuple[tuple[str, str], ...] = ()
+    victim_groups: tuple[GroupKey, ...] = ()
     message: str = ""  # what the preemptor is told (e.g. waiting for N victims)
 
 
@@ -319,7 +319,7 @@ class GroupPostFilterResult:
 
     nominations: Mapping[str, str] = field(default_factory=dict)
     victims: tuple[PodInfo, ...] = ()
-    victim_groups: tuple[tuple[str, str], ...] = ()
+    victim_groups: tuple[GroupKey, ...] = ()
     message: str = ""
 
 

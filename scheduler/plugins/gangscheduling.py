@@ -20,30 +20,29 @@ class GangScheduling(PreEnqueuePlugin, PermitPlugin):
     events = frozenset[str]()
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
-        group_name = pod.group_name
-        if group_name is None:
+        key = pod.group
+        if key is None:
             return Status.success()
         cache = self.handle.cache
-        key = (pod.namespace, group_name)
         group = cache.groups.get(key)
         if group is None:
-            problem = cache.job_problems.get(key)
-            if problem is not None:  # its Job asks for a group troupe cannot make
+            problem = cache.source_problems.get(key.source)
+            if problem is not None:  # no PodGroup of its kind can be read here
+                return Status.unschedulable(f"waiting for {key}: {problem}", plugin=self.name)
+            problem = cache.group_problems.get(key)
+            if problem is not None:  # e.g. its Job asks for a group troupe cannot make
                 return Status.unschedulable(
-                    f"waiting for PodGroup {pod.namespace}/{group_name}, which troupe does not create: {problem}",
-                    plugin=self.name,
+                    f"waiting for {key}, which troupe does not create: {problem}", plugin=self.name
                 )
-            return Status.unschedulable(
-                f"waiting for PodGroup {pod.namespace}/{group_name} to be created", plugin=self.name
-            )
-        if not isinstance(group, PodGroup) or not group.is_gang:
-            return Status.success()
+            return Status.unschedulable(f"waiting for {key} to be created", plugin=self.name)
+        if not isinstance(group, PodGroup) or not group.is_gang or group.problem:
+            return Status.success()  # an invalid group or one with a problem: the cycle reports it
         have = cache.live_member_count(key)
         if have < group.min_count:
             # Two reasons: the first never changes while the gang fills up (it
             # goes on every pod), the second is the live count (for the group).
             return Status.unschedulable(
-                f"waiting for pods of PodGroup {pod.namespace}/{group_name}: minCount is {group.min_count}",
+                f"waiting for pods of {key}: minCount is {group.min_count}",
                 f"{have} exist",
                 plugin=self.name,
             )

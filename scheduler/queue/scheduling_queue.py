@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..api.records import PodInfo
+from ..api.records import GroupKey, PodInfo
 
 
 class UnitKind(enum.StrEnum):
@@ -36,28 +36,29 @@ class UnitKind(enum.StrEnum):
 
 
 class UnitKey(NamedTuple):
-    """A scheduling unit: a PodGroup (namespace, name) or a lone pod ("", uid).
-    A NamedTuple: hashed and compared as fast as the tuple it is."""
+    """A scheduling unit: a PodGroup (namespace, name, source) or a lone pod
+    ("", uid). A NamedTuple: hashed and compared as fast as the tuple it is."""
 
     kind: UnitKind
     namespace: str
     name: str  # the PodGroup's name, or the lone pod's uid
+    source: str = ""  # the PodGroup's GroupKey.source
 
     @property
     def is_group(self) -> bool:
         return self.kind is UnitKind.GROUP
 
     @property
-    def group_key(self) -> tuple[str, str] | None:
-        """(namespace, name) of the PodGroup, None for a lone pod."""
-        return (self.namespace, self.name) if self.kind is UnitKind.GROUP else None
+    def group_key(self) -> GroupKey | None:
+        """The PodGroup's key, None for a lone pod."""
+        return GroupKey(self.namespace, self.name, self.source) if self.kind is UnitKind.GROUP else None
 
     def __str__(self) -> str:
-        return f"PodGroup {self.namespace}/{self.name}" if self.is_group else f"pod {self.name}"
+        return str(GroupKey(self.namespace, self.name, self.source)) if self.is_group else f"pod {self.name}"
 
 
-def group_unit(namespace: str, name: str) -> UnitKey:
-    return UnitKey(UnitKind.GROUP, namespace, name)
+def group_unit(key: GroupKey) -> UnitKey:
+    return UnitKey(UnitKind.GROUP, key.namespace, key.name, key.source)
 
 
 def pod_unit(uid: str) -> UnitKey:
@@ -65,8 +66,7 @@ def pod_unit(uid: str) -> UnitKey:
 
 
 def unit_of(pod: PodInfo) -> UnitKey:
-    group = pod.group_name
-    return group_unit(pod.namespace, group) if group else pod_unit(pod.uid)
+    return group_unit(pod.group) if pod.group is not None else pod_unit(pod.uid)
 
 
 class State(enum.Enum):

@@ -21,7 +21,6 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ..api import constants as C
 from ..api.dra import (
     API_VERSION,
     DELETE_PROTECTION_FINALIZER,
@@ -181,7 +180,7 @@ class ClaimWriter:
             try:
                 await self._bucket.acquire()
                 await self._rest.patch(
-                    f"/apis/{C.GROUP}/{C.VERSION}/namespaces/{ns}/{C.PODGROUP_PLURAL}/{group_name}/status",
+                    f"/apis/{group.api_version}/namespaces/{ns}/podgroups/{group_name}/status",
                     encode({"status": {"resourceClaimStatuses": statuses}}),
                     MERGE_PATCH,
                 )
@@ -208,7 +207,7 @@ class ClaimWriter:
                     "annotations": {**(template_meta.get("annotations") or {}), POD_CLAIM_NAME_ANNOTATION: name},
                     "ownerReferences": [
                         {
-                            "apiVersion": C.API_VERSION,
+                            "apiVersion": group.api_version,
                             "kind": "PodGroup",
                             "name": group_name,
                             "uid": uid,

@@ -41,7 +41,7 @@ from prometheus_client import Counter
 
 from ..api import constants as C
 from ..api.podgroup import PodGroup
-from ..api.records import PodInfo
+from ..api.records import GroupKey, PodInfo
 from . import failpoints, outage
 from .apitime import now_micro
 from .binder import REQUEST_TIMEOUT_SECONDS, retry_after
@@ -97,7 +97,11 @@ class EventRecorder:
         self._pending: OrderedDict[EventKey, Callable[[], Awaitable[None]]] = OrderedDict()
         self._wakeup = asyncio.Event()
         self._seen: OrderedDict[EventKey, float] = OrderedDict()
-        self._groups: OrderedDict[tuple[str, str], _GroupScheduled] = OrderedDict()
+        self._groups: OrderedDict[GroupKey, _GroupScheduled] = OrderedDict()
+        # The apiVersion of each source's PodGroup kind (GroupKey.source ->
+        # "group/version"), for Events about a group known by key only;
+        # runtime/sources.py adds the native one when it is served.
+        self.group_versions: dict[str, str] = {C.GROUP: C.API_VERSION}
         self._dropping = False
         self._failing = False
         self._busy = 0
@@ -120,8 +124,8 @@ class EventRecorder:
             _remember(self._seen, key, now)
 
     def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None:
-        group = pod.labels.get(C.POD_GROUP_LABEL)
-        if reason == C.EVENT_SCHEDULED and group and not self._own_event(pod.namespace, group):
+        group = pod.group
+        if reason == C.EVENT_SCHEDULED and group is not None and not self._own_event(group):
             return
         self.event(
             {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
@@ -133,7 +137,11 @@ class EventRecorder:
 
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
         self.event(
-            _group_ref(group.metadata.namespace, group.metadata.name, group.metadata.uid), type_, reason, note, action
+            _group_ref(group.api_version, group.metadata.namespace, group.metadata.name, group.metadata.uid),
+            type_,
+            reason,
+            note,
+            action,
         )
 
     @property
@@ -153,11 +161,10 @@ class EventRecorder:
 
     # ----------------------------------------------------------- aggregation
 
-    def _own_event(self, namespace: str, group: str) -> bool:
+    def _own_event(self, key: GroupKey) -> bool:
         """Whether this bound pod of `group` gets a Scheduled Event of its
         own; if not, it is counted in its PodGroup's Event."""
         now = time.monotonic()
-        key = (namespace, group)
         state = self._groups.get(key)
         if state is None or now - state.since >= EVENT_DEDUPE_SECONDS:
             state = _GroupScheduled(since=now)
@@ -167,16 +174,16 @@ class EventRecorder:
             return True
         state.combined += 1
         if not state.queued:
-            state.queued = self._enqueue(("scheduled", namespace, group), lambda: self._post_combined(key, state))
+            state.queued = self._enqueue(("scheduled", *key), lambda: self._post_combined(key, state))
         return False
 
-    async def _post_combined(self, key: tuple[str, str], state: _GroupScheduled) -> None:
+    async def _post_combined(self, key: GroupKey, state: _GroupScheduled) -> None:
         # The note is written now, so it counts every pod bound while it waited.
         count, state.combined, state.queued = state.combined, 0, False
-        namespace, group = key
-        regarding = _group_ref(namespace, group, "")
+        api_version = self.group_versions.get(key.source, key.source)
+        regarding = _group_ref(api_version, key.namespace, key.name, "")
         note = (
-            f"Successfully assigned {count} more pod(s) of PodGroup {namespace}/{group} "
+            f"Successfully assigned {count} more pod(s) of {key} "
             f"(combined from similar events: the first {AGGREGATE_AFTER} have their own Scheduled event)"
         )
         await self._post(regarding, self._body(regarding, "Normal", C.EVENT_SCHEDULED, note, "Binding"))
@@ -266,8 +273,8 @@ class EventRecorder:
             log.debug("Event not posted (%s)", why)
 
 
-def _group_ref(namespace: str, name: str, uid: str) -> dict[str, str]:
-    ref = {"apiVersion": C.API_VERSION, "kind": "PodGroup", "namespace": namespace, "name": name}
+def _group_ref(api_version: str, namespace: str, name: str, uid: str) -> dict[str, str]:
+    ref = {"apiVersion": api_version, "kind": "PodGroup", "namespace": namespace, "name": name}
     if uid:
         ref["uid"] = uid
     return ref

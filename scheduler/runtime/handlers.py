@@ -29,10 +29,11 @@ from kubernetes_asyncio import client
 from ..api import constants as C
 from ..api.config import WatchConfig
 from ..api.podgroup import PodGroup
+from ..api.records import GroupKey
 from ..core.scheduler import Scheduler
 from .informer import Informer
 from .jobs import JobController
-from .resync import KINDS, cached_objects
+from .resync import KINDS, cached_groups, cached_objects
 
 log = logging.getLogger(__name__)
 
@@ -83,22 +84,17 @@ def informer_for(scheduler: Scheduler, api: client.ApiClient, resource: Resource
     """The Informer of a kind in INFORMED: its path, keys and cached objects
     as the resync has them (`resync.KINDS`, `resync.cached_objects`)."""
     kind = {PODS: "pod", NODES: "node", PODGROUPS: "podgroup"}[resource]
+    if kind == "podgroup":
+        return group_informer(scheduler, api, KINDS[kind][0], C.GROUP)
     path, key_of = KINDS[kind]
     upsert, delete = {
         "pod": (scheduler.on_pod, scheduler.on_pod_deleted),
         "node": (scheduler.on_node, scheduler.on_node_deleted),
-        "podgroup": (scheduler.on_podgroup, scheduler.on_podgroup_deleted),
     }[kind]
 
     def tombstone(key: Any) -> Body:
         """The body the delete handler gets for an object gone between two listings."""
-        if kind == "pod":
-            return {"metadata": {"uid": key}}
-        if kind == "node":
-            return {"metadata": {"name": key}}
-        group = scheduler.cache.groups.get(key)  # its uid: claims made for it go with it
-        uid = group.metadata.uid if isinstance(group, PodGroup) else ""
-        return {"metadata": {"namespace": key[0], "name": key[1], "uid": uid}}
+        return {"metadata": {"uid": key}} if kind == "pod" else {"metadata": {"name": key}}
 
     return Informer(
         api,
@@ -107,6 +103,33 @@ def informer_for(scheduler: Scheduler, api: client.ApiClient, resource: Resource
         upsert,
         delete,
         cached_keys=lambda: set(cached_objects(scheduler, kind)),
+        key_of=key_of,
+        tombstone=tombstone,
+        timeout=scheduler.config.watch.timeout_seconds,
+        read_timeout=scheduler.config.watch.read_timeout_seconds,
+    )
+
+
+def group_informer(scheduler: Scheduler, api: client.ApiClient, path: str, source: str) -> Informer:
+    """The Informer of one source's PodGroups (`path` lists them; their keys
+    carry `source`, the kind's API group)."""
+
+    def key_of(meta: Body) -> GroupKey:
+        return GroupKey(str(meta.get("namespace") or ""), str(meta.get("name") or ""), source)
+
+    def tombstone(key: Any) -> Body:
+        """The body the delete handler gets for a PodGroup gone between two listings."""
+        group = scheduler.cache.groups.get(key)  # its uid: claims made for it go with it
+        uid = group.metadata.uid if isinstance(group, PodGroup) else ""
+        return {"apiVersion": source, "metadata": {"namespace": key.namespace, "name": key.name, "uid": uid}}
+
+    return Informer(
+        api,
+        path,
+        "podgroup",
+        scheduler.on_podgroup,
+        scheduler.on_podgroup_deleted,
+        cached_keys=lambda: set(cached_groups(scheduler, source)),
         key_of=key_of,
         tombstone=tombstone,
         timeout=scheduler.config.watch.timeout_seconds,

@@ -36,6 +36,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ..api import constants as C
 from ..api.jobs import JobIntent, parse_job
 from ..api.podgroup import PodGroup, PodGroupTemplate, Workload, WorkloadSpec, parse_podgroup, parse_workload
+from ..api.records import GroupKey
 from ..core.scheduler import Scheduler
 from . import outage
 from .apitime import now_rfc3339
@@ -81,7 +82,7 @@ class JobController:
         self._dirty: set[JobKey] = set()
         self._wakeup = asyncio.Event()
         self._told: dict[JobKey, str] = {}  # the last problem or action announced per Job
-        self._wrote: dict[tuple[str, str], float] = {}  # (namespace, group) -> until when the cache may lag
+        self._wrote: dict[GroupKey, float] = {}  # the Job's PodGroup -> until when the cache may lag
         self._blocked: dict[JobKey, str | None] = {}  # the SchedulingBlocked condition last written
 
     # ------------------------------------------------------------ watch events
@@ -95,7 +96,7 @@ class JobController:
                 self.on_job_deleted(body)
             return
         if old is not None and old.uid != intent.uid:
-            self._scheduler.on_job_problem(old.key, None)
+            self._scheduler.on_group_problem(old.key, None)
         self._jobs[key] = intent
         if old != intent:
             self._dirty.add(key)
@@ -109,7 +110,7 @@ class JobController:
         self._blocked.pop(key, None)
         if old is not None:
             self._wrote.pop(old.key, None)
-            self._scheduler.on_job_problem(old.key, None)  # its objects go with it (garbage collector)
+            self._scheduler.on_group_problem(old.key, None)  # its objects go with it (garbage collector)
 
     # -------------------------------------------------------------- reconcile
 
@@ -166,7 +167,7 @@ class JobController:
             )
         if problem is None and intent.workload_name is not None:
             template, problem = self._named_template(intent)
-        self._scheduler.on_job_problem(intent.key, problem)
+        self._scheduler.on_group_problem(intent.key, problem)
         await self._blocked_condition(intent, problem)
         if problem is not None:
             self._announce(intent, "Warning", C.EVENT_INVALID_JOB_SCHEDULING, problem)
@@ -233,7 +234,7 @@ class JobController:
     def _named_template(self, intent: JobIntent) -> tuple[PodGroupTemplate | None, str | None]:
         """The template of the Workload the Job names, or why there is none
         (looked at again on every resync: the Workload may come later)."""
-        workload = self._scheduler.cache.workloads.get((intent.namespace, intent.workload_name or ""))
+        workload = self._scheduler.cache.workloads.get(GroupKey(intent.namespace, intent.workload_name or ""))
         if workload is None:
             return None, f"Workload {intent.namespace}/{intent.workload_name} does not exist"
         if not isinstance(workload, Workload):

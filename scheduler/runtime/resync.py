@@ -27,7 +27,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
-from ..api.records import PodInfo
+from ..api.records import GroupKey, PodInfo
 from ..core import metrics
 from ..core.scheduler import Scheduler
 from . import outage
@@ -44,13 +44,14 @@ FIRST_PASS_SECONDS = 60.0
 KINDS: dict[str, tuple[str, Callable[[Mapping[str, Any]], Hashable]]] = {
     "pod": ("/api/v1/pods", lambda m: m.get("uid", "")),
     "node": ("/api/v1/nodes", lambda m: m.get("name", "")),
+    # troupe's own kinds; the native ones have Informers of their own (runtime/sources.py)
     "podgroup": (
         f"/apis/{C.GROUP}/{C.VERSION}/{C.PODGROUP_PLURAL}",
-        lambda m: (m.get("namespace", ""), m.get("name", "")),
+        lambda m: GroupKey(m.get("namespace", ""), m.get("name", ""), C.GROUP),
     ),
     "workload": (
         f"/apis/{C.GROUP}/{C.VERSION}/{C.WORKLOAD_PLURAL}",
-        lambda m: (m.get("namespace", ""), m.get("name", "")),
+        lambda m: GroupKey(m.get("namespace", ""), m.get("name", ""), C.GROUP),
     ),
     "pdb": ("/apis/policy/v1/poddisruptionbudgets", lambda m: (m.get("namespace", ""), m.get("name", ""))),
 }
@@ -70,12 +71,17 @@ def cached_objects(scheduler: Scheduler, kind: str) -> dict[Hashable, object]:
                 nodes[name] = table.nodes[row]
         return nodes
     if kind == "podgroup":
-        return dict(cache.groups)
+        return cached_groups(scheduler, C.GROUP)
     if kind == "pdb":
         return dict(cache.pdbs)
     if kind == "workload":
-        return dict(cache.workloads)
+        return {k: w for k, w in cache.workloads.items() if k.source == C.GROUP}
     raise KeyError(kind)
+
+
+def cached_groups(scheduler: Scheduler, source: str) -> dict[Hashable, object]:
+    """The cache's PodGroups of one source (GroupKey.source)."""
+    return {k: g for k, g in scheduler.cache.groups.items() if k.source == source}
 
 
 def stale(before: dict[Hashable, object], listed: set[Hashable], now: dict[Hashable, object]) -> list[Hashable]:
@@ -140,6 +146,8 @@ class Resync:
             s.forget_object("pod", pod.namespace, pod.name, pod.uid)
         elif kind == "node":
             s.forget_object("node", "", str(key))
+        elif isinstance(key, GroupKey):
+            s.forget_object(kind, key.namespace, key.name, source=key.source)
         else:
             ns, name = cast(tuple[str, str], key)
             s.forget_object(kind, ns, name)

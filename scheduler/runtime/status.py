@@ -23,7 +23,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
 from ..api.podgroup import PodGroup
-from ..api.records import PodInfo
+from ..api.records import GroupKey, PodInfo
+from ..api.sources import export_conditions
 from . import failpoints, outage
 from .apitime import now_rfc3339
 from .binder import REQUEST_TIMEOUT_SECONDS
@@ -47,8 +48,6 @@ MAX_WRITE_DELAY_SECONDS = 5.0
 # deletion) do not wait: a higher-priority pod waits for them, and they are
 # rare (nothing else fits).
 URGENT = frozenset({"preempt", "nominate"})
-
-GroupKey = tuple[str, str]
 
 
 # The victim is not there any more: 404, or 409 when the uid precondition
@@ -285,7 +284,8 @@ class StatusWriter:
         queued or written and the cache does not show yet: PodGroupScheduled
         and DisruptionTarget written a moment apart do not erase each other,
         and one queued write replacing another (same key) loses neither."""
-        ns, name = key = group.key
+        key = group.key
+        ns, name = group.metadata.namespace, group.metadata.name
         owned = dict(self._group_owned(group))
         owned[condition["type"]] = condition
         self._group_conditions[key] = (group.metadata.uid, owned)
@@ -297,8 +297,9 @@ class StatusWriter:
         ]
         cached_types = {c.type for c in group.status.conditions}
         conditions += [c for type_, c in owned.items() if type_ not in cached_types]
-        body = encode({"status": {"conditions": conditions}})
-        path = f"/apis/{C.GROUP}/{C.VERSION}/namespaces/{ns}/{C.PODGROUP_PLURAL}/{name}/status"
+        # In the vocabulary of the PodGroup's own kind and version (api/sources).
+        body = encode({"status": {"conditions": export_conditions(group.api_version, conditions)}})
+        path = f"/apis/{group.api_version}/namespaces/{ns}/podgroups/{name}/status"
 
         async def write() -> None:
             try:
@@ -313,7 +314,7 @@ class StatusWriter:
                 self._forget_group_write(key, condition)
                 raise
 
-        self._enqueue(("podgroup", ns, name), write)
+        self._enqueue(("podgroup", *key), write)
 
     def _forget_group_write(self, key: GroupKey, condition: dict[str, Any]) -> None:
         """A group write failed: the condition it set is not in the API, so the

@@ -35,9 +35,10 @@ from ..api import constants as C
 from ..api.dra import ResourceClaim, group_claim_name, parse_device_class, parse_resource_claim, parse_resource_slice
 from ..api.jobs import JOB_POLICY_ANNOTATION
 from ..api.parse import parse_node, parse_pod
-from ..api.podgroup import PodGroup, describe_validation_error, parse_podgroup, parse_workload
-from ..api.records import ObjectError, PodClaim
+from ..api.podgroup import PodGroup, describe_validation_error
+from ..api.records import GroupKey, ObjectError, PodClaim
 from ..api.resources import PODS
+from ..api.sources import native, parse_group, parse_workload
 from .jobs import expand_job
 
 # Kinds the simulation feeds to the scheduler, and whether they are namespaced.
@@ -52,6 +53,11 @@ KINDS: dict[str, bool] = {
     "ResourceSlice": False,
     "ResourceClaim": True,
     "ResourceClaimTemplate": True,
+}
+# Kinds that several API groups define: matched by group and version, never by
+# kind alone (a scheduler-plugins or Volcano PodGroup is not troupe's).
+API_VERSIONS: dict[str, tuple[str, ...]] = {
+    kind: (C.API_VERSION, *(f"{native.GROUP}/{v}" for v in native.VERSIONS)) for kind in ("PodGroup", "Workload")
 }
 # Controllers whose pods a user might expect the simulation to create.
 _CONTROLLERS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob", "ReplicationController"}
@@ -120,7 +126,8 @@ def load_text(text: str, source: str) -> SimulationInput:
     seen: dict[tuple[str, str, str], str] = {}
     for where, doc in _documents(text, source):
         for obj in _objects(doc, where, source, out.warnings):
-            key = (obj.kind, obj.namespace, obj.name)
+            # Two kinds of one name in different API groups are two objects.
+            key = (f"{obj.kind}.{str(obj.body.get('apiVersion') or '').partition('/')[0]}", obj.namespace, obj.name)
             if key in seen:
                 raise InputError(f"{source}: {obj.label}: duplicate of {seen[key]}")
             seen[key] = obj.where
@@ -209,6 +216,14 @@ def _objects(doc: Any, where: str, source: str, warnings: list[str]) -> Iterator
         warnings.append(f"{source}: {where} ({kind} {ref}): warning: kind {kind} is not simulated; skipped{hint}")
         return
     namespace = str(meta.get("namespace") or "default") if namespaced else ""
+    api_version = doc.get("apiVersion")
+    if kind in API_VERSIONS and api_version not in API_VERSIONS[kind]:
+        ref = f"{namespace}/{name}"
+        warnings.append(
+            f"{source}: {where} ({kind} {ref}): warning: apiVersion {api_version!r} is not one troupe reads "
+            f"({', '.join(API_VERSIONS[kind])}); skipped"
+        )
+        return
     yield SourceObject(where, kind, namespace, str(name), doc)
 
 
@@ -281,19 +296,24 @@ def _check(inp: SimulationInput) -> None:
                 f"usually 110): no pod fits on this node"
             )
 
-    groups: dict[tuple[str, str], PodGroup | None] = {}  # None: invalid
+    groups: dict[GroupKey, PodGroup | None] = {}  # None: invalid
     for obj in inp.of_kind("PodGroup") + inp.of_kind("Workload"):
-        parse = parse_podgroup if obj.kind == "PodGroup" else parse_workload
+        parse = parse_group if obj.kind == "PodGroup" else parse_workload
         body = dict(obj.body)
         body["metadata"] = {**(obj.body.get("metadata") or {}), "name": obj.name, "namespace": obj.namespace}
+        key = GroupKey(obj.namespace, obj.name, str(body.get("apiVersion") or "").partition("/")[0])
         if obj.kind == "PodGroup":
-            body["metadata"]["uid"] = group_uid(obj.namespace, obj.name)
-            groups[(obj.namespace, obj.name)] = None
+            body["metadata"]["uid"] = group_uid(key)
+            groups[key] = None
         obj.body = body
         try:
             parsed = parse(body)
             if isinstance(parsed, PodGroup):
                 groups[parsed.key] = parsed
+                if parsed.problem:
+                    inp.warnings.append(
+                        f"{src}: {obj.label}: warning: {parsed.problem}; the scheduler reports it as SchedulerError"
+                    )
         except ValidationError as exc:
             consequence = (
                 "the scheduler reports it as SchedulerError, as it would in a cluster"
@@ -324,13 +344,13 @@ def _check(inp: SimulationInput) -> None:
             raise fail(obj, f"cannot read: {exc}") from None
         if pod.node_name and pod.node_name not in nodes:
             raise fail(obj, f"spec.nodeName: no Node named {pod.node_name} in the input")
-        if pod.group_name and (pod.namespace, pod.group_name) not in groups:
+        if pod.group is not None and pod.group not in groups:
             inp.warnings.append(
-                f"{src}: {obj.label}: warning: names PodGroup {pod.namespace}/{pod.group_name}, which is not in the "
+                f"{src}: {obj.label}: warning: names {pod.group}, which is not in the "
                 f"input: the pod waits for it to be created"
             )
         for i, ref in enumerate(pod.resource_claims):
-            group = groups.get((pod.namespace, pod.group_name)) if pod.group_name else None
+            group = groups.get(pod.group) if pod.group is not None else None
             problem = _pod_claim_problem(pod.namespace, ref, group, claims)
             if problem:
                 inp.warnings.append(f"{src}: {obj.label}: warning: spec.resourceClaims[{i}] {problem}")
@@ -341,8 +361,11 @@ def pod_uid(namespace: str, name: str) -> str:
     return f"simulate-pod/{namespace}/{name}"
 
 
-def group_uid(namespace: str, name: str) -> str:
-    return f"simulate-podgroup/{namespace}/{name}"
+def group_uid(key: GroupKey) -> str:
+    """troupe's own PodGroups keep the uid they always had; others name their API group."""
+    if key.source == C.GROUP:
+        return f"simulate-podgroup/{key.namespace}/{key.name}"
+    return f"simulate-podgroup/{key.source}/{key.namespace}/{key.name}"
 
 
 def claim_uid(namespace: str, name: str) -> str:
@@ -355,7 +378,7 @@ _SLICE_NODES = ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection"
 
 def _check_dra(
     inp: SimulationInput,
-    groups: Mapping[tuple[str, str], PodGroup | None],
+    groups: Mapping[GroupKey, PodGroup | None],
     fail: Callable[[SourceObject, str], InputError],
 ) -> set[tuple[str, str]]:
     """DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates
@@ -417,7 +440,8 @@ def _check_dra(
         templates.add((obj.namespace, obj.name))
 
     for obj in inp.of_kind("PodGroup"):
-        group = groups.get((obj.namespace, obj.name))
+        key = GroupKey(obj.namespace, obj.name, str(obj.body.get("apiVersion") or "").partition("/")[0])
+        group = groups.get(key)
         for i, entry in enumerate(group.spec.resource_claims if group is not None else ()):
             where = f"spec.resourceClaims[{i}]"
             if entry.resource_claim_name and (obj.namespace, entry.resource_claim_name) not in claims:
@@ -436,7 +460,7 @@ def _check_dra(
                     f"its claim is not made and its pods wait",
                 )
             made = claims.get((obj.namespace, group_claim_name(obj.name, entry.name)))
-            if made is not None and group_uid(obj.namespace, obj.name) not in made.owner_uids:
+            if made is not None and group_uid(key) not in made.owner_uids:
                 warn(
                     obj,
                     f"{where}: ResourceClaim {obj.namespace}/{made.name} exists and is not this PodGroup's: "
@@ -445,9 +469,7 @@ def _check_dra(
     return set(claims)
 
 
-def _own_uids(
-    body: dict[str, Any], namespace: str, pods: set[tuple[str, str]], groups: Mapping[tuple[str, str], Any]
-) -> None:
+def _own_uids(body: dict[str, Any], namespace: str, pods: set[tuple[str, str]], groups: Mapping[GroupKey, Any]) -> None:
     """A claim's `reservedFor` and `ownerReferences` entries that name a pod
     or PodGroup of the input get its simulated uid (others are left: a
     reservation for a pod not in the input is released, as at troupe's start)."""
@@ -458,14 +480,16 @@ def _own_uids(
         key = (namespace, str(ref.get("name") or ""))
         if ref.get("resource") == "pods" and not ref.get("apiGroup") and key in pods:
             ref["uid"] = pod_uid(*key)
-        elif ref.get("resource") == "podgroups" and ref.get("apiGroup") == C.GROUP and key in groups:
-            ref["uid"] = group_uid(*key)
+        elif ref.get("resource") == "podgroups" and ref.get("apiGroup"):
+            group = GroupKey(namespace, str(ref.get("name") or ""), str(ref["apiGroup"]))
+            if group in groups:
+                ref["uid"] = group_uid(group)
     for owner in body["metadata"].get("ownerReferences") or ():
         if not isinstance(owner, dict):
             continue
-        key = (namespace, str(owner.get("name") or ""))
-        if owner.get("kind") == "PodGroup" and key in groups:
-            owner["uid"] = group_uid(*key)
+        group = GroupKey(namespace, str(owner.get("name") or ""), str(owner.get("apiVersion") or "").partition("/")[0])
+        if owner.get("kind") == "PodGroup" and group in groups:
+            owner["uid"] = group_uid(group)
 
 
 def _pod_claim_problem(namespace: str, ref: PodClaim, group: PodGroup | None, claims: set[tuple[str, str]]) -> str:

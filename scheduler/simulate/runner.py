@@ -43,8 +43,10 @@ from ..api.dra import (
     group_claim_name,
 )
 from ..api.podgroup import PodGroup
-from ..api.records import PodInfo
+from ..api.records import GroupKey, PodInfo
+from ..api.sources import export_conditions, pod_group
 from ..cluster.cache import InvalidObject
+from ..core.eventhandlers import group_key_of
 from ..core.schedule_podgroup import GroupDecision
 from ..core.scheduler import Scheduler
 from ..framework.registry import Registry
@@ -88,12 +90,12 @@ class Recorder:
     keeping the last word per object instead of writing it."""
 
     def __init__(self) -> None:
-        self.groups: dict[tuple[str, str], GroupCondition] = {}
+        self.groups: dict[GroupKey, GroupCondition] = {}
         self.pods: dict[str, str] = {}  # uid -> PodScheduled=False message
         self.nominated: dict[str, str] = {}  # uid -> status.nominatedNodeName
-        self.status_writes: list[tuple[tuple[str, str], GroupCondition]] = []  # to feed back, in order
+        self.status_writes: list[tuple[GroupKey, GroupCondition]] = []  # to feed back, in order
         self.preempted: dict[str, str] = {}  # victim uid -> DisruptionTarget message (deleted by the runner)
-        self.disrupted: dict[tuple[str, str], str] = {}  # victim PodGroup -> DisruptionTarget message
+        self.disrupted: dict[GroupKey, str] = {}  # victim PodGroup -> DisruptionTarget message
 
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
         cond = GroupCondition(status, reason, message)
@@ -187,7 +189,7 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
     # The default binder binds nothing: binding is done below, as the cluster
     # would; reports are written at once (the fake clock has no timers).
     sched = Scheduler(config, registry, writer=recorder, clock=clock, report_delay=0)
-    groups = {(o.namespace, o.name): o.body for o in inp.of_kind("PodGroup")}
+    groups = {group_key_of(o.body): o.body for o in inp.of_kind("PodGroup")}
     claims = Claims(sched, groups, {(o.namespace, o.name): o.body for o in inp.of_kind("ResourceClaimTemplate")})
     sched.claim_lifecycle = claims
     pod_bodies: dict[str, dict[str, Any]] = {}
@@ -224,12 +226,22 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
         writes, recorder.status_writes = recorder.status_writes, []
         for key, cond in writes:
             body = copy.deepcopy(groups[key])
-            conditions = [
-                c for c in (body.get("status") or {}).get("conditions") or [] if c.get("type") != C.POD_GROUP_SCHEDULED
-            ]
-            conditions.append(
-                {"type": C.POD_GROUP_SCHEDULED, "status": cond.status, "reason": cond.reason, "message": cond.message}
+            # In the vocabulary of the body's kind and version, as the runtime writes it.
+            (written,) = export_conditions(
+                str(body.get("apiVersion") or ""),
+                [
+                    {
+                        "type": C.POD_GROUP_SCHEDULED,
+                        "status": cond.status,
+                        "reason": cond.reason,
+                        "message": cond.message,
+                    }
+                ],
             )
+            conditions = [
+                c for c in (body.get("status") or {}).get("conditions") or [] if c.get("type") != written["type"]
+            ]
+            conditions.append(written)
             body["status"] = {**(body.get("status") or {}), "conditions": conditions}
             groups[key] = body
             sched.on_podgroup(body)
@@ -248,7 +260,7 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
     preemption = Preemptions()
     rounds = 0
     # Each round places a pod or evicts one (victims are never recreated), so this bounds it.
-    placements: dict[tuple[str, str], str] = {}
+    placements: dict[GroupKey, str] = {}
     for _ in range(2 * len(pod_bodies) + 1):
         rounds += 1
         placed_now = 0
@@ -299,7 +311,7 @@ class Preemptions:
     def __init__(self) -> None:
         self.by: dict[str, str] = {}  # victim uid -> preemptor
         self.victims: dict[str, list[str]] = {}  # preemptor -> victims (ns/name)
-        self.groups: dict[tuple[str, str], str] = {}  # victim PodGroup -> preemptor
+        self.groups: dict[GroupKey, str] = {}  # victim PodGroup -> preemptor
 
     def evict(self, sched: Scheduler, decision: GroupDecision) -> int:
         if not decision.victims:
@@ -325,7 +337,7 @@ class Claims:
     the requests between steps. `reserve` is PreBind's write, done at once."""
 
     def __init__(
-        self, sched: Scheduler, groups: dict[ClaimKey, dict[str, Any]], templates: dict[ClaimKey, dict[str, Any]]
+        self, sched: Scheduler, groups: dict[GroupKey, dict[str, Any]], templates: dict[ClaimKey, dict[str, Any]]
     ) -> None:
         self.sched = sched
         self.bodies: dict[ClaimKey, dict[str, Any]] = {}
@@ -421,7 +433,7 @@ class Claims:
         if body is not None:
             self.sched.on_resource_claim(body, deleted=True)
 
-    def _make_group_claims(self, key: ClaimKey, entries: tuple[tuple[str, str], ...]) -> None:
+    def _make_group_claims(self, key: GroupKey, entries: tuple[tuple[str, str], ...]) -> None:
         """Each entry's claim, `<group>-<entry>` from its template, and the
         names in the PodGroup's `status.resourceClaimStatuses`. A missing
         template, or a claim of that name that is not the group's, leaves
@@ -429,7 +441,7 @@ class Claims:
         group = self.groups.get(key)
         if group is None:
             return
-        ns, name = key
+        ns, name = key.namespace, key.name
         uid = str(group["metadata"].get("uid") or "")
         status = group.get("status") or {}
         recorded = {str(s.get("name")): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or ()}
@@ -439,7 +451,8 @@ class Claims:
             existing = self.bodies.get((ns, claim_name))
             template = self.templates.get((ns, template_name))
             if existing is None and template is not None:
-                self.add(_claim_from_template(template, ns, claim_name, entry, name, uid))
+                owner = {"apiVersion": group.get("apiVersion") or C.API_VERSION, "name": name, "uid": uid}
+                self.add(_claim_from_template(template, ns, claim_name, entry, owner))
             elif existing is None or uid not in [
                 o.get("uid") for o in existing["metadata"].get("ownerReferences") or ()
             ]:
@@ -454,8 +467,10 @@ class Claims:
 
 
 def _claim_from_template(
-    template: dict[str, Any], namespace: str, name: str, entry: str, group: str, group_uid: str
+    template: dict[str, Any], namespace: str, name: str, entry: str, group: dict[str, str]
 ) -> dict[str, Any]:
+    """The claim troupe makes for PodGroup `group` ({apiVersion, name, uid})
+    from a template entry."""
     spec = template.get("spec") or {}
     meta = spec.get("metadata") or {}
     return {
@@ -470,10 +485,10 @@ def _claim_from_template(
             "annotations": {**(meta.get("annotations") or {}), POD_CLAIM_NAME_ANNOTATION: entry},
             "ownerReferences": [
                 {
-                    "apiVersion": C.API_VERSION,
+                    "apiVersion": group["apiVersion"],
                     "kind": "PodGroup",
-                    "name": group,
-                    "uid": group_uid,
+                    "name": group["name"],
+                    "uid": group["uid"],
                     "controller": True,
                     "blockOwnerDeletion": True,
                 }
@@ -487,12 +502,12 @@ def claims_of(sched: Scheduler, pod: PodInfo) -> list[tuple[ClaimKey, ConsumerRe
     """The ResourceClaims a pod uses, each with whom it is reserved for: its
     PodGroup for a claim the group lists (by name, or made from the template
     entry the pod names too), else the pod. A claim not made yet is left out."""
-    group = sched.cache.groups.get((pod.namespace, pod.group_name)) if pod.group_name else None
+    group = sched.cache.groups.get(pod.group) if pod.group is not None else None
     shared: set[str] = set()
     made: dict[tuple[str, str], str] = {}
     group_ref: ConsumerRef | None = None
     if isinstance(group, PodGroup) and group.spec.resource_claims:
-        group_ref = ConsumerRef("podgroups", group.metadata.name, group.metadata.uid, api_group=C.GROUP)
+        group_ref = ConsumerRef("podgroups", group.metadata.name, group.metadata.uid, api_group=group.key.source)
         owned = (
             sched.cache.dra.owned_by(group.metadata.uid)
             if any(e.resource_claim_template_name for e in group.spec.resource_claims)
@@ -529,8 +544,8 @@ def _pod_results(
     for obj in inp.of_kind("Pod"):
         uid = obj.body["metadata"]["uid"]
         if uid in preemption.by:
-            meta = obj.body["metadata"]
-            group = (meta.get("labels") or {}).get(C.POD_GROUP_LABEL)
+            named = pod_group(obj.body["metadata"], obj.body.get("spec") or {})
+            group = named.name if named is not None else None
             by = preemption.by[uid]
             uses = bool(obj.body["spec"].get("resourceClaims"))
             message = f"preempted by {by}"
@@ -553,7 +568,7 @@ def _pod_results(
             PodResult(
                 pod.namespace,
                 pod.name,
-                pod.group_name,
+                pod.group.name if pod.group is not None else None,
                 node,
                 message,
                 uid in placed,
@@ -571,11 +586,11 @@ def _group_results(
     sched: Scheduler,
     recorder: Recorder,
     preemption: Preemptions,
-    placements: dict[tuple[str, str], str],
+    placements: dict[GroupKey, str],
 ) -> list[GroupResult]:
     out = []
     for obj in inp.of_kind("PodGroup"):
-        key = (obj.namespace, obj.name)
+        key = group_key_of(obj.body)
         group = sched.cache.groups.get(key)
         members = [p for p in sched.cache.members(key) if not p.terminal]
         placed = sum(1 for p in members if sched.cache.placed_node(p.uid))
@@ -598,7 +613,7 @@ def _group_results(
                 len(members),
                 placed,
                 condition,
-                tuple(preemption.victims.get(f"PodGroup {obj.namespace}/{obj.name}", ())),
+                tuple(preemption.victims.get(str(key), ())),
                 preemption.groups.get(key),
                 placements.get(key),
             )

@@ -21,6 +21,7 @@ from prometheus_client import REGISTRY
 
 from scheduler.api.config import Profile, SchedulerConfiguration
 from scheduler.api.parse import parse_pod
+from scheduler.api.records import GroupKey
 from scheduler.cluster.cache import ClusterCache
 from scheduler.core.schedule_podgroup import Assignment
 from scheduler.core.scheduler import Scheduler
@@ -536,7 +537,7 @@ async def test_a_gang_member_whose_bind_failed_is_placed_alone_counting_the_boun
     for name in ("g-0", "g-1"):  # the watch confirms the two bindings that worked
         s.on_pod({**bodies[name], "spec": {**bodies[name]["spec"], "nodeName": "a"}})
     assert "uid-g-2" in s.queue and "uid-g-0" not in s.queue
-    assert s.cache.placed_member_count(("ns", "g")) == 2
+    assert s.cache.placed_member_count(GroupKey("ns", "g")) == 2
     await cycle(s)
     assert sorted(n for n, _, _ in server.requests) == ["g-0", "g-1", "g-2", "g-2"]
     assert "uid-g-2" not in s.queue

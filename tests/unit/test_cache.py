@@ -7,12 +7,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler.api.records import GroupKey
 from scheduler.api.resources import CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MEMORY, PODS
 from scheduler.cluster.cache import ClusterCache, InvalidObject
 
 from .builders import GiB, make_cache, make_group, make_node, make_pod
 
-G = ("default", "g")
+G = GroupKey("default", "g")
 
 
 def usage(cache: ClusterCache, node: str, resource: str = CPU) -> int:
@@ -326,18 +327,18 @@ def test_group_label_change_moves_membership():
     cache.upsert_pod(make_pod("p", group="g"))
     cache.upsert_pod(make_pod("p", group="h"))
     assert cache.live_member_count(G) == 0 and list(cache.members(G)) == []
-    assert cache.live_member_count(("default", "h")) == 1
+    assert cache.live_member_count(GroupKey("default", "h")) == 1
     cache.upsert_pod(make_pod("p"))
-    assert cache.live_member_count(("default", "h")) == 0
-    assert list(cache.members(("default", "h"))) == []
+    assert cache.live_member_count(GroupKey("default", "h")) == 0
+    assert list(cache.members(GroupKey("default", "h"))) == []
 
 
 def test_groups_are_per_namespace():
     cache = make_cache()
     cache.upsert_pod(make_pod("p", group="g", namespace="x"))
     cache.upsert_pod(make_pod("p", group="g", namespace="y"))
-    assert cache.live_member_count(("x", "g")) == 1
-    assert cache.live_member_count(("y", "g")) == 1
+    assert cache.live_member_count(GroupKey("x", "g")) == 1
+    assert cache.live_member_count(GroupKey("y", "g")) == 1
     assert cache.live_member_count(G) == 0
 
 
@@ -480,7 +481,7 @@ def test_accounting_matches_a_recount(operations):
         snap = cache.snapshot()
         for name, cpu in nodes.items():
             assert snap.alloc[snap.row[name], snap.column[CPU]] == cpu * 1000
-        for key in (("default", "g"), ("default", "h")):
+        for key in (GroupKey("default", "g"), GroupKey("default", "h")):
             live = sum(1 for p in cache.pods.values() if p.group_name == key[1] and not p.terminal and not p.deleting)
             placed = sum(
                 1

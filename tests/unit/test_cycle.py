@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from scheduler.api.constants import REASON_SCHEDULED, REASON_UNSCHEDULABLE
 from scheduler.api.parse import parse_node, parse_pod
+from scheduler.api.records import GroupKey
 from scheduler.api.resources import CPU, PODS
 from scheduler.core.schedule_one import schedule_pod
 from scheduler.core.schedule_podgroup import error_decision, order_pods, schedule_group
@@ -30,7 +31,7 @@ from .builders import (
     taint,
 )
 
-G = ("default", "g")
+G = GroupKey("default", "g")
 
 
 def cycle(nodes, pods, group=None, existing=(), placed_before=0, profile=None):

@@ -17,6 +17,7 @@ from scheduler.api.jobs import (
 )
 from scheduler.api.parse import parse_pod
 from scheduler.api.podgroup import parse_podgroup, parse_workload
+from scheduler.api.records import GroupKey
 
 from .test_runtime_scheduler import drain, node, sched  # noqa: F401  (fixture)
 
@@ -151,12 +152,12 @@ def test_pods_of_an_impossible_job_say_why_they_wait(sched):  # noqa: F811
     s.on_pod(job_pod("train-0"))
     drain(s)
     assert rec.pods["train-0"] == "waiting for PodGroup ns/train-0a1b2c3d to be created"
-    s.on_job_problem(("ns", "train-0a1b2c3d"), "min-count is 5, more than the Job's parallelism 4")
+    s.on_group_problem(GroupKey("ns", "train-0a1b2c3d"), "min-count is 5, more than the Job's parallelism 4")
     assert rec.pods["train-0"] == (
         "waiting for PodGroup ns/train-0a1b2c3d, which troupe does not create: "
         "min-count is 5, more than the Job's parallelism 4"
     )
-    s.on_job_problem(("ns", "train-0a1b2c3d"), None)
+    s.on_group_problem(GroupKey("ns", "train-0a1b2c3d"), None)
     assert rec.pods["train-0"] == "waiting for PodGroup ns/train-0a1b2c3d to be created"
     assert rec.binds == []
 

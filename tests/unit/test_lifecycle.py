@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.records import GroupKey
 from scheduler.core.scheduler import Scheduler
 from scheduler.plugins import in_tree_registry
 from scheduler.queue.scheduling_queue import State, group_unit
@@ -47,7 +48,7 @@ def test_a_reference_to_a_missing_workload_is_a_scheduler_error_naming_it(sched)
     assert rec.pods["g-0"] == f"PodGroup ns/g: {message}"
     # The Workload appears: the group is judged again at once, not after its backoff.
     s.on_workload(workload("trainer", "workers"))
-    assert s.queue.unit(group_unit("ns", "g")).state == State.ACTIVE
+    assert s.queue.unit(group_unit(GroupKey("ns", "g"))).state == State.ACTIVE
     drain(s)
     assert sorted(n for n, _ in rec.binds) == ["g-0", "g-1"]
     assert rec.groups[-1][1:3] == ("True", "Scheduled")
@@ -136,7 +137,7 @@ def test_a_podgroup_deleted_while_in_flight_binds_nothing_and_waits_again(sched)
     s.on_podgroup_deleted(podgroup("g", 2))
     s.schedule_unit(popped)
     assert rec.binds == [] and s.cache.assumed == {}
-    unit = s.queue.unit(group_unit("ns", "g"))
+    unit = s.queue.unit(group_unit(GroupKey("ns", "g")))
     assert unit.state == State.GATED and len(unit.pods) == 2
     assert rec.pods["g-0"] == "waiting for PodGroup ns/g to be created"
     assert ("g-0", "FailedScheduling", "waiting for PodGroup ns/g to be created") in rec.events

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from scheduler.api.podgroup import PodGroup, Workload, describe_validation_error, parse_podgroup, parse_workload
+from scheduler.api.records import GroupKey
 
 
 def pg(spec: dict, **meta) -> dict:
@@ -57,7 +58,7 @@ def test_gang_podgroup_parses():
         )
     )
     assert isinstance(group, PodGroup)
-    assert group.key == ("ns", "g")
+    assert group.key == GroupKey("ns", "g", "scheduling.troupe.dev")
     assert group.is_gang and group.min_count == 4
     assert group.metadata.generation == 3 and group.metadata.uid == "u1"
     assert group.spec.pod_group_template_ref.workload.workload_name == "w"
@@ -78,7 +79,7 @@ def test_basic_podgroup_min_count_is_one():
 def test_namespace_defaults():
     body = pg({"schedulingPolicy": {"basic": {}}})
     del body["metadata"]["namespace"]
-    assert parse_podgroup(body).key == ("default", "g")
+    assert parse_podgroup(body).key == GroupKey("default", "g")
 
 
 def test_status_conditions():
@@ -213,7 +214,7 @@ def test_metadata_name_required():
 def test_workload_parses_and_finds_templates():
     w = parse_workload(wl([template("a"), template("b", schedulingPolicy={"basic": {}}, priorityClassName="p")]))
     assert isinstance(w, Workload)
-    assert w.key == ("ns", "w")
+    assert w.key == GroupKey("ns", "w")
     assert w.template("a").scheduling_policy.gang.min_count == 2
     assert w.template("b").scheduling_policy.basic is not None
     assert w.template("b").priority_class_name == "p"

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.parse import parse_pod
+from scheduler.api.records import GroupKey
 from scheduler.core.scheduler import Scheduler
 from scheduler.plugins import in_tree_registry
 from scheduler.plugins.defaultpreemption.search import Choice, search_group
@@ -61,7 +62,7 @@ def build(spec: dict[str, Any]) -> tuple[Scheduler, list[Any], int, list[Unit], 
         group = f"u{u}" if is_gang else None
         if group:
             sched.on_podgroup(gang(group, 2, priority=prio))
-            gang_sizes[("ns", group)] = 2
+            gang_sizes[GroupKey("ns", group)] = 2
         for k, n in enumerate(spots):
             sched.on_pod(pod(f"u{u}-{k}", cpu=str(cpu), group=group, priority=prio, node_name=n))
     size, cpu, prio = spec["gang"]

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler.api.records import GroupKey
 from scheduler.queue.scheduling_queue import SchedulingQueue, State, group_unit, pod_unit, unit_of
 
 from .builders import make_pod
@@ -45,7 +46,7 @@ def drain(q: SchedulingQueue) -> list:
     return out
 
 
-G = group_unit("default", "g")
+G = group_unit(GroupKey("default", "g"))
 
 
 # ------------------------------------------------------------------ order
@@ -83,7 +84,7 @@ def test_group_pods_form_one_unit_with_max_priority_and_min_first_seen(clock):
 
 def test_unit_keys():
     assert unit_of(make_pod("p")) == pod_unit("uid-default-p")
-    assert unit_of(make_pod("p", group="g", namespace="ns")) == group_unit("ns", "g")
+    assert unit_of(make_pod("p", group="g", namespace="ns")) == group_unit(GroupKey("ns", "g"))
 
 
 def test_add_is_idempotent(clock):
@@ -294,14 +295,14 @@ def test_move_all_respects_backoff(clock):
 
 def test_move_all_counts_only_unschedulable_units(clock):
     q, gate = new_queue(clock)
-    gate.closed[group_unit("default", "gated")] = "w"
+    gate.closed[group_unit(GroupKey("default", "gated"))] = "w"
     q.add(make_pod("x", group="gated"))
     q.add(make_pod("y", group="active"))
     for name in ("u1", "u2"):
         q.add(make_pod(name, group=name))
     popped = drain(q)
     for p in popped:
-        if p.key != group_unit("default", "active"):
+        if p.key != group_unit(GroupKey("default", "active")):
             q.done(p.key, [], unschedulable=True)
     q.add(make_pod("z", group="active2"))
     assert q.move_all_to_active_or_backoff() == 2
@@ -454,7 +455,7 @@ def test_group_label_change_moves_the_pod(clock):
     q.add(make_pod("a", group="h"))
     assert q.unit(G) is None
     popped = q.pop_nowait()
-    assert popped.key == group_unit("default", "h") and names(popped) == ["a"]
+    assert popped.key == group_unit(GroupKey("default", "h")) and names(popped) == ["a"]
 
 
 def test_delete_unknown_pod_is_harmless(clock):
@@ -599,11 +600,11 @@ def test_nothing_is_ever_lost(operations):
         elif kind == "tick":
             clock.advance(op[1])
         elif kind == "close":
-            key = group_unit("default", op[1])
+            key = group_unit(GroupKey("default", op[1]))
             gate.closed[key] = "closed"
             q.regate(key)
         elif kind == "open":
-            key = group_unit("default", op[1])
+            key = group_unit(GroupKey("default", op[1]))
             gate.closed.pop(key, None)
             q.activate(key)
         elif kind == "requeue":

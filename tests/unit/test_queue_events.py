@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.api.records import GroupKey
 from scheduler.framework import events as E
 from scheduler.queue.scheduling_queue import State, group_unit, pod_unit
 
@@ -164,7 +165,7 @@ def test_a_gang_short_of_cpu_is_retried_when_room_frees_not_on_label_changes(sch
     s.on_pod(pod("g-0", "g"))
     s.on_pod(pod("g-1", "g"))
     drain(s)
-    key = group_unit("ns", "g")
+    key = group_unit(GroupKey("ns", "g"))
     unit = s.queue.unit(key)
     assert unit.state == State.UNSCHEDULABLE
     assert E.ASSIGNED_POD_DELETE in unit.wake_on and E.NODE_LABEL not in unit.wake_on

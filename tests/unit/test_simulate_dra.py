@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.records import GroupKey
 from scheduler.cli import main
 from scheduler.plugins import in_tree_registry
 from scheduler.simulate import InputError, SimulationResult, load_text, render_json, render_table, simulate
@@ -204,7 +205,7 @@ def test_podgroup_template_entry_makes_one_claim_shared_by_its_pods(kept):
     assert made["status"]["reservedFor"] == [
         {"apiGroup": "scheduling.troupe.dev", "resource": "podgroups", "name": "g", "uid": "simulate-podgroup/ns/g"}
     ]
-    assert kept.last.groups[("ns", "g")]["status"]["resourceClaimStatuses"] == [
+    assert kept.last.groups[GroupKey("ns", "g")]["status"]["resourceClaimStatuses"] == [
         {"name": "gpu", "resourceClaimName": "g-gpu"}
     ]
 

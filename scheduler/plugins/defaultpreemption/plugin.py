@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pydantic import Field, model_validator
 
 from ...api.config import PluginArgs
-from ...api.records import PodInfo
+from ...api.records import GroupKey, PodInfo
 from ...cluster.snapshot import Snapshot
 from ...framework.diagnosis import Diagnosis
 from ...framework.interface import (
@@ -134,6 +134,10 @@ class DefaultPreemption(PostFilterPlugin):
         if place is None:
             return None, Status.skip(self.name)
         pods = list(group.pods)
+        if group.group is not None and group.group.spec.preemption_policy == "Never":
+            return None, Status.unschedulable(
+                "not eligible: the PodGroup's preemptionPolicy is Never", plugin=self.name
+            )
         if not group.is_gang:
             # A basic group's pods are independent: preempt for its first unplaced pod, as for a lone pod.
             for pod in pods:
@@ -150,7 +154,7 @@ class DefaultPreemption(PostFilterPlugin):
             return None, Status.skip(self.name)
         if any(not p.may_preempt for p in pods):
             return None, Status.unschedulable("not eligible: a pod has preemptionPolicy Never", plugin=self.name)
-        key = f"{group.key[0]}/{group.key[1]}"
+        key = str(group.key)
         waiting = self._waiting(key)
         if waiting is not None:
             return (
@@ -207,7 +211,7 @@ class DefaultPreemption(PostFilterPlugin):
         return None
 
 
-def _groups(units: list[Unit]) -> tuple[tuple[str, str], ...]:
+def _groups(units: list[Unit]) -> tuple[GroupKey, ...]:
     return tuple(u.group for u in units if u.group is not None)
 
 

@@ -16,12 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ...api.podgroup import PodGroup
-from ...api.records import LabelSelector, PodDisruptionBudgetInfo, PodInfo
+from ...api.records import GroupKey, LabelSelector, PodDisruptionBudgetInfo, PodInfo
 from ...cluster.cache import ClusterCache
 from ...cluster.snapshot import Snapshot
-
-GroupKey = tuple[str, str]
-
 
 Budget = PodDisruptionBudgetInfo
 
@@ -76,7 +73,7 @@ def victim_units(cache: ClusterCache, snapshot: Snapshot, below: int, exclude: G
         for pod in pods.values():
             if pod.uid in snapshot.removed or pod.deleting or pod.terminal:
                 continue
-            key = (pod.namespace, pod.group_name) if pod.group_name else None
+            key = pod.group
             if key is not None and key == exclude:
                 continue
             group = cache.groups.get(key) if key is not None else None
@@ -111,7 +108,7 @@ def _gang_unit(cache: ClusterCache, snapshot: Snapshot, key: GroupKey, group: Po
     if priority >= below:
         return None
     start = min(_started(p) for p in members)
-    return Unit(f"PodGroup {key[0]}/{key[1]}", tuple(members), priority, key, frozenset(rows), start)
+    return Unit(str(key), tuple(members), priority, key, frozenset(rows), start)
 
 
 def budgets(cache: ClusterCache) -> list[Budget]:

@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 
 from ...api.config import PluginArgs
-from ...api.constants import GROUP
 from ...api.dra import (
     Allocation,
     AllocationResult,
@@ -133,8 +132,7 @@ class DynamicResources(
                 name = made[(ref.name, ref.template_name)]  # the group's, shared
                 if not name:
                     return Status.unschedulable(
-                        f"waiting for the claim {ref.name} of PodGroup {pod.namespace}/{pod.group_name} "
-                        f"(template {ref.template_name}) to be created",
+                        f"waiting for the claim {ref.name} of {pod.group} (template {ref.template_name}) to be created",
                         plugin=self.name,
                     )
             if not name:
@@ -178,9 +176,9 @@ class DynamicResources(
         """The pod's PodGroup as a consumer; the claims it lists in
         `spec.resourceClaims` (shared by its pods, reserved for it); and its
         template entries, (name, template) -> the claim made from it ("" not yet)."""
-        if not pod.group_name:
+        if pod.group is None:
             return None, frozenset(), {}
-        group = self.handle.cache.groups.get((pod.namespace, pod.group_name))
+        group = self.handle.cache.groups.get(pod.group)
         if not isinstance(group, PodGroup) or not group.spec.resource_claims:
             return None, frozenset(), {}
         names = {c.resource_claim_name for c in group.spec.resource_claims if c.resource_claim_name}
@@ -193,7 +191,7 @@ class DynamicResources(
                     made[(c.name, c.resource_claim_template_name)] = claim.name if claim is not None else ""
                     if claim is not None:
                         names.add(claim.name)
-        ref = ConsumerRef("podgroups", group.metadata.name, group.metadata.uid or "", api_group=GROUP)
+        ref = ConsumerRef("podgroups", group.metadata.name, group.metadata.uid or "", api_group=group.key.source)
         return ref, frozenset((pod.namespace, n) for n in names), made
 
     # ---------------------------------------------------------------- Filter

@@ -8,8 +8,7 @@ import math
 
 import numpy as np
 
-from ...api.constants import POD_GROUP_LABEL
-from ...api.records import LabelSelector, PodInfo, TopologySpreadConstraint
+from ...api.records import GroupKey, LabelSelector, PodInfo, TopologySpreadConstraint
 from ...cluster.snapshot import Snapshot
 from ...framework import events as E
 from ...framework.interface import CycleState, FilterPlugin, FilterResult, Handle, ScorePlugin
@@ -56,7 +55,7 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
     def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:
         super().__init__(args, handle)
         self.counting = DomainCounting()
-        self._defaults: dict[tuple[str, str], list[Constraint]] = {}  # default constraints per (group, action)
+        self._defaults: dict[tuple[GroupKey, str], list[Constraint]] = {}  # default constraints per (group, action)
         self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
         self.default_constraints = args.resolved_defaults()
 
@@ -67,14 +66,14 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         for `action`, or the defaults when it has none. O(#constraints)."""
         if pod.topology_spread:
             return [self._resolve(c, c.selector, pod) for c in pod.topology_spread if c.when_unsatisfiable == action]
-        group = pod.group_name
+        group = pod.group
         if group is None:
             return []  # troupe's stand-in for "no Service/ReplicaSet/StatefulSet selects the pod"
         hit = self._defaults.get((group, action))
         if hit is None:
             if len(self._defaults) > 4096:
                 self._defaults.clear()
-            selector = LabelSelector(match_labels=((POD_GROUP_LABEL, group),))
+            selector = LabelSelector(match_labels=(group.member_label,))
             # buildDefaultConstraints replaces the selector (matchLabelKeys included) by the default one.
             hit = self._defaults[(group, action)] = [
                 self._resolve(c, selector, pod, merge=False)

@@ -1,0 +1,192 @@
+"""The native Workload API: `scheduling.k8s.io` PodGroups, joined by a pod's
+`spec.schedulingGroup.podGroupName` (same namespace).
+
+Versions, as Kubernetes serves them (behind the `GenericWorkload` gate):
+
+| version  | served by | template link | disruptionMode | scheduled condition |
+| -------- | --------- | ------------- | -------------- | ------------------- |
+| v1beta1  | 1.37      | `workloadRef{workloadName, templateName}` | `{single: {}}` / `{all: {}}` | `PodGroupInitiallyScheduled` |
+| v1alpha3 | 1.37      | as v1beta1    | as v1beta1     | as v1beta1          |
+| v1alpha2 | 1.36      | `podGroupTemplateRef.workload{workloadName, podGroupTemplateName}` | `Pod` / `PodGroup` | `PodGroupScheduled` |
+
+A native PodGroup becomes troupe's `PodGroup` field for field: policy,
+constraints, claims, priority, `preemptionPolicy` (v1beta1/v1alpha3), and
+`disruptionMode` (`single` is troupe's `Pod`, `all` its `PodGroup`). Its
+conditions are read and written in troupe's vocabulary inside and in the
+served version's outside (`export_conditions`). The template link is kept
+for display only (`PodGroup.workload_ref`): a native PodGroup carries its
+template's policy itself, so troupe does not need, or wait for, its
+Workload (upstream's scheduler does not either).
+
+What troupe cannot honour is said, not dropped: a spec field it does not
+know, or `parentCompositePodGroupName` (composite PodGroups, alpha in 1.37),
+sets `PodGroup.problem`; the core then reports SchedulerError on the group
+with that message instead of placing it as something it is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import constants as C
+from ..podgroup import PodGroup, Workload
+
+GROUP = "scheduling.k8s.io"
+# The versions troupe speaks, preferred first (discovery picks the first served).
+VERSIONS = ("v1beta1", "v1alpha3", "v1alpha2")
+PODGROUP_PLURAL = "podgroups"
+WORKLOAD_PLURAL = "workloads"
+INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # v1beta1, v1alpha3: terminal once True
+
+
+def scheduled_condition(version: str) -> str:
+    """The type of the served version's scheduled condition."""
+    return C.POD_GROUP_SCHEDULED if version == "v1alpha2" else INITIALLY_SCHEDULED
+
+
+_COMMON_SPEC = ("schedulingPolicy", "schedulingConstraints", "resourceClaims", "priorityClassName", "priority")
+_SPEC_FIELDS = {
+    "v1alpha2": frozenset((*_COMMON_SPEC, "podGroupTemplateRef", "disruptionMode")),
+    "v1alpha3": frozenset(
+        (*_COMMON_SPEC, "workloadRef", "disruptionMode", "preemptionPolicy", "parentCompositePodGroupName")
+    ),
+}
+_SPEC_FIELDS["v1beta1"] = _SPEC_FIELDS["v1alpha3"]
+_TEMPLATE_FIELDS = {
+    "v1alpha2": frozenset((*_COMMON_SPEC, "name", "disruptionMode")),
+    "v1alpha3": frozenset((*_COMMON_SPEC, "name", "disruptionMode", "preemptionPolicy")),
+}
+_TEMPLATE_FIELDS["v1beta1"] = _TEMPLATE_FIELDS["v1alpha3"]
+_POLICY_FIELDS = {"schedulingPolicy": ("basic", "gang"), "schedulingPolicy.gang": ("minCount",)}
+
+
+class _SchedulingGroupSource:
+    name = "native"
+    api_group = GROUP
+
+    def pod_group(self, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
+        group = spec.get("schedulingGroup")
+        if not isinstance(group, Mapping):
+            return None
+        name = group.get("podGroupName")
+        return str(name) if name else None
+
+
+PODS = _SchedulingGroupSource()
+
+
+def _version(body: Mapping[str, Any]) -> str:
+    return str(body.get("apiVersion") or "").partition("/")[2]
+
+
+def _unknown(raw: Mapping[str, Any], known: frozenset[str] | tuple[str, ...], where: str) -> list[str]:
+    return [f"{where}{key}" for key in raw if key not in known]
+
+
+def _translate(
+    raw: Mapping[str, Any], version: str, known: frozenset[str], where: str
+) -> tuple[dict[str, Any], list[str]]:
+    """A native PodGroup spec or template into troupe's shape, and what of it
+    troupe cannot honour (one entry per field, named by its path)."""
+    out: dict[str, Any] = {}
+    problems: list[str] = []
+    unknown = _unknown(raw, known, where)
+    if unknown:
+        problems.append(f"{', '.join(unknown)}: a field troupe does not know (scheduling.k8s.io/{version})")
+    policy = raw.get("schedulingPolicy")
+    if isinstance(policy, Mapping):
+        unknown = _unknown(policy, _POLICY_FIELDS["schedulingPolicy"], f"{where}schedulingPolicy.")
+        gang = policy.get("gang")
+        if isinstance(gang, Mapping):
+            unknown += _unknown(gang, _POLICY_FIELDS["schedulingPolicy.gang"], f"{where}schedulingPolicy.gang.")
+        if unknown:
+            problems.append(f"{', '.join(unknown)}: a scheduling policy troupe does not know")
+    for field in ("name", *_COMMON_SPEC, "preemptionPolicy"):
+        if field in raw and field in known:
+            out[field] = raw[field]
+    mode = raw.get("disruptionMode")
+    if mode is not None:
+        if version == "v1alpha2":
+            out["disruptionMode"] = mode
+        elif isinstance(mode, Mapping) and set(mode) == {"single"}:
+            out["disruptionMode"] = "Pod"
+        elif isinstance(mode, Mapping) and set(mode) == {"all"}:
+            out["disruptionMode"] = "PodGroup"
+        else:
+            problems.append(f"{where}disruptionMode: {mode!r} is neither {{single: {{}}}} nor {{all: {{}}}}")
+    if raw.get("parentCompositePodGroupName"):
+        problems.append(
+            f"{where}parentCompositePodGroupName: composite PodGroups (the CompositePodGroup feature, alpha "
+            "in Kubernetes 1.37) are not supported by troupe; this PodGroup is not scheduled"
+        )
+    return out, problems
+
+
+def _workload_ref(spec: Mapping[str, Any], version: str) -> str | None:
+    if version == "v1alpha2":
+        ref = (spec.get("podGroupTemplateRef") or {}).get("workload") or {}
+        workload, template = ref.get("workloadName"), ref.get("podGroupTemplateName")
+    else:
+        ref = spec.get("workloadRef") or {}
+        workload, template = ref.get("workloadName"), ref.get("templateName")
+    return f"{workload}/{template}" if workload else None
+
+
+def _import_conditions(status: Mapping[str, Any], version: str) -> list[Any]:
+    theirs = scheduled_condition(version)
+    return [
+        {**c, "type": C.POD_GROUP_SCHEDULED} if isinstance(c, Mapping) and c.get("type") == theirs else c
+        for c in status.get("conditions") or ()
+    ]
+
+
+def parse_group(body: Mapping[str, Any]) -> PodGroup:
+    """troupe's PodGroup for a native one. Raises pydantic.ValidationError
+    where what troupe needs cannot be read (as for troupe's own kind)."""
+    version = _version(body)
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    if version in _SPEC_FIELDS:
+        out, problems = _translate(spec, version, _SPEC_FIELDS[version], "spec.")
+    else:
+        out, problems = _translate(spec, "v1beta1", _SPEC_FIELDS["v1beta1"], "spec.")
+        problems.insert(
+            0, f"scheduling.k8s.io/{version} is an API version troupe does not speak ({', '.join(VERSIONS)})"
+        )
+    return PodGroup.model_validate(
+        {
+            "apiVersion": body.get("apiVersion"),
+            "metadata": body.get("metadata") or {},
+            "spec": out,
+            "status": {**status, "conditions": _import_conditions(status, version)},
+            "problem": "; ".join(problems) or None,
+            "workload_ref": _workload_ref(spec, version),
+        }
+    )
+
+
+def parse_workload(body: Mapping[str, Any]) -> Workload:
+    """A native Workload's PodGroup templates in troupe's shape (composite
+    templates are not read). Raises pydantic.ValidationError."""
+    version = _version(body)
+    known = _TEMPLATE_FIELDS.get(version, _TEMPLATE_FIELDS["v1beta1"])
+    templates = []
+    for i, raw in enumerate((body.get("spec") or {}).get("podGroupTemplates") or ()):
+        if isinstance(raw, Mapping):
+            templates.append(_translate(raw, version, known, f"spec.podGroupTemplates[{i}].")[0])
+    return Workload.model_validate(
+        {
+            "apiVersion": body.get("apiVersion"),
+            "metadata": body.get("metadata") or {},
+            "spec": {"podGroupTemplates": templates},
+        }
+    )
+
+
+def export_conditions(api_version: str, conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """troupe's PodGroupScheduled under the served version's name."""
+    theirs = scheduled_condition(api_version.partition("/")[2])
+    if theirs == C.POD_GROUP_SCHEDULED:
+        return conditions
+    return [{**c, "type": theirs} if c.get("type") == C.POD_GROUP_SCHEDULED else c for c in conditions]
