@@ -9,6 +9,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 
 import aiohttp
 import kopf
@@ -30,18 +31,22 @@ from .kube import RestClient, connection_info, load_configuration
 from .leaderelection import LeaderElector
 from .ratelimit import TokenBucket
 from .resync import Resync
+from .sources import NativeSource
 from .status import StatusWriter
 
 log = logging.getLogger(__name__)
 
 
 async def _prime_until_done(
-    scheduler: Scheduler, api_client: client.ApiClient, informers: dict[Resource, Informer]
+    scheduler: Scheduler, api_client: client.ApiClient, informers: dict[Resource, Informer], native: NativeSource
 ) -> None:
-    """The initial listing, retried (1 s doubling to 10 s) while the API server cannot answer."""
+    """The initial listing (the native API's PodGroups too, where served),
+    retried (1 s doubling to 10 s) while the API server cannot answer."""
     delay = 1.0
     while True:
         try:
+            if native.informer is None:
+                await native.start()
             await prime(scheduler, api_client, informers)
             return
         except (TimeoutError, ApiException, aiohttp.ClientError, OSError, ValueError) as exc:
@@ -54,6 +59,15 @@ async def _prime_until_done(
                 log.error("initial listing failed%s: %s; retrying in %.0fs", hint, first_line, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 10.0)
+
+
+def _events_know(events: EventRecorder) -> Callable[[str], None]:
+    """Events about a native PodGroup name the version the cluster serves."""
+
+    def served(api_version: str) -> None:
+        events.group_versions[api_version.partition("/")[0]] = api_version
+
+    return served
 
 
 async def run(
@@ -108,7 +122,8 @@ async def run(
         config.health_bind_address,
     )
     informers = {resource: informer_for(scheduler, api_client, resource) for resource in INFORMED}
-    await _prime_until_done(scheduler, api_client, informers)
+    native = NativeSource(scheduler, api_client, rest, on_served=_events_know(events))
+    await _prime_until_done(scheduler, api_client, informers, native)
     scheduler.synced.set()
 
     async def lead_then_schedule() -> None:
@@ -124,6 +139,7 @@ async def run(
     loop_task = asyncio.create_task(lead_then_schedule(), name="scheduling loop")
     election = asyncio.create_task(elector.run(), name="leader election") if elector is not None else None
     watches = [asyncio.create_task(i.run(), name=f"watch {i.path}") for i in informers.values()]
+    watches.append(asyncio.create_task(native.run(), name="native PodGroups"))
     resync = None
     if resync_seconds > 0:
         # Pods, Nodes and PodGroups need none: their Informers Replace on every relist.

@@ -46,6 +46,9 @@ GRANTED: list[Check] = [
     *[(v, "events.events.k8s.io", None, ns) for v in ("create", "patch") for ns in (None, OTHER_NS)],
     *[(v, "events", None, ns) for v in ("create", "patch") for ns in (None, OTHER_NS)],
     *[(v, "priorityclasses.scheduling.k8s.io", None, None) for v in ("get", "list", "watch")],
+    # the native Workload API: PodGroups read, their status patched
+    *[(v, "podgroups.scheduling.k8s.io", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
+    ("patch", "podgroups.scheduling.k8s.io", "status", OTHER_NS),
     *[(v, "leases.coordination.k8s.io", None, SYSTEM_NS) for v in ("get", "create", "update")],
     # DynamicResources: claims read and written (finalizer, allocation, reservedFor); devices read
     *[(v, "resourceclaims.resource.k8s.io", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
@@ -77,6 +80,10 @@ DENIED: list[Check] = [
     # groups are made and deleted one by one for Jobs, never changed or deleted in bulk
     *[(v, f"podgroups.{GROUP}", None, OTHER_NS) for v in ("update", "patch", "deletecollection")],
     *[(v, f"workloads.{GROUP}", None, OTHER_NS) for v in ("update", "patch", "deletecollection")],
+    # native PodGroups are only read (their status patched); native Workloads not at all
+    *[(v, "podgroups.scheduling.k8s.io", None, OTHER_NS) for v in ("create", "update", "patch", "delete")],
+    ("update", "podgroups.scheduling.k8s.io", "status", OTHER_NS),
+    *[(v, "workloads.scheduling.k8s.io", None, OTHER_NS) for v in ("get", "list", "create", "delete")],
     # Jobs are only read: never created, changed or deleted (their status only patched, one condition)
     *[(v, "jobs.batch", None, OTHER_NS) for v in ("create", "update", "patch", "delete")],
     ("update", "jobs.batch", "status", OTHER_NS),

@@ -1,0 +1,342 @@
+"""troupe schedules the native Workload API: `scheduling.k8s.io` PodGroups and
+pods that name them with `spec.schedulingGroup.podGroupName`, on a 1.37.2
+control plane serving v1beta1/v1alpha3 (with the Job controller making native
+objects), on a 1.36.3 kube-apiserver serving v1alpha2 (the version the
+Kubernetes documentation was written for), and with no native API at all.
+
+The real troupe process runs against the real kube-apiserver with crds/ and
+manifests/ applied; the only difference from a user's manifest copied from the
+documentation is `schedulerName: troupe-scheduler` (and the apiVersion served).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from objects import create, force_delete
+from troupe_process import TroupeProcess, supervised
+from wait import wait_for
+
+V1BETA1 = "scheduling.k8s.io/v1beta1"
+V1ALPHA2 = "scheduling.k8s.io/v1alpha2"
+SCHEDULER = "troupe-scheduler"
+NATIVE_PG = "podgroups.v1beta1.scheduling.k8s.io"
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def node(name: str, cpu: str = "2", labels: dict[str, str] | None = None) -> dict[str, Any]:
+    room = {"cpu": cpu, "memory": "8Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "status": {"capacity": room, "allocatable": room},
+    }
+
+
+def native_podgroup(ns: str, name: str, api_version: str = V1BETA1, **spec: Any) -> dict[str, Any]:
+    spec.setdefault("schedulingPolicy", {"gang": {"minCount": 4}})
+    return {"apiVersion": api_version, "kind": "PodGroup", "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def worker(ns: str, name: str, group: str, cpu: str = "1", priority_class: str | None = None) -> dict[str, Any]:
+    """A pod as the documentation writes it: spec.schedulingGroup, troupe's schedulerName."""
+    spec: dict[str, Any] = {
+        "schedulerName": SCHEDULER,
+        "schedulingGroup": {"podGroupName": group},
+        "containers": [
+            {"name": "worker", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}
+        ],
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def bound(cluster, ns: str) -> dict[str, str]:
+    pods = cluster.get_json("pods", "-n", ns)["items"]
+    return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")}
+
+
+def group_condition(cluster, ns: str, name: str, type_: str, resource: str = NATIVE_PG) -> dict[str, Any] | None:
+    pg = cluster.get_json(resource, "-n", ns, name)
+    return next((c for c in (pg.get("status") or {}).get("conditions") or () if c["type"] == type_), None)
+
+
+def wait_group(cluster, ns, name, type_, status, reason, resource=NATIVE_PG, timeout=30.0) -> dict[str, Any]:
+    return wait_for(
+        lambda: (
+            (c := group_condition(cluster, ns, name, type_, resource))
+            and (c["status"], c["reason"]) == (status, reason)
+            and c
+        ),
+        timeout=timeout,
+        message=f"PodGroup {name}: {type_}={status}/{reason}",
+    )
+
+
+def pod_scheduled(cluster, ns: str, name: str) -> dict[str, Any] | None:
+    p = cluster.get_json("pod", "-n", ns, name)
+    return next((c for c in (p.get("status") or {}).get("conditions") or () if c["type"] == "PodScheduled"), None)
+
+
+@pytest.fixture
+def nodes_of(request):
+    """Makes Nodes in a cluster for one test, and removes every node afterwards."""
+    used = []
+
+    def make(cluster, *bodies: dict[str, Any]) -> None:
+        used.append(cluster)
+        cluster.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
+        create(cluster, *bodies)
+
+    yield make
+    for cluster in used:
+        cluster.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def troupe(native_cluster, tmp_path_factory):
+    yield from supervised(TroupeProcess(native_cluster.scheduler_kubeconfig, tmp_path_factory.mktemp("troupe")))
+
+
+@pytest.fixture(scope="module")
+def troupe_136(native_cluster_136, tmp_path_factory):
+    yield from supervised(TroupeProcess(native_cluster_136.scheduler_kubeconfig, tmp_path_factory.mktemp("troupe136")))
+
+
+# ------------------------------------------------------------------- 1.37
+
+
+def test_documentation_gangs_one_whole_the_other_waits_whole(native_cluster, troupe, nodes_of, native_namespace):
+    """The documentation's example: two gangs of 4 workers, room for 4. One
+    gang is bound whole, the other waits whole and says why, in v1beta1's
+    vocabulary (PodGroupInitiallyScheduled)."""
+    c, ns = native_cluster, native_namespace
+    nodes_of(c, node("n1"), node("n2"))
+    create(c, native_podgroup(ns, "job-a"), native_podgroup(ns, "job-b"))
+    create(c, *[worker(ns, f"job-{g}-{i}", f"job-{g}") for g in "ab" for i in range(4)])
+
+    placed = wait_for(lambda: len(b := bound(c, ns)) == 4 and b, timeout=30, message="4 workers bound")
+    winner = next(iter(placed)).rsplit("-", 1)[0]
+    loser = "job-b" if winner == "job-a" else "job-a"
+    assert all(name.startswith(winner) for name in placed), placed
+    wait_group(c, ns, winner, "PodGroupInitiallyScheduled", "True", "Scheduled")
+    cond = wait_group(c, ns, loser, "PodGroupInitiallyScheduled", "False", "Unschedulable")
+    assert "needs 4 pods" in cond["message"], cond
+    assert group_condition(c, ns, loser, "PodGroupScheduled") is None  # not troupe's v1alpha2 vocabulary
+    why = wait_for(
+        lambda: (p := pod_scheduled(c, ns, f"{loser}-0")) and p["status"] == "False" and p, timeout=30, message="why"
+    )
+    assert why["message"].startswith(f"PodGroup {ns}/{loser} (scheduling.k8s.io): "), why
+
+    # The winner goes: the waiting gang is bound whole.
+    force_delete(c, ns, *placed)
+    wait_for(lambda: len(b := bound(c, ns)) == 4 and all(n.startswith(loser) for n in b), timeout=30, message="loser")
+
+
+def test_late_joiner_counts_bound_pods(native_cluster, troupe, nodes_of, native_namespace):
+    c, ns = native_cluster, native_namespace
+    nodes_of(c, node("n1", cpu="4"))
+    create(c, native_podgroup(ns, "g", schedulingPolicy={"gang": {"minCount": 2}}))
+    create(c, worker(ns, "g-0", "g"), worker(ns, "g-1", "g"))
+    wait_for(lambda: len(bound(c, ns)) == 2, timeout=30, message="the gang bound")
+    create(c, worker(ns, "g-2", "g"))  # alone, below minCount, but its bound siblings count
+    wait_for(lambda: "g-2" in bound(c, ns), timeout=30, message="the late joiner bound")
+
+
+def test_topology_constraint_keeps_the_gang_in_one_rack(native_cluster, troupe, nodes_of, native_namespace):
+    c, ns = native_cluster, native_namespace
+    rack = "topology.kubernetes.io/rack"
+    nodes_of(
+        c,
+        node("r1-a", labels={rack: "r1"}),
+        node("r1-b", cpu="1", labels={rack: "r1"}),
+        node("r2-a", labels={rack: "r2"}),
+        node("r2-b", labels={rack: "r2"}),
+    )
+    create(
+        c,
+        native_podgroup(
+            ns, "g", schedulingPolicy={"gang": {"minCount": 4}}, schedulingConstraints={"topology": [{"key": rack}]}
+        ),
+    )
+    create(c, *[worker(ns, f"g-{i}", "g") for i in range(4)])
+    placed = wait_for(lambda: len(b := bound(c, ns)) == 4 and b, timeout=30, message="the gang bound")
+    assert set(placed.values()) == {"r2-a", "r2-b"}, placed  # r1 holds only 3
+
+
+def test_native_gang_is_preempted_whole(native_cluster, troupe, nodes_of, native_namespace):
+    """disruptionMode {all: {}}: a higher-priority native gang takes the room
+    of the whole lower one; DisruptionTarget on its PodGroup and its pods."""
+    c, ns = native_cluster, native_namespace
+    classes = {"native-low": 10, "native-high": 1000}
+    for name, value in classes.items():
+        c.kubectl("delete", "priorityclass", name, "--ignore-not-found", check=False)
+        c.apply_yaml(
+            json.dumps(
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": name},
+                    "value": value,
+                }
+            )
+        )
+    nodes_of(c, node("n1"))
+    create(
+        c,
+        native_podgroup(
+            ns,
+            "low",
+            schedulingPolicy={"gang": {"minCount": 2}},
+            disruptionMode={"all": {}},
+            priorityClassName="native-low",
+        ),
+    )
+    create(c, *[worker(ns, f"low-{i}", "low", priority_class="native-low") for i in range(2)])
+    wait_for(lambda: len(bound(c, ns)) == 2, timeout=30, message="the low gang bound")
+    create(
+        c,
+        native_podgroup(ns, "high", schedulingPolicy={"gang": {"minCount": 2}}, priorityClassName="native-high"),
+    )
+    create(c, *[worker(ns, f"high-{i}", "high", priority_class="native-high") for i in range(2)])
+    target = wait_group(c, ns, "low", "DisruptionTarget", "True", "PreemptionByScheduler")
+    assert "high" in target["message"]
+    for i in range(2):
+        p = wait_for(
+            lambda i=i: (p := c.get_json("pod", "-n", ns, f"low-{i}"))["metadata"].get("deletionTimestamp") and p,
+            timeout=30,
+            message=f"low-{i} deleted",
+        )
+        kinds = {x["type"] for x in p["status"].get("conditions") or ()}
+        assert "DisruptionTarget" in kinds
+    force_delete(c, ns, "low-0", "low-1")  # no kubelet: finish the deletion
+    wait_for(lambda: set(bound(c, ns)) == {"high-0", "high-1"}, timeout=30, message="the high gang bound")
+    for name in classes:
+        c.kubectl("delete", "priorityclass", name, "--ignore-not-found", check=False)
+
+
+def test_composite_podgroup_is_said_not_ignored(native_cluster, troupe, nodes_of, native_namespace):
+    """parentCompositePodGroupName (alpha in 1.37) is something troupe cannot
+    honour: SchedulerError on the PodGroup naming the field; nothing bound."""
+    c, ns = native_cluster, native_namespace
+    nodes_of(c, node("n1", cpu="4"))
+    create(
+        c,
+        native_podgroup(
+            ns,
+            "child",
+            schedulingPolicy={"gang": {"minCount": 2}},
+            parentCompositePodGroupName="parent",
+            workloadRef={"workloadName": "w", "templateName": "t"},
+        ),
+    )
+    create(c, worker(ns, "child-0", "child"), worker(ns, "child-1", "child"))
+    cond = wait_group(c, ns, "child", "PodGroupInitiallyScheduled", "False", "SchedulerError")
+    assert "spec.parentCompositePodGroupName" in cond["message"], cond
+    assert bound(c, ns) == {}
+
+
+def test_jobs_with_spec_scheduling_bound_whole(native_cluster, troupe, nodes_of, native_namespace):
+    """The 1.37 Job controller makes each Job's native Workload, PodGroup and
+    spec.schedulingGroup; two such gangs of 4, room for 6: one Job runs whole,
+    the other waits whole (no 4 + 2)."""
+    c, ns = native_cluster, native_namespace
+    nodes_of(c, node("n1", cpu="3"), node("n2", cpu="3"))
+
+    def job(name: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "parallelism": 4,
+                "completions": 4,
+                "scheduling": {"schedulingPolicy": {"gang": {"minCount": 4}}},
+                "template": {
+                    "spec": {
+                        "schedulerName": SCHEDULER,
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {
+                                "name": "worker",
+                                "image": "registry.k8s.io/pause:3.10",
+                                "resources": {"requests": {"cpu": "1"}},
+                            }
+                        ],
+                    }
+                },
+            },
+        }
+
+    create(c, job("train-a"), job("train-b"))
+    placed = wait_for(lambda: len(b := bound(c, ns)) == 4 and b, timeout=60, message="one Job's 4 workers bound")
+    jobs = {name.rsplit("-", 1)[0] for name in placed}
+    assert len(jobs) == 1, placed
+
+    def reasons() -> list[str] | None:
+        groups = c.get_json(NATIVE_PG, "-n", ns)["items"]
+        conditions = [
+            next(
+                (
+                    x
+                    for x in (g.get("status") or {}).get("conditions") or ()
+                    if x["type"] == "PodGroupInitiallyScheduled"
+                ),
+                None,
+            )
+            for g in groups
+        ]
+        if len(groups) != 2 or None in conditions:
+            return None
+        return sorted(x["reason"] for x in conditions if x is not None)
+
+    states = wait_for(reasons, timeout=30, message="both Jobs' PodGroups have a condition")
+    assert states == ["Scheduled", "Unschedulable"]
+    assert len(bound(c, ns)) == 4  # still: the other Job holds no room
+
+
+# ------------------------------------------------------------------- 1.36
+
+
+def test_136_documentation_manifests_v1alpha2(native_cluster_136, troupe_136, nodes_of, native_namespace_136):
+    """The 1.36 documentation's manifests: a Workload with a `worker` template,
+    a PodGroup made from it (podGroupTemplateRef), pods with
+    spec.schedulingGroup; condition PodGroupScheduled."""
+    c, ns = native_cluster_136, native_namespace_136
+    nodes_of(c, node("n1", cpu="4"))
+    policy = {"gang": {"minCount": 4}}
+    create(
+        c,
+        {
+            "apiVersion": V1ALPHA2,
+            "kind": "Workload",
+            "metadata": {"name": "training-job-workload", "namespace": ns},
+            "spec": {"podGroupTemplates": [{"name": "worker", "schedulingPolicy": policy}]},
+        },
+    )
+    ref = {"workload": {"workloadName": "training-job-workload", "podGroupTemplateName": "worker"}}
+    create(c, native_podgroup(ns, "training-job-workers", V1ALPHA2, schedulingPolicy=policy, podGroupTemplateRef=ref))
+    create(c, *[worker(ns, f"worker-{i}", "training-job-workers") for i in range(4)])
+    wait_for(lambda: len(bound(c, ns)) == 4, timeout=30, message="4 workers bound")
+    wait_group(
+        c, ns, "training-job-workers", "PodGroupScheduled", "True", "Scheduled", "podgroups.v1alpha2.scheduling.k8s.io"
+    )
+
+
+# ------------------------------------------------- no native API: as before
+
+
+def test_without_the_native_api_one_line_and_troupes_own_crds(installed, tmp_path):
+    proc = TroupeProcess(installed.scheduler_kubeconfig, tmp_path)
+    for _ in supervised(proc):
+        log = wait_for(
+            lambda: "native PodGroups are not read" in (t := proc.log_text()) and t, timeout=30, message="log line"
+        )
+        assert log.count("native PodGroups are not read") == 1
+        assert "scheduling.k8s.io PodGroups are not served" in log
