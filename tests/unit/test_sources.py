@@ -1,0 +1,236 @@
+"""Group sources (scheduler/api/sources): which group a pod names, the native
+scheduling.k8s.io PodGroup of each version as troupe's, and the status in the
+served version's vocabulary; and `troupe simulate` on native objects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scheduler.api import constants as C
+from scheduler.api.parse import parse_pod
+from scheduler.api.records import GroupKey
+from scheduler.api.sources import export_conditions, parse_group, parse_workload, pod_group
+
+from .test_simulate import node, priority_class, run, run_json
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "simulate-native.yaml"
+
+
+def native(version: str, name: str = "g", **spec: Any) -> dict[str, Any]:
+    spec.setdefault("schedulingPolicy", {"gang": {"minCount": 2}})
+    return {
+        "apiVersion": f"scheduling.k8s.io/{version}",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ns", "uid": "u1", "generation": 1},
+        "spec": spec,
+    }
+
+
+def worker(name: str, group: str, cpu: str = "1", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {
+            "schedulerName": "troupe-scheduler",
+            "schedulingGroup": {"podGroupName": group},
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+            **spec,
+        },
+    }
+
+
+# ------------------------------------------------------------ pod -> group
+
+
+def test_a_pod_names_its_group_by_the_first_source():
+    """spec.schedulingGroup, then troupe's label, then the Job that owns it."""
+    job_owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "0a1b2c3d-x", "controller": True}]
+    meta = {
+        "namespace": "ns",
+        "labels": {C.POD_GROUP_LABEL: "mine"},
+        "annotations": {"scheduling.troupe.dev/job-policy": "gang"},
+        "ownerReferences": job_owner,
+    }
+    assert pod_group(meta, {"schedulingGroup": {"podGroupName": "native"}}) == GroupKey(
+        "ns", "native", "scheduling.k8s.io"
+    )
+    assert pod_group(meta, {}) == GroupKey("ns", "mine")
+    meta["labels"] = {}
+    assert pod_group(meta, {}) == GroupKey("ns", "j-0a1b2c3d")
+    assert pod_group({"namespace": "ns"}, {"schedulingGroup": {}}) is None
+
+
+def test_a_native_member_is_labelled_for_default_spreading_without_touching_its_labels():
+    pod = parse_pod(
+        {**worker("p", "g"), "metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"a": "b"}}}
+    )
+    assert pod.group == GroupKey("ns", "g", "scheduling.k8s.io")
+    assert str(pod.group) == "PodGroup ns/g (scheduling.k8s.io)"
+    assert pod.labels == {"a": "b", "scheduling.k8s.io:pod-group": "g"}  # a key no real label can have
+
+
+def test_same_name_in_two_sources_are_two_groups():
+    assert GroupKey("ns", "g") != GroupKey("ns", "g", "scheduling.k8s.io")
+    assert str(GroupKey("ns", "g")) == "PodGroup ns/g"
+
+
+# --------------------------------------------------------------- versions
+
+
+@pytest.mark.parametrize("version", ["v1beta1", "v1alpha3"])
+def test_v1beta1_and_v1alpha3_translate_field_for_field(version):
+    group = parse_group(
+        native(
+            version,
+            workloadRef={"workloadName": "w", "templateName": "worker"},
+            schedulingConstraints={"topology": [{"key": "rack"}]},
+            resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}],
+            disruptionMode={"all": {}},
+            priorityClassName="high",
+            priority=7,
+            preemptionPolicy="Never",
+        )
+        | {"status": {"conditions": [{"type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled"}]}}
+    )
+    assert group.key == GroupKey("ns", "g", "scheduling.k8s.io")
+    assert group.is_gang and group.min_count == 2
+    assert group.spec.scheduling_constraints is not None and group.spec.scheduling_constraints.topology_keys == ["rack"]
+    assert group.spec.resource_claims[0].resource_claim_template_name == "t"
+    assert (group.spec.disruption_mode, group.spec.priority_class_name, group.spec.priority) == ("PodGroup", "high", 7)
+    assert group.spec.preemption_policy == "Never"
+    assert group.spec.pod_group_template_ref is None  # the link is for display: no Workload is waited for
+    assert group.workload_ref == "w/worker"
+    assert group.problem is None
+    scheduled = group.condition(C.POD_GROUP_SCHEDULED)  # troupe's vocabulary inside
+    assert scheduled is not None and scheduled.status == "True"
+    assert parse_group(native(version, disruptionMode={"single": {}})).spec.disruption_mode == "Pod"
+
+
+def test_v1alpha2_is_troupes_shape():
+    ref = {"workload": {"workloadName": "w", "podGroupTemplateName": "worker"}}
+    group = parse_group(native("v1alpha2", podGroupTemplateRef=ref, disruptionMode="PodGroup"))
+    assert (group.spec.disruption_mode, group.workload_ref, group.problem) == ("PodGroup", "w/worker", None)
+    assert group.spec.pod_group_template_ref is None
+
+
+def test_status_is_written_in_the_served_versions_vocabulary():
+    conditions = [{"type": C.POD_GROUP_SCHEDULED, "status": "False"}, {"type": C.DISRUPTION_TARGET, "status": "True"}]
+    assert [c["type"] for c in export_conditions("scheduling.k8s.io/v1beta1", conditions)] == [
+        "PodGroupInitiallyScheduled",
+        "DisruptionTarget",
+    ]
+    assert export_conditions("scheduling.k8s.io/v1alpha3", conditions)[0]["type"] == "PodGroupInitiallyScheduled"
+    assert export_conditions("scheduling.k8s.io/v1alpha2", conditions) == conditions
+    assert export_conditions(C.API_VERSION, conditions) == conditions
+
+
+def test_what_troupe_cannot_honour_is_named():
+    composite = parse_group(native("v1beta1", parentCompositePodGroupName="parent"))
+    assert composite.problem is not None and composite.problem.startswith("spec.parentCompositePodGroupName:")
+    unknown = parse_group(native("v1beta1", futureField={"x": 1}))
+    assert unknown.problem == "spec.futureField: a field troupe does not know (scheduling.k8s.io/v1beta1)"
+    policy = parse_group(native("v1beta1", schedulingPolicy={"gang": {"minCount": 2, "timeoutSeconds": 5}}))
+    assert policy.problem == "spec.schedulingPolicy.gang.timeoutSeconds: a scheduling policy troupe does not know"
+    # podGroupTemplateRef is not a v1beta1 field
+    old = parse_group(native("v1beta1", podGroupTemplateRef={"workload": {}}))
+    assert old.problem is not None and "spec.podGroupTemplateRef" in old.problem
+    version = parse_group(native("v1"))
+    assert version.problem is not None and version.problem.startswith("scheduling.k8s.io/v1 is an API version")
+
+
+def test_native_workload_templates():
+    workload = parse_workload(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "ns"},
+            "spec": {
+                "podGroupTemplates": [
+                    {"name": "worker", "schedulingPolicy": {"basic": {}}, "disruptionMode": {"all": {}}}
+                ]
+            },
+        }
+    )
+    assert workload.key == GroupKey("ns", "w", "scheduling.k8s.io")
+    template = workload.template("worker")
+    assert template is not None and template.disruption_mode == "PodGroup"
+
+
+# --------------------------------------------------------------- simulate
+
+
+def test_simulate_the_documentation_example_places_one_gang_whole(capsys, tmp_path):
+    out = run_json(capsys, tmp_path, [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d])
+    placed = {p["name"]: p["node"] for p in out["pods"]}
+    by_gang = {g: sum(1 for n, node in placed.items() if n.startswith(f"training-{g}") and node) for g in "ab"}
+    assert sorted(by_gang.values()) == [0, 4], by_gang  # one whole, none split
+    reasons = sorted(g["reason"] for g in out["podGroups"])
+    assert reasons == ["Scheduled", "Unschedulable"]
+
+
+def test_simulate_matches_kinds_by_group_and_version(capsys, tmp_path):
+    other = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "ns"},
+        "spec": {"minMember": 2},
+    }
+    rc, out, err = run(capsys, tmp_path, [node("n1"), other])
+    assert rc == 0
+    assert "apiVersion 'scheduling.x-k8s.io/v1alpha1' is not one troupe reads" in err
+    # A troupe PodGroup and a native one of the same name are two groups.
+    troupe_group = {
+        "apiVersion": C.API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "ns"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}},
+    }
+    docs = [node("n1", cpu="4"), troupe_group, native("v1beta1"), worker("w0", "g"), worker("w1", "g")]
+    out_json = run_json(capsys, tmp_path, docs)
+    assert {p["name"]: p["node"] for p in out_json["pods"]} == {"w0": "n1", "w1": "n1"}  # the native gang of 2
+
+
+def test_simulate_reports_a_composite_podgroup_as_scheduler_error(capsys, tmp_path):
+    docs = [
+        node("n1", cpu="4"),
+        native("v1beta1", parentCompositePodGroupName="p"),
+        worker("w0", "g"),
+        worker("w1", "g"),
+    ]
+    out = run_json(capsys, tmp_path, docs)
+    [group] = out["podGroups"]
+    assert group["reason"] == "SchedulerError" and "spec.parentCompositePodGroupName" in group["message"]
+    assert all(p["node"] is None for p in out["pods"])
+
+
+def test_a_native_group_with_preemption_policy_never_does_not_preempt(capsys, tmp_path):
+    low = [
+        {
+            **worker(f"low-{i}", "low", priorityClassName="low"),
+            "spec": {**worker(f"low-{i}", "low")["spec"], "nodeName": "n1", "priorityClassName": "low"},
+        }
+        for i in range(2)
+    ]
+    docs = [
+        node("n1"),
+        priority_class("low", 1),
+        priority_class("high", 1000),
+        native("v1beta1", "low", disruptionMode={"all": {}}),
+        native("v1beta1", "high", preemptionPolicy="Never", priorityClassName="high"),
+        *low,
+        worker("high-0", "high", priorityClassName="high"),
+        worker("high-1", "high", priorityClassName="high"),
+    ]
+    out = run_json(capsys, tmp_path, docs)
+    placed = {p["name"]: p["node"] for p in out["pods"]}
+    assert placed == {"low-0": "n1", "low-1": "n1", "high-0": None, "high-1": None}
+    # Without Never, the same input preempts the low gang whole.
+    docs[4] = native("v1beta1", "high", priorityClassName="high")
+    out = run_json(capsys, tmp_path, docs)
+    placed = {p["name"]: p["node"] for p in out["pods"]}
+    assert placed["high-0"] == "n1" and placed["high-1"] == "n1"
