@@ -42,9 +42,10 @@ from typing import Any
 from . import e2e_procs as procs
 from .e2e_cprofile import profile_text
 from .e2e_kube import Credentials, Kube
-from .e2e_report import detail_table, latency_table, plot, summarize, throughput_table
+from .e2e_report import detail_table, latency_table, native_table, plot, summarize, throughput_table
 from .e2e_watch import BindWatcher
 from .e2e_workload import (
+    EXTRA_SCHEDULERS,
     NATIVE_PODGROUP_API,
     QUICK_NODES,
     SCHEDULERS,
@@ -192,7 +193,7 @@ async def one_run(
         decode=False,
     )
     kubeconfig = cluster.admin_kubeconfig
-    if sched == "troupe":
+    if sched in ("troupe", "troupe-native"):
         proc = procs.troupe(
             workdir, run, kubeconfig, args.qps, args.burst, args.bind_concurrency, args.troupe_src, profile
         )
@@ -494,6 +495,11 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]], json_path: Path, pn
     print("## Group latency: all pods of the group bound - last pod of the group created (p50 / p99 over groups)")
     print(latency_table(runs))
     print()
+    native = native_table(runs)
+    if native is not None:
+        print("## troupe on native objects (scheduling.k8s.io PodGroups, spec.schedulingGroup: what upstream gets)")
+        print(native)
+        print()
     print("## Every run")
     print(detail_table(runs))
     for r in runs:
@@ -547,7 +553,10 @@ def _parser() -> argparse.ArgumentParser:
         "KEY=GANGSxSIZE to resize, e.g. c=10x2000; a shape that does not fit the nodes is skipped",
     )
     p.add_argument(
-        "--schedulers", default=",".join(SCHEDULERS), help="which runs, in this order (default troupe,upstream,raw)"
+        "--schedulers",
+        default=",".join(SCHEDULERS),
+        help="which runs, in this order (default troupe,upstream,raw; also troupe-native: troupe on the objects "
+        "upstream gets, native PodGroups and spec.schedulingGroup)",
     )
     p.add_argument(
         "--qps",
@@ -645,9 +654,12 @@ def main(argv: list[str]) -> int:
         report(data["meta"], data["runs"], args.report, args.report.with_suffix(".png"))
         return 0
     args.schedulers = [s for s in args.schedulers.split(",") if s]
-    bad = [s for s in args.schedulers if s not in SCHEDULERS]
+    bad = [s for s in args.schedulers if s not in SCHEDULERS + EXTRA_SCHEDULERS]
     if bad:
-        print(f"python -m bench e2e: unknown scheduler(s) {bad} (known: {', '.join(SCHEDULERS)})", file=sys.stderr)
+        print(
+            f"python -m bench e2e: unknown scheduler(s) {bad} (known: {', '.join(SCHEDULERS + EXTRA_SCHEDULERS)})",
+            file=sys.stderr,
+        )
         return 2
     if args.timeout is None:
         args.timeout = 60.0 if args.quick else 600.0

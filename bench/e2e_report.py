@@ -18,7 +18,7 @@ from typing import Any
 
 from .e2e_workload import SCHEDULERS
 
-NAMES = {"troupe": "troupe", "upstream": "upstream", "raw": "raw bind"}
+NAMES = {"troupe": "troupe", "upstream": "upstream", "raw": "raw bind", "troupe-native": "troupe (native objects)"}
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -171,6 +171,39 @@ def throughput_table(runs: list[dict[str, Any]]) -> str:
                 _ratio(_complete(t, "pods_per_s"), _complete(r, "pods_per_s")),
                 api,
                 *([_violations(sc)] if topology else []),
+            ]
+        )
+    return _table(header, rows)
+
+
+def native_table(runs: list[dict[str, Any]]) -> str | None:
+    """troupe on native objects (the very objects upstream gets) beside troupe
+    on its own CRDs and upstream; None without a troupe-native run."""
+    if not any(r["scheduler"] == "troupe-native" for r in runs):
+        return None
+    header = [
+        "nodes",
+        "shape",
+        "troupe (native) pods/s",
+        "native÷troupe (own CRDs)",
+        "native÷upstream",
+        "p99 native÷upstream",
+        "apiserver ms/pod native",
+    ]
+    rows = []
+    for nodes, _, label, sc in group_runs(runs):
+        n, t, u = sc.get("troupe-native"), sc.get("troupe"), sc.get("upstream")
+        if n is None:
+            continue
+        rows.append(
+            [
+                str(nodes),
+                label,
+                _cell_rate(n),
+                _ratio(_complete(n, "pods_per_s"), _complete(t, "pods_per_s")),
+                _ratio(_complete(n, "pods_per_s"), _complete(u, "pods_per_s")),
+                _ratio(_complete(n, "latency_p99_s"), _complete(u, "latency_p99_s")),
+                _num(n.get("apiserver_ms_per_pod"), 1),
             ]
         )
     return _table(header, rows)

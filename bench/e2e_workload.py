@@ -57,6 +57,9 @@ IMAGE = "registry.k8s.io/pause:3.10.1"
 NATIVE_PODGROUP_API = "scheduling.k8s.io/v1beta1"  # what kube-scheduler 1.37's informer reads
 RAW_SCHEDULER_NAME = "e2e-raw-binder"
 SCHEDULERS = ("troupe", "upstream", "raw")
+# Runs `--schedulers` may also name: troupe given the very objects upstream
+# gets (native PodGroups, spec.schedulingGroup; only schedulerName differs).
+EXTRA_SCHEDULERS = ("troupe-native",)
 
 
 @dataclass(frozen=True)
@@ -259,6 +262,8 @@ def flavor(scheduler: str) -> Flavor:
         return Flavor(
             f"/apis/{TROUPE_API_VERSION}/namespaces/{{ns}}/podgroups", TROUPE_API_VERSION, TROUPE_SCHEDULER_NAME, False
         )
+    if scheduler == "troupe-native":
+        return Flavor(native, NATIVE_PODGROUP_API, TROUPE_SCHEDULER_NAME, True)
     if scheduler == "upstream":
         return Flavor(native, NATIVE_PODGROUP_API, "default-scheduler", True)
     if scheduler == "raw":
