@@ -27,6 +27,11 @@ A batch/v1 Job needs no PodGroup of its own: with the annotation
 `{JOB_POLICY_ANNOTATION}: gang` (or `basic`) in its pod template, troupe
 makes its Workload and PodGroup (a gang of `parallelism`), owned by the Job,
 and the Job's pods join it.
+
+Where the cluster serves the native Workload API (scheduling.k8s.io
+PodGroups: v1beta1, v1alpha3 or v1alpha2), a pod with `spec.schedulingGroup`
+joins that native PodGroup, exactly as in the Kubernetes documentation; that
+field wins over troupe's label, which wins over a Job's ownership.
 """
 
 RUN_EPILOG = """\
@@ -49,6 +54,9 @@ Kubernetes objects, as you would `kubectl apply` them:
                  unset: pending, placed if its schedulerName is a profile's
   PodGroup       scheduling.troupe.dev/v1alpha2; pods join with the label
                  scheduling.troupe.dev/pod-group
+                 or scheduling.k8s.io v1beta1, v1alpha3, v1alpha2 (native);
+                 pods join with spec.schedulingGroup.podGroupName. PodGroups
+                 of any other API group are skipped with a warning
   DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate
                  resource.k8s.io/v1 (DRA): devices are allocated as the
                  scheduler would, and a DEVICES column shows them
