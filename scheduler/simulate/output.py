@@ -122,6 +122,8 @@ def render_json(result: SimulationResult) -> str:
                 "victims": list(g.victims),
                 "preemptedBy": g.preempted_by,
                 "placement": g.placement,
+                "apiGroup": g.api_group,
+                "workload": g.workload,
             }
             for g in result.groups
         ],

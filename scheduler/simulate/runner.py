@@ -167,6 +167,8 @@ class GroupResult:
     victims: tuple[str, ...] = ()  # pods (ns/name) this group's preemption evicted
     preempted_by: str | None = None  # taken whole by this preemptor (DisruptionTarget)
     placement: str | None = None  # the domain its last placing cycle chose (`key=value`), if any
+    api_group: str = C.GROUP  # of its kind: troupe's, or scheduling.k8s.io for a native PodGroup
+    workload: str | None = None  # "<workload>/<template>" a native PodGroup names (display only)
 
     @property
     def scheduled(self) -> bool:
@@ -616,6 +618,8 @@ def _group_results(
                 tuple(preemption.victims.get(str(key), ())),
                 preemption.groups.get(key),
                 placements.get(key),
+                key.source,
+                group.workload_ref if isinstance(group, PodGroup) else None,
             )
         )
     return sorted(out, key=lambda g: (g.namespace, g.name))

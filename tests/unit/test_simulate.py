@@ -170,6 +170,8 @@ def test_json_schema_is_exact(capsys, tmp_path):
                 "victims": [],
                 "preemptedBy": None,
                 "placement": None,
+                "apiGroup": "scheduling.troupe.dev",
+                "workload": None,
             },
         ],
     }
@@ -300,6 +302,8 @@ def test_invalid_podgroup_is_a_scheduler_error_not_an_input_error(capsys, tmp_pa
                 "victims": [],
                 "preemptedBy": None,
                 "placement": None,
+                "apiGroup": "scheduling.troupe.dev",
+                "workload": None,
             }
         ],
     }
@@ -329,6 +333,8 @@ def test_podgroup_without_pods_has_no_condition(capsys, tmp_path):
                 "victims": [],
                 "preemptedBy": None,
                 "placement": None,
+                "apiGroup": "scheduling.troupe.dev",
+                "workload": None,
             }
         ],
     }

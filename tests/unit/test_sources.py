@@ -171,6 +171,10 @@ def test_simulate_the_documentation_example_places_one_gang_whole(capsys, tmp_pa
     assert sorted(by_gang.values()) == [0, 4], by_gang  # one whole, none split
     reasons = sorted(g["reason"] for g in out["podGroups"])
     assert reasons == ["Scheduled", "Unschedulable"]
+    assert {(g["apiGroup"], g["workload"]) for g in out["podGroups"]} == {
+        ("scheduling.k8s.io", "training-a/worker"),
+        ("scheduling.k8s.io", "training-b/worker"),
+    }
 
 
 def test_simulate_matches_kinds_by_group_and_version(capsys, tmp_path):
