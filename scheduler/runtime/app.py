@@ -122,7 +122,9 @@ async def run(
         config.health_bind_address,
     )
     informers = {resource: informer_for(scheduler, api_client, resource) for resource in INFORMED}
-    native = NativeSource(scheduler, api_client, rest, on_served=_events_know(events))
+    native = NativeSource(
+        scheduler, api_client, rest, on_served=_events_know(events), recheck=config.watch.discovery_seconds
+    )
     await _prime_until_done(scheduler, api_client, informers, native)
     scheduler.synced.set()
 

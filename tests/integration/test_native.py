@@ -301,6 +301,60 @@ def test_jobs_with_spec_scheduling_bound_whole(native_cluster, troupe, nodes_of,
     assert len(bound(c, ns)) == 4  # still: the other Job holds no room
 
 
+def test_native_podgroup_claim_is_shared_by_its_pods_and_reserved_for_the_group(
+    native_cluster, troupe, nodes_of, native_namespace
+):
+    """spec.resourceClaims of a native PodGroup (DRAWorkloadResourceClaims):
+    one claim, allocated once, reserved for the native PodGroup (apiGroup
+    scheduling.k8s.io), its pods on the nodes its device reaches."""
+    c, ns = native_cluster, native_namespace
+    driver = "gpu.example.com"
+    c.kubectl("delete", "resourceslices,deviceclasses", "--all", "--wait=false", check=False)
+    nodes_of(c, node("fabric-0", labels={"example.com/fabric": "f1"}), node("plain", cpu="8"))
+    selector = {"matchExpressions": [{"key": "example.com/fabric", "operator": "In", "values": ["f1"]}]}
+    create(
+        c,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": driver},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": "fabric-f1"},
+            "spec": {
+                "driver": driver,
+                "nodeSelector": {"nodeSelectorTerms": [selector]},
+                "pool": {"name": "fabric-f1", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "link-0"}],
+            },
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "fabric", "namespace": ns},
+            "spec": {"devices": {"requests": [{"name": "link", "exactly": {"deviceClassName": driver}}]}},
+        },
+    )
+    entry = {"name": "fabric", "resourceClaimName": "fabric"}
+    create(c, native_podgroup(ns, "g", schedulingPolicy={"gang": {"minCount": 2}}, resourceClaims=[entry]))
+    pods = [worker(ns, f"g-{i}", "g", cpu="500m") for i in range(2)]
+    for body in pods:
+        body["spec"]["resourceClaims"] = [entry]
+    create(c, *pods)
+    placed = wait_for(lambda: len(b := bound(c, ns)) == 2 and b, timeout=30, message="the gang bound")
+    assert set(placed.values()) == {"fabric-0"}, placed
+    claim = c.get_json("resourceclaim", "-n", ns, "fabric")
+    assert len(claim["status"]["allocation"]["devices"]["results"]) == 1
+    uid = c.get_json(NATIVE_PG, "-n", ns, "g")["metadata"]["uid"]
+    assert claim["status"]["reservedFor"] == [
+        {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "g", "uid": uid}
+    ]
+    c.kubectl("delete", "resourceslices,deviceclasses", "--all", "--wait=false", check=False)
+
+
 # ------------------------------------------------------------------- 1.36
 
 
@@ -340,3 +394,37 @@ def test_without_the_native_api_one_line_and_troupes_own_crds(installed, tmp_pat
         )
         assert log.count("native PodGroups are not read") == 1
         assert "scheduling.k8s.io PodGroups are not served" in log
+
+
+def test_a_cluster_that_starts_serving_the_api_is_picked_up_without_a_restart(controlplane_binaries, tmp_path):
+    """troupe starts on a cluster without the native API (one line), the
+    API server is restarted serving it, and troupe, still running, schedules a
+    native gang: discovery is asked again every watch.discoverySeconds."""
+    import localcluster
+    from conftest import install
+
+    cluster = localcluster.LocalCluster(controller_manager=False, keep=False)
+    cluster.start(timeout=90)
+    try:
+        install(cluster)
+        proc = TroupeProcess(cluster.scheduler_kubeconfig, tmp_path, config="watch: {discoverySeconds: 1}\n")
+        proc.start()
+        try:
+            wait_for(lambda: "native PodGroups are not read" in proc.log_text(), timeout=30, message="the line")
+            cluster.workload_api = localcluster.WORKLOAD_API[localcluster.minor_of(localcluster.K8S_VERSION)]
+            cluster.restart_apiserver()
+            wait_for(
+                lambda: "native PodGroups: reading scheduling.k8s.io/v1beta1" in proc.log_text(),
+                timeout=60,
+                message="the native API picked up",
+            )
+            create(cluster, node("n1"))
+            cluster.kubectl("create", "namespace", "later")
+            create(cluster, native_podgroup("later", "g", schedulingPolicy={"gang": {"minCount": 2}}))
+            create(cluster, worker("later", "g-0", "g"), worker("later", "g-1", "g"))
+            wait_for(lambda: len(bound(cluster, "later")) == 2, timeout=30, message="the native gang bound")
+            assert proc.log_text().count("native PodGroups are not read") == 1
+        finally:
+            assert proc.stop() == 0, proc.log_tail()
+    finally:
+        cluster.stop()

@@ -46,9 +46,6 @@ GRANTED: list[Check] = [
     *[(v, "events.events.k8s.io", None, ns) for v in ("create", "patch") for ns in (None, OTHER_NS)],
     *[(v, "events", None, ns) for v in ("create", "patch") for ns in (None, OTHER_NS)],
     *[(v, "priorityclasses.scheduling.k8s.io", None, None) for v in ("get", "list", "watch")],
-    # the native Workload API: PodGroups read, their status patched
-    *[(v, "podgroups.scheduling.k8s.io", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
-    ("patch", "podgroups.scheduling.k8s.io", "status", OTHER_NS),
     *[(v, "leases.coordination.k8s.io", None, SYSTEM_NS) for v in ("get", "create", "update")],
     # DynamicResources: claims read and written (finalizer, allocation, reservedFor); devices read
     *[(v, "resourceclaims.resource.k8s.io", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
@@ -80,10 +77,6 @@ DENIED: list[Check] = [
     # groups are made and deleted one by one for Jobs, never changed or deleted in bulk
     *[(v, f"podgroups.{GROUP}", None, OTHER_NS) for v in ("update", "patch", "deletecollection")],
     *[(v, f"workloads.{GROUP}", None, OTHER_NS) for v in ("update", "patch", "deletecollection")],
-    # native PodGroups are only read (their status patched); native Workloads not at all
-    *[(v, "podgroups.scheduling.k8s.io", None, OTHER_NS) for v in ("create", "update", "patch", "delete")],
-    ("update", "podgroups.scheduling.k8s.io", "status", OTHER_NS),
-    *[(v, "workloads.scheduling.k8s.io", None, OTHER_NS) for v in ("get", "list", "create", "delete")],
     # Jobs are only read: never created, changed or deleted (their status only patched, one condition)
     *[(v, "jobs.batch", None, OTHER_NS) for v in ("create", "update", "patch", "delete")],
     ("update", "jobs.batch", "status", OTHER_NS),
@@ -113,6 +106,21 @@ DENIED: list[Check] = [
     ("create", "serviceaccounts", "token", SYSTEM_NS),
     ("update", "customresourcedefinitions.apiextensions.k8s.io", None, None),
     ("*", "*", None, None),
+]
+
+
+# The native Workload API, checked where it is served (`native_cluster`;
+# kubectl warns about a resource the server does not have).
+NATIVE_GRANTED: list[Check] = [
+    # PodGroups read, their status patched
+    *[(v, "podgroups.scheduling.k8s.io", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
+    ("patch", "podgroups.scheduling.k8s.io", "status", OTHER_NS),
+]
+NATIVE_DENIED: list[Check] = [
+    # PodGroups are only read (their status patched); Workloads not at all
+    *[(v, "podgroups.scheduling.k8s.io", None, OTHER_NS) for v in ("create", "update", "patch", "delete")],
+    ("update", "podgroups.scheduling.k8s.io", "status", OTHER_NS),
+    *[(v, "workloads.scheduling.k8s.io", None, OTHER_NS) for v in ("get", "list", "create", "delete")],
 ]
 
 
@@ -148,6 +156,18 @@ def _id(check: Check) -> str:
 @pytest.mark.parametrize("check", GRANTED, ids=[_id(c) for c in GRANTED])
 def test_needed_permission_is_granted(installed, check, real_token):
     assert _can_i(installed, check, real_token=real_token), f"{SA} must be allowed to {_id(check)}"
+
+
+@pytest.mark.parametrize("real_token", [False, True], ids=["impersonated", "token"])
+@pytest.mark.parametrize("check", NATIVE_GRANTED, ids=[_id(c) for c in NATIVE_GRANTED])
+def test_needed_native_permission_is_granted(native_cluster, check, real_token):
+    assert _can_i(native_cluster, check, real_token=real_token), f"{SA} must be allowed to {_id(check)}"
+
+
+@pytest.mark.parametrize("real_token", [False, True], ids=["impersonated", "token"])
+@pytest.mark.parametrize("check", NATIVE_DENIED, ids=[_id(c) for c in NATIVE_DENIED])
+def test_other_native_permission_is_denied(native_cluster, check, real_token):
+    assert not _can_i(native_cluster, check, real_token=real_token), f"{SA} must not be allowed to {_id(check)}"
 
 
 @pytest.mark.parametrize("real_token", [False, True], ids=["impersonated", "token"])
