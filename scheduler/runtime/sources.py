@@ -87,7 +87,7 @@ class NativeSource:
         """Discovery once, before the initial listing is done: when served, its
         PodGroups are listed now (the cache is complete when troupe starts
         scheduling); when not, one line says so."""
-        version, why = await self._discover()
+        version, why = await served_version(self._rest)
         if version is None:
             log.info("native PodGroups are not read: %s; checking again every %.0fs", why, self._recheck)
             self._scheduler.on_source_problem(native.GROUP, why)
@@ -99,7 +99,7 @@ class NativeSource:
         while self.informer is None:
             await asyncio.sleep(self._recheck)
             try:
-                version, why = await self._discover()
+                version, why = await served_version(self._rest)
             except (ApiException, aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
                 log.debug("native API discovery failed: %s", exc)
                 continue
@@ -108,9 +108,6 @@ class NativeSource:
             else:
                 self._scheduler.on_source_problem(native.GROUP, why)
         await self.informer.run()
-
-    async def _discover(self) -> tuple[str | None, str]:
-        return await served_version(self._rest)
 
     async def _serve(self, version: str) -> None:
         api_version = f"{native.GROUP}/{version}"
