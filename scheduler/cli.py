@@ -32,6 +32,14 @@ Where the cluster serves the native Workload API (scheduling.k8s.io
 PodGroups: v1beta1, v1alpha3 or v1alpha2), a pod with `spec.schedulingGroup`
 joins that native PodGroup, exactly as in the Kubernetes documentation; that
 field wins over troupe's label, which wins over a Job's ownership.
+
+The PodGroups operators write for other gang schedulers are read too, where
+their CRDs are installed: scheduler-plugins (scheduling.x-k8s.io, label
+scheduling.x-k8s.io/pod-group), Volcano (scheduling.volcano.sh, annotation
+scheduling.k8s.io/group-name), and Kueue's plain pod groups (label
+kueue.x-k8s.io/pod-group-name). For operators that hard-code a scheduler
+name (KubeRay): --config examples/config-ecosystem.yaml adds profiles named
+scheduler-plugins-scheduler and volcano (README "Operators").
 """
 
 RUN_EPILOG = """\
@@ -55,8 +63,12 @@ Kubernetes objects, as you would `kubectl apply` them:
   PodGroup       scheduling.troupe.dev/v1alpha2; pods join with the label
                  scheduling.troupe.dev/pod-group
                  or scheduling.k8s.io v1beta1, v1alpha3, v1alpha2 (native);
-                 pods join with spec.schedulingGroup.podGroupName. PodGroups
-                 of any other API group are skipped with a warning
+                 pods join with spec.schedulingGroup.podGroupName;
+                 or scheduling.x-k8s.io/v1alpha1 (scheduler-plugins, label
+                 scheduling.x-k8s.io/pod-group), scheduling.volcano.sh/v1beta1
+                 (Volcano, annotation scheduling.k8s.io/group-name); Kueue
+                 pod groups need none (label kueue.x-k8s.io/pod-group-name).
+                 PodGroups of any other API group are skipped with a warning
   DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate
                  resource.k8s.io/v1 (DRA): devices are allocated as the
                  scheduler would, and a DEVICES column shows them

@@ -276,6 +276,10 @@ class LeaderElection(_Strict):
         return self
 
 
+GroupSourceName = Literal["native", "scheduler-plugins", "volcano", "kueue"]
+GROUP_SOURCE_NAMES: tuple[GroupSourceName, ...] = ("native", "scheduler-plugins", "volcano", "kueue")
+
+
 class SchedulerConfiguration(_Strict):
     api_version: Literal["scheduling.troupe.dev/v1alpha1"] = Field(
         default="scheduling.troupe.dev/v1alpha1", alias="apiVersion"
@@ -292,6 +296,10 @@ class SchedulerConfiguration(_Strict):
     waiting_report: WaitingReport = Field(default_factory=WaitingReport, alias="waitingReport")
     watch: WatchConfig = Field(default_factory=WatchConfig)
     leader_election: LeaderElection = Field(default_factory=LeaderElection, alias="leaderElection")
+    # The group sources read besides troupe's own PodGroups and Jobs (README
+    # "Group sources"); a source whose API the cluster does not serve is off
+    # with one log line whatever this says.
+    group_sources: list[GroupSourceName] = Field(default_factory=lambda: list(GROUP_SOURCE_NAMES), alias="groupSources")
 
     @model_validator(mode="after")
     def _unique_names(self) -> SchedulerConfiguration:

@@ -28,7 +28,7 @@ from .records import (
     WeightedPodAffinityTerm,
 )
 from .resources import pod_requests, resource_map
-from .sources import DEFAULT_SOURCES, GroupSource, pod_group
+from .sources import DEFAULT_SOURCES, GroupSource, pod_membership
 
 
 def _requirements(raw: list[Mapping[str, Any]] | None) -> tuple[Requirement, ...]:
@@ -141,7 +141,8 @@ def parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource] = DEFAULT_
     node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
     gates = tuple(str(g.get("name", "")) for g in spec.get("schedulingGates") or ())
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-    group = pod_group(meta, spec, sources)
+    membership = pod_membership(meta, spec, sources)
+    group = membership.group if membership is not None else None
     if group is not None:
         # Default spreading selects the group's pods by this label (a pod
         # that joined through its Job or a spec field gets it here).
@@ -208,6 +209,8 @@ def parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource] = DEFAULT_
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         resource_claims=claims,
         group=group,
+        task=membership.task if membership is not None else "",
+        group_size=membership.group_size if membership is not None else 0,
     )
 
 

@@ -143,6 +143,16 @@ class PodGroup(_Model):
     status: PodGroupStatus = Field(default_factory=PodGroupStatus)
     problem: str | None = None
     workload_ref: str | None = None  # "<workload>/<template>" a native PodGroup names
+    # What a source's PodGroup asks beyond upstream's fields (api/sources):
+    # the cluster's free room it needs before it is tried (canonical units,
+    # api/resources.py), and a minimum of placed pods per task (PodInfo.task).
+    min_resources: dict[str, int] = Field(default_factory=dict)
+    min_per_task: dict[str, int] = Field(default_factory=dict)
+    # Fields of the source object troupe reads but does not honour: said in
+    # every status message of the group, never silently dropped.
+    ignored: tuple[str, ...] = ()
+    # The source's own status fields as last read (phase, counts: api/sources).
+    source_status: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def key(self) -> GroupKey:

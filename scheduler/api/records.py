@@ -266,6 +266,8 @@ class PodInfo:
     nominated_node_name: str = ""  # status.nominatedNodeName
     resource_claims: tuple[PodClaim, ...] = ()
     group: GroupKey | None = None  # the PodGroup the pod belongs to (api/sources)
+    task: str = ""  # the pod's task within its group, where the source has tasks (Volcano's minTaskMember)
+    group_size: int = 0  # the group size the pod itself declares (a source with no group object: Kueue)
 
     @property
     def may_preempt(self) -> bool:

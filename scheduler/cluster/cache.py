@@ -16,6 +16,7 @@ import numpy as np
 from ..api.podgroup import PodGroup, Workload
 from ..api.records import GroupKey, NodeInfo, PodDisruptionBudgetInfo, PodInfo
 from ..api.resources import PODS
+from ..api.sources.foreign import MemberCounts
 from .dra import DraStore
 from .nodetable import NodeTable
 from .snapshot import Snapshot
@@ -238,6 +239,22 @@ class ClusterCache:
             if node:
                 nodes.append(node)
         return names, nodes
+
+    def member_counts(self, key: GroupKey) -> MemberCounts:
+        """The group's pods as a source's status counts them (one pass)."""
+        pods = bound = running = succeeded = failed = 0
+        for uid in self._members.get(key, ()):
+            p = self.pods[uid]
+            pods += 1
+            if p.phase == "Running":
+                running += 1
+            elif p.phase == "Succeeded":
+                succeeded += 1
+            elif p.phase == "Failed":
+                failed += 1
+            if not p.terminal and (p.node_name or uid in self.assumed):
+                bound += 1
+        return MemberCounts(pods, bound, running, succeeded, failed)
 
     def placed_member_count(self, key: GroupKey) -> int:
         """Pods of the group bound or assumed to a node, and still running."""

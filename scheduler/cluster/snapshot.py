@@ -254,6 +254,12 @@ class Snapshot:
             self._alloc_total = self._table.alloc_total()[: self.alloc.shape[1]].copy()
         return self._alloc_total
 
+    def free_total(self) -> dict[str, int]:
+        """Allocatable minus requested, each node's clipped at 0, summed over
+        the nodes, per resource (coscheduling's CheckClusterResource)."""
+        free = np.clip(self.alloc - self.req, 0, None)[self.valid].sum(axis=0)
+        return {r: int(free[c]) for r, c in self.column.items() if c < free.shape[0]}
+
     def domains(self, topology_key: str) -> tuple[np.ndarray, list[str]]:
         """Row -> index into the list of values of node label `topology_key`
         (-1 for rows whose node lacks the label or does not exist)."""

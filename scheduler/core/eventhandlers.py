@@ -19,7 +19,7 @@ from ..api.dra import group_claim_name, parse_device_class, parse_resource_claim
 from ..api.parse import parse_node, parse_pdb, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error
 from ..api.records import GroupKey, ObjectError, PodInfo
-from ..api.sources import parse_group, parse_workload
+from ..api.sources import GroupSource, implied_group, parse_group, parse_workload
 from ..cluster.cache import ClusterCache, InvalidObject
 from ..framework import events as E
 from ..framework.framework import Framework
@@ -49,6 +49,7 @@ class EventHandlers:
     gone_pods: OrderedDict[str, None]  # uids of pods recently deleted, oldest first
     claim_waiters: dict[tuple[str, str], set[str]]  # claim -> pending pods that name it
     synced: Any  # asyncio.Event: the initial listing is in the cache
+    sources: tuple[GroupSource, ...]  # the group sources on, in rule order (api/sources)
 
     def is_ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.frameworks
@@ -89,11 +90,13 @@ class EventHandlers:
 
     def on_pod(self, body: Mapping[str, Any]) -> None:
         try:
-            pod = parse_pod(body)
+            pod = parse_pod(body, self.sources)
         except ObjectError as exc:
             meta = body.get("metadata") or {}
             log.warning("ignoring pod %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
             return
+        if pod.group is not None:
+            self._imply_group(pod)
         old = self.cache.upsert_pod(pod)
         for event in E.pod_update_events(old, pod):
             self._cluster_event(event)
@@ -113,6 +116,31 @@ class EventHandlers:
             key = group_unit(pod.group)
             self.queue.activate(key)
             self.reporter.report_if_gated(key)
+        if pod.group is not None and (
+            old is None or old.phase != pod.phase or old.node_name != pod.node_name or old.group != pod.group
+        ):
+            self._members_changed(pod.group)
+
+    def _imply_group(self, pod: PodInfo) -> None:
+        """A source with no group object (Kueue): the group is what its pods
+        declare, made with its first pod and kept while a pod of it exists."""
+        assert pod.group is not None
+        made = implied_group(pod.group, pod.group_size, pod.creation_timestamp)
+        if made is None:
+            return  # the source has group objects of its own
+        current = self.cache.groups.get(pod.group)
+        if (
+            isinstance(current, PodGroup)
+            and not current.problem
+            and (pod.group_size <= 0 or current.min_count == pod.group_size)
+        ):
+            return  # as declared already (a pod without the count does not undo it)
+        self.cache.upsert_group(pod.group, made)
+
+    def _members_changed(self, key: GroupKey) -> None:
+        group = self.cache.groups.get(key)
+        if isinstance(group, PodGroup):
+            self.writer.group_members(group)
 
     def on_pod_deleted(self, body: Mapping[str, Any]) -> None:
         uid = str((body.get("metadata") or {}).get("uid") or "")
@@ -141,6 +169,9 @@ class EventHandlers:
             key = group_unit(old.group)
             self.queue.regate(key)
             self.reporter.report_if_gated(key)
+            self._members_changed(old.group)
+            if implied_group(old.group, 0, "") is not None and not any(True for _ in self.cache.members(old.group)):
+                self.cache.remove_group(old.group)  # the last pod of a group made of its pods
 
     # ------------------------------------------------------------------ nodes
 

@@ -63,6 +63,11 @@ class StatusWriter(Protocol):
     """Conditions, Events and nominations: best-effort, coalesced by the writer."""
 
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None: ...
+    def group_members(self, group: PodGroup) -> None:
+        """A pod of the group changed: where the group's source counts its
+        pods in its status (phase, running, ...), write them."""
+        ...
+
     def pod_unschedulable(
         self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None
     ) -> None: ...
@@ -92,6 +97,9 @@ class NullWriter:
     """Writes nothing."""
 
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
+        return None
+
+    def group_members(self, group: PodGroup) -> None:
         return None
 
     def pod_unschedulable(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None:

@@ -28,7 +28,9 @@ import numpy as np
 
 from ..api.constants import REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE
 from ..api.podgroup import PodGroup
+from ..api.quantity import format_units
 from ..api.records import GroupKey, PodInfo
+from ..api.resources import PODS
 from ..cluster.snapshot import Snapshot
 from ..framework.framework import Framework
 from ..framework.interface import Code, CycleState, GroupContext, Status
@@ -117,6 +119,9 @@ def schedule_group(
         group=group,
         placed_nodes=tuple(placed_nodes),
     )
+    short = _min_resources_shortfall(snapshot, group, min_count) if group is not None and not placed_before else ""
+    if short:  # as coscheduling's PreFilter: not tried while the cluster cannot hold it
+        return _no_placement(fwk, snapshot, group_key, ctx, Status.unschedulable(short, plugin="GangScheduling"), "")
     if fwk.placement_algorithm and group is not None:  # placements are for PodGroups, not lone pods
         return _schedule_in_placements(fwk, snapshot, group_key, ctx)
     if ctx.topology_keys:
@@ -127,6 +132,23 @@ def schedule_group(
         return _no_placement(fwk, snapshot, group_key, ctx, Status.unschedulable(why, resolvable=False), "")
     trial = place_group(fwk, snapshot, ctx, reserve=True)
     return _decide(fwk, snapshot, group_key, ctx, trial)
+
+
+def _min_resources_shortfall(snapshot: Snapshot, group: PodGroup, min_count: int) -> str:
+    """Why the cluster's free room cannot hold the group's `minResources`
+    (and `minCount` pod slots), or "" where it can or none are asked."""
+    if not group.min_resources:
+        return ""
+    wanted = {**group.min_resources, PODS: max(min_count, group.min_resources.get(PODS, 0))}
+    free = snapshot.free_total()
+    short = [
+        f"{r} {format_units(r, amount)} (free {format_units(r, free.get(r, 0))})"
+        for r, amount in sorted(wanted.items())
+        if amount > free.get(r, 0)
+    ]
+    if not short:
+        return ""
+    return "minResources: the cluster's free room cannot hold the group, it needs " + ", ".join(short)
 
 
 def _decide(
@@ -141,6 +163,7 @@ def _decide(
     """Permit over the trial's assignments, then the decision; unplaced pods go to PostFilter."""
     pods, placed_before, min_count = ctx.pods, ctx.placed_before, ctx.min_count
     ctx.placed_now = len(trial.assignments)
+    ctx.placed_pods = tuple(a.pod for a in trial.assignments)
     placed_uids = {a.pod.uid for a in trial.assignments}
     failures = trial.failures
     first_failure = failures[0][1] if failures else None

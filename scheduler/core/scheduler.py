@@ -24,6 +24,7 @@ from ..api import constants as C
 from ..api.config import SchedulerConfiguration
 from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, PodInfo
+from ..api.sources import MemberCounts, enabled_sources
 from ..cluster.cache import ClusterCache, InvalidObject
 from ..cluster.snapshot import Snapshot
 from ..framework.framework import Framework
@@ -63,6 +64,7 @@ class Scheduler(EventHandlers):
         `report_delay` / `report_max_delay` override the configuration's
         `waitingReport` (0: report at once, which needs no running loop)."""
         self.config = config
+        self.sources = enabled_sources(config.group_sources)
         self.cache = ClusterCache()
         self.frameworks: dict[str, Framework] = {}
         for p in config.profiles:
@@ -99,6 +101,11 @@ class Scheduler(EventHandlers):
         # Preemptors waiting for their victims: uid -> (node, pod). Their room is
         # held in later cycles of other units of no higher priority (as upstream).
         self.nominated: dict[str, tuple[str, PodInfo]] = {}
+
+    def group_and_counts(self, key: GroupKey) -> tuple[PodGroup | None, MemberCounts]:
+        """For the status writer: the cached PodGroup and its pods' counts."""
+        group = self.cache.groups.get(key)
+        return (group if isinstance(group, PodGroup) else None), self.cache.member_counts(key)
 
     # ---------------------------------------------------------------- gating
 

@@ -280,6 +280,7 @@ class GroupContext:
     placed_now: int = 0  # pods placed in this cycle so far
     group: PodGroup | None = None  # None for a pod that belongs to no PodGroup
     placed_nodes: tuple[str, ...] = ()  # the nodes of the pods counted in placed_before
+    placed_pods: tuple[PodInfo, ...] = ()  # the pods placed in this cycle (for Permit)
 
     @property
     def need(self) -> int:

@@ -3,11 +3,14 @@
 PreEnqueue (as upstream's GangScheduling plugin): a pod of a PodGroup stays out
 of the active queue until its PodGroup exists and, for a gang, at least
 `minCount` of its pods exist. Permit: the group's pods already bound plus those
-placed in this cycle must reach `minCount`; otherwise the cycle's placements
-are discarded (the decision is atomic).
+placed in this cycle must reach `minCount`, and, where the group asks a
+minimum per task (Volcano's `minTaskMember`), that many of each task;
+otherwise the cycle's placements are discarded (the decision is atomic).
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
@@ -52,6 +55,25 @@ class GangScheduling(PreEnqueuePlugin, PermitPlugin):
         if not group.is_gang:
             return Status.success()
         placed = group.placed_before + group.placed_now
-        if placed >= group.min_count:
-            return Status.success()
-        return Status.unschedulable(f"needs {group.min_count} pods, {placed} fit", plugin=self.name)
+        if placed < group.min_count:
+            return Status.unschedulable(f"needs {group.min_count} pods, {placed} fit", plugin=self.name)
+        if group.group is not None and group.group.min_per_task:
+            return self._tasks(group)
+        return Status.success()
+
+    def _tasks(self, group: GroupContext) -> Status:
+        """Every task has its minimum among the pods bound and placed now."""
+        assert group.group is not None
+        cache = self.handle.cache
+        have = Counter(p.task for p in group.placed_pods)
+        for p in cache.members(group.key):
+            if not p.terminal and (p.node_name or p.uid in cache.assumed):
+                have[p.task] += 1
+        short = [
+            f"task {task}: needs {n}, {have[task]} fit"
+            for task, n in sorted(group.group.min_per_task.items())
+            if have[task] < n
+        ]
+        if short:
+            return Status.unschedulable("minTaskMember: " + "; ".join(short), plugin=self.name)
+        return Status.success()

@@ -31,22 +31,26 @@ from .kube import RestClient, connection_info, load_configuration
 from .leaderelection import LeaderElector
 from .ratelimit import TokenBucket
 from .resync import Resync
-from .sources import NativeSource
+from .sources import SOURCE_APIS, PodGroupSource
 from .status import StatusWriter
 
 log = logging.getLogger(__name__)
 
 
 async def _prime_until_done(
-    scheduler: Scheduler, api_client: client.ApiClient, informers: dict[Resource, Informer], native: NativeSource
+    scheduler: Scheduler,
+    api_client: client.ApiClient,
+    informers: dict[Resource, Informer],
+    group_sources: list[PodGroupSource],
 ) -> None:
-    """The initial listing (the native API's PodGroups too, where served),
-    retried (1 s doubling to 10 s) while the API server cannot answer."""
+    """The initial listing (the PodGroups of the other sources too, where
+    served), retried (1 s doubling to 10 s) while the API server cannot answer."""
     delay = 1.0
     while True:
         try:
-            if native.informer is None:
-                await native.start()
+            for source in group_sources:
+                if source.informer is None:
+                    await source.start()
             await prime(scheduler, api_client, informers)
             return
         except (TimeoutError, ApiException, aiohttp.ClientError, OSError, ValueError) as exc:
@@ -62,7 +66,7 @@ async def _prime_until_done(
 
 
 def _events_know(events: EventRecorder) -> Callable[[str], None]:
-    """Events about a native PodGroup name the version the cluster serves."""
+    """Events about another source's PodGroup name the version the cluster serves."""
 
     def served(api_version: str) -> None:
         events.group_versions[api_version.partition("/")[0]] = api_version
@@ -95,6 +99,7 @@ async def run(
     events = EventRecorder(event_rest, TokenBucket(cc.qps, cc.burst), binding=binder.binding)
     writer = StatusWriter(rest, bucket, events=events, binding=binder.binding)
     scheduler = Scheduler(config, registry, binder=binder, writer=writer)
+    writer.members = scheduler.group_and_counts
     claim_writer = ClaimWriter(rest, bucket)
     for fwk in scheduler.frameworks.values():
         fwk.handle.claim_writer = claim_writer
@@ -122,10 +127,14 @@ async def run(
         config.health_bind_address,
     )
     informers = {resource: informer_for(scheduler, api_client, resource) for resource in INFORMED}
-    native = NativeSource(
-        scheduler, api_client, rest, on_served=_events_know(events), recheck=config.watch.discovery_seconds
-    )
-    await _prime_until_done(scheduler, api_client, informers, native)
+    group_sources = [
+        PodGroupSource(
+            scheduler, api_client, rest, api, on_served=_events_know(events), recheck=config.watch.discovery_seconds
+        )
+        for api in SOURCE_APIS
+        if api.name in config.group_sources
+    ]
+    await _prime_until_done(scheduler, api_client, informers, group_sources)
     scheduler.synced.set()
 
     async def lead_then_schedule() -> None:
@@ -141,7 +150,7 @@ async def run(
     loop_task = asyncio.create_task(lead_then_schedule(), name="scheduling loop")
     election = asyncio.create_task(elector.run(), name="leader election") if elector is not None else None
     watches = [asyncio.create_task(i.run(), name=f"watch {i.path}") for i in informers.values()]
-    watches.append(asyncio.create_task(native.run(), name="native PodGroups"))
+    watches += [asyncio.create_task(s.run(), name=f"{s.source.name} PodGroups") for s in group_sources]
     resync = None
     if resync_seconds > 0:
         # Pods, Nodes and PodGroups need none: their Informers Replace on every relist.

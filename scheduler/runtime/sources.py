@@ -1,17 +1,18 @@
-"""The watches of the group sources that are not troupe's own (api/sources).
+"""The watches of the group sources whose PodGroups are not troupe's own
+(api/sources): the native Workload API, scheduler-plugins and Volcano.
 
-The native Workload API (`scheduling.k8s.io` PodGroups) is served only where
-the cluster enables it (`GenericWorkload`, `--runtime-config`). At start,
-API discovery says which version to read (`v1beta1`, then `v1alpha3`, then
-`v1alpha2`); its PodGroups then come through an Informer like troupe's own.
-Where the API is not served, troupe logs one line, pods naming a native
-PodGroup say why they wait, and discovery is asked again every
-`RECHECK_SECONDS` (quietly): a cluster that starts serving the API later is
-picked up without a restart.
+Each is served only where the cluster has it (the native API behind its
+feature gate, the others where their CRD is installed). At start, API
+discovery says which version to read (the source's preferred first); its
+PodGroups then come through an Informer like troupe's own. Where none is
+served, troupe logs one line, pods naming such a PodGroup say why they
+wait, and discovery is asked again every `watch.discoverySeconds`
+(quietly): a source installed later is picked up without a restart.
 
 Native Workloads are not watched: a native PodGroup carries its template's
 policy itself (the controller copies it), so scheduling never needs its
-Workload; `workloadRef` is read from the PodGroup for display.
+Workload; `workloadRef` is read from the PodGroup for display. Kueue's pod
+groups have no object and need no watch (api/sources/kueue.py).
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ..api.sources import native
+from ..api.sources import coscheduling, native, volcano
 from ..core.scheduler import Scheduler
 from .handlers import group_informer
 from .informer import Informer
@@ -36,48 +38,82 @@ log = logging.getLogger(__name__)
 RECHECK_SECONDS = 60.0
 
 
-async def served_version(rest: RestClient) -> tuple[str | None, str]:
-    """The native PodGroup version troupe will read, or None and why not."""
+@dataclass(frozen=True)
+class SourceAPI:
+    """Where a source's PodGroups are served, and what to say when they are not."""
+
+    name: str  # as in `groupSources` and the log lines: "native", "scheduler-plugins", ...
+    group: str
+    versions: tuple[str, ...]  # the versions troupe speaks, preferred first
+    plural: str
+    not_served: str  # why none is served, and what to do
+
+
+NATIVE = SourceAPI(
+    "native",
+    native.GROUP,
+    native.VERSIONS,
+    native.PODGROUP_PLURAL,
+    "the native Workload API needs the GenericWorkload feature gate and --runtime-config",
+)
+SCHEDULER_PLUGINS = SourceAPI(
+    "scheduler-plugins",
+    coscheduling.GROUP,
+    coscheduling.VERSIONS,
+    coscheduling.PLURAL,
+    "install scheduler-plugins' PodGroup CRD (scheduling.x-k8s.io_podgroups.yaml) to schedule its PodGroups",
+)
+VOLCANO = SourceAPI(
+    "volcano",
+    volcano.GROUP,
+    volcano.VERSIONS,
+    volcano.PLURAL,
+    "install Volcano's PodGroup CRD (scheduling.volcano.sh_podgroups.yaml) to schedule its PodGroups",
+)
+SOURCE_APIS = (NATIVE, SCHEDULER_PLUGINS, VOLCANO)
+
+
+async def served_version(rest: RestClient, api: SourceAPI = NATIVE) -> tuple[str | None, str]:
+    """The version of `api`'s PodGroups troupe will read, or None and why not."""
     try:
-        raw = await rest.request("GET", f"/apis/{native.GROUP}", b"")
+        raw = await rest.request("GET", f"/apis/{api.group}", b"")
     except ApiException as exc:
         if exc.status == 404:
-            return None, f"{native.GROUP} is not served by this cluster"
+            return None, f"{api.group} is not served by this cluster ({api.not_served})"
         raise
     served = [v.get("version") for v in json.loads(raw).get("versions") or ()]
     with_podgroups = []
     for version in served:
-        resources = json.loads(await rest.request("GET", f"/apis/{native.GROUP}/{version}", b""))
-        if any(r.get("name") == native.PODGROUP_PLURAL for r in resources.get("resources") or ()):
+        resources = json.loads(await rest.request("GET", f"/apis/{api.group}/{version}", b""))
+        if any(r.get("name") == api.plural for r in resources.get("resources") or ()):
             with_podgroups.append(str(version))
-    for version in native.VERSIONS:
+    for version in api.versions:
         if version in with_podgroups:
             return version, ""
     if with_podgroups:
         return None, (
-            f"{native.GROUP} serves PodGroups in {', '.join(with_podgroups)}, which troupe does not speak "
-            f"(it reads {', '.join(native.VERSIONS)})"
+            f"{api.group} serves PodGroups in {', '.join(with_podgroups)}, which troupe does not speak "
+            f"(it reads {', '.join(api.versions)})"
         )
-    return None, (
-        f"{native.GROUP} PodGroups are not served by this cluster (the native Workload API needs the "
-        "GenericWorkload feature gate and --runtime-config)"
-    )
+    return None, f"{api.group} PodGroups are not served by this cluster ({api.not_served})"
 
 
-class NativeSource:
-    """Finds the served native version and runs its PodGroup Informer."""
+class PodGroupSource:
+    """Finds the served version of one source's PodGroups and runs their Informer."""
 
     def __init__(
         self,
         scheduler: Scheduler,
         api: client.ApiClient,
         rest: RestClient,
+        source: SourceAPI = NATIVE,
         on_served: Callable[[str], None] = lambda _api_version: None,
         recheck: float = RECHECK_SECONDS,
     ) -> None:
         self._scheduler = scheduler
         self._api = api
         self._rest = rest
+        self.source = source
         self._on_served = on_served
         self._recheck = recheck
         self.informer: Informer | None = None
@@ -87,10 +123,10 @@ class NativeSource:
         """Discovery once, before the initial listing is done: when served, its
         PodGroups are listed now (the cache is complete when troupe starts
         scheduling); when not, one line says so."""
-        version, why = await served_version(self._rest)
+        version, why = await served_version(self._rest, self.source)
         if version is None:
-            log.info("native PodGroups are not read: %s; checking again every %.0fs", why, self._recheck)
-            self._scheduler.on_source_problem(native.GROUP, why)
+            log.info("%s PodGroups are not read: %s; checking again every %.0fs", self.source.name, why, self._recheck)
+            self._scheduler.on_source_problem(self.source.group, why)
             return
         await self._serve(version)
 
@@ -99,34 +135,34 @@ class NativeSource:
         while self.informer is None:
             await asyncio.sleep(self._recheck)
             try:
-                version, why = await served_version(self._rest)
+                version, why = await served_version(self._rest, self.source)
             except (ApiException, aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
-                log.debug("native API discovery failed: %s", exc)
+                log.debug("%s API discovery failed: %s", self.source.name, exc)
                 continue
             if version is not None:
                 await self._serve(version)
             else:
-                self._scheduler.on_source_problem(native.GROUP, why)
+                self._scheduler.on_source_problem(self.source.group, why)
         await self.informer.run()
 
     async def _serve(self, version: str) -> None:
-        api_version = f"{native.GROUP}/{version}"
+        api_version = f"{self.source.group}/{version}"
         self.version = version
         self.informer = group_informer(
-            self._scheduler, self._api, f"/apis/{api_version}/{native.PODGROUP_PLURAL}", native.GROUP
+            self._scheduler, self._api, f"/apis/{api_version}/{self.source.plural}", self.source.group
         )
         self._on_served(api_version)
-        n = await _retrying(self.informer.relist)
-        self._scheduler.on_source_problem(native.GROUP, None)
-        log.info("native PodGroups: reading %s (%d listed)", api_version, n)
+        n = await _retrying(self.informer.relist, self.source.name)
+        self._scheduler.on_source_problem(self.source.group, None)
+        log.info("%s PodGroups: reading %s (%d listed)", self.source.name, api_version, n)
 
 
-async def _retrying(call: Callable[[], Awaitable[int]]) -> int:
+async def _retrying(call: Callable[[], Awaitable[int]], name: str) -> int:
     delay = 1.0
     while True:
         try:
             return await call()
         except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as exc:
-            log.warning("listing native PodGroups failed (%s); retrying in %.0fs", exc, delay)
+            log.warning("listing %s PodGroups failed (%s); retrying in %.0fs", name, exc, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 10.0)

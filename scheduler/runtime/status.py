@@ -22,9 +22,10 @@ import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
+from ..api import sources
 from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, PodInfo
-from ..api.sources import export_conditions
+from ..api.sources import MemberCounts
 from . import failpoints, outage
 from .apitime import now_rfc3339
 from .binder import REQUEST_TIMEOUT_SECONDS
@@ -81,11 +82,14 @@ class StatusWriter:
         events: EventRecorder | None = None,
         workers: int = 4,
         binding: Callable[[float], bool] | None = None,
+        members: Callable[[GroupKey], tuple[PodGroup | None, MemberCounts]] | None = None,
     ) -> None:
         """`bucket` limits status writes (shared with binding, one client as
         kube-scheduler's); Events go through `events` (by default one on the
         same client and bucket); `binding(seconds)`: a bind is in flight or
-        finished within `seconds` (the binder's), and writes wait for it."""
+        finished within `seconds` (the binder's), and writes wait for it;
+        `members(key)`: the cached PodGroup and the counts of its pods, read
+        when a write runs (for sources whose status counts pods)."""
         self._rest = rest
         self._bucket = bucket
         self.events = events or EventRecorder(rest, bucket)
@@ -99,6 +103,9 @@ class StatusWriter:
         self._pod_conditions: dict[str, tuple[str, str]] = {}
         # (namespace, name) -> (uid, {condition type: the condition as troupe last queued it})
         self._group_conditions: OrderedDict[GroupKey, tuple[str, dict[str, dict[str, Any]]]] = OrderedDict()
+        self.members = members or (lambda _key: (None, MemberCounts()))
+        # Source status fields (phase, counts) last written: key -> (uid, fields).
+        self._source_fields: OrderedDict[GroupKey, tuple[str, dict[str, Any]]] = OrderedDict()
         self._busy = 0
 
     # --------------------------------------------------------------- plumbing
@@ -204,6 +211,8 @@ class StatusWriter:
     # ------------------------------------------------------------- PodGroups
 
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
+        if not sources.has_object(group.api_version):
+            return  # a group made of its pods' labels (Kueue): its pods say it
         generation = group.metadata.generation
         message = message[:MAX_MESSAGE]
         current = self._group_current(group, C.POD_GROUP_SCHEDULED)
@@ -284,6 +293,8 @@ class StatusWriter:
         queued or written and the cache does not show yet: PodGroupScheduled
         and DisruptionTarget written a moment apart do not erase each other,
         and one queued write replacing another (same key) loses neither."""
+        if not sources.has_object(group.api_version):
+            return
         key = group.key
         ns, name = group.metadata.namespace, group.metadata.name
         owned = dict(self._group_owned(group))
@@ -297,11 +308,18 @@ class StatusWriter:
         ]
         cached_types = {c.type for c in group.status.conditions}
         conditions += [c for type_, c in owned.items() if type_ not in cached_types]
-        # In the vocabulary of the PodGroup's own kind and version (api/sources).
-        body = encode({"status": {"conditions": export_conditions(group.api_version, conditions)}})
         path = f"/apis/{group.api_version}/namespaces/{ns}/podgroups/{name}/status"
+        now = now_rfc3339()
 
         async def write() -> None:
+            # In the vocabulary of the PodGroup's own kind and version, with
+            # the source's counts as they are now (api/sources).
+            cached, counts = None, MemberCounts()
+            if sources.counts_members(group.api_version):
+                cached, counts = self.members(key)
+            status = sources.export_status(cached or group, conditions, counts, now)
+            self._note_source_fields(cached or group, status)
+            body = encode({"status": status})
             try:
                 await self._rest.patch(path, body, MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS)
             except ApiException as exc:
@@ -315,6 +333,52 @@ class StatusWriter:
                 raise
 
         self._enqueue(("podgroup", *key), write)
+
+    def group_members(self, group: PodGroup) -> None:
+        """A pod of `group` changed (bound, running, finished, gone): for a
+        source whose status counts its pods, write the counts and phase. Read
+        when the write runs, so a burst of pod events is one write."""
+        if not sources.counts_members(group.api_version):
+            return
+        key = group.key
+        path = f"/apis/{group.api_version}/namespaces/{key.namespace}/podgroups/{key.name}/status"
+
+        async def write() -> None:
+            cached, counts = self.members(key)
+            if cached is None or cached.metadata.uid != group.metadata.uid:
+                return  # gone, or another PodGroup of that name now
+            fields = sources.export_status(cached, None, counts, now_rfc3339())
+            if not self._fields_changed(cached, fields):
+                return
+            self._note_source_fields(cached, fields)
+            try:
+                await self._rest.patch(path, encode({"status": fields}), MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return
+                if exc.status != 429:
+                    self._source_fields.pop(key, None)
+                raise
+            except BaseException:
+                self._source_fields.pop(key, None)
+                raise
+
+        self._enqueue(("podgroup-members", *key), write)
+
+    def _fields_changed(self, group: PodGroup, fields: dict[str, Any]) -> bool:
+        """`fields` differ from what troupe last wrote (or, if nothing, from the cache)."""
+        written = self._source_fields.get(group.key)
+        base = written[1] if written is not None and written[0] == group.metadata.uid else group.source_status
+        return any(base.get(k) != v for k, v in fields.items() if k != "conditions")
+
+    def _note_source_fields(self, group: PodGroup, status: dict[str, Any]) -> None:
+        fields = {k: v for k, v in status.items() if k not in ("conditions", "resourceClaimStatuses")}
+        if not fields:
+            return
+        self._source_fields[group.key] = (group.metadata.uid, fields)
+        self._source_fields.move_to_end(group.key)
+        while len(self._source_fields) > MAX_GROUP_RECORDS:
+            self._source_fields.popitem(last=False)
 
     def _forget_group_write(self, key: GroupKey, condition: dict[str, Any]) -> None:
         """A group write failed: the condition it set is not in the API, so the
@@ -438,4 +502,5 @@ class StatusWriter:
         self.events.pod_event(pod, type_, reason, note, action)
 
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
-        self.events.group_event(group, type_, reason, note, action)
+        if sources.has_object(group.api_version):  # a Kueue pod group has no object to regard
+            self.events.group_event(group, type_, reason, note, action)

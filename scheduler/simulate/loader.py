@@ -38,7 +38,7 @@ from ..api.parse import parse_node, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error
 from ..api.records import GroupKey, ObjectError, PodClaim
 from ..api.resources import PODS
-from ..api.sources import native, parse_group, parse_workload
+from ..api.sources import coscheduling, native, parse_group, parse_workload, volcano
 from .jobs import expand_job
 
 # Kinds the simulation feeds to the scheduler, and whether they are namespaced.
@@ -57,7 +57,13 @@ KINDS: dict[str, bool] = {
 # Kinds that several API groups define: matched by group and version, never by
 # kind alone (a scheduler-plugins or Volcano PodGroup is not troupe's).
 API_VERSIONS: dict[str, tuple[str, ...]] = {
-    kind: (C.API_VERSION, *(f"{native.GROUP}/{v}" for v in native.VERSIONS)) for kind in ("PodGroup", "Workload")
+    "PodGroup": (
+        C.API_VERSION,
+        *(f"{native.GROUP}/{v}" for v in native.VERSIONS),
+        *(f"{coscheduling.GROUP}/{v}" for v in coscheduling.VERSIONS),
+        *(f"{volcano.GROUP}/{v}" for v in volcano.VERSIONS),
+    ),
+    "Workload": (C.API_VERSION, *(f"{native.GROUP}/{v}" for v in native.VERSIONS)),
 }
 # Controllers whose pods a user might expect the simulation to create.
 _CONTROLLERS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob", "ReplicationController"}

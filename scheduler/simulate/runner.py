@@ -44,7 +44,7 @@ from ..api.dra import (
 )
 from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, PodInfo
-from ..api.sources import export_conditions, pod_group
+from ..api.sources import export_conditions, has_object, pod_group
 from ..cluster.cache import InvalidObject
 from ..core.eventhandlers import group_key_of
 from ..core.schedule_podgroup import GroupDecision
@@ -98,9 +98,14 @@ class Recorder:
         self.disrupted: dict[GroupKey, str] = {}  # victim PodGroup -> DisruptionTarget message
 
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
+        if not has_object(group.api_version):
+            return  # a group made of its pods' labels (Kueue): its pods show it
         cond = GroupCondition(status, reason, message)
         self.groups[group.key] = cond
         self.status_writes.append((group.key, cond))
+
+    def group_members(self, group: PodGroup) -> None:
+        pass  # a source's pod counts: the output's pods say them
 
     def pod_unschedulable(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None:
         if still_waiting is None or still_waiting():

@@ -360,7 +360,7 @@ profiles:
 
 PROFILE_KEYS = "schedulerName, percentageOfNodesToScore, plugins, pluginConfig, podGroupScheduling"
 POINTS = "preEnqueue, preFilter, filter, postFilter, score, reserve, permit, preBind, placementGenerate, placementScore"
-TOP_KEYS = "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientConnection, healthBindAddress, stallSeconds, waitingReport, watch, leaderElection"
+TOP_KEYS = "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientConnection, healthBindAddress, stallSeconds, waitingReport, watch, leaderElection, groupSources"
 
 
 @pytest.mark.parametrize(

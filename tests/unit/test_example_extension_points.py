@@ -57,6 +57,9 @@ class Recorder:
     def group_condition(self, group: Any, status: str, reason: str, message: str) -> None:
         self.groups[group.metadata.name] = (status, reason, message)
 
+    def group_members(self, group: Any) -> None:
+        pass
+
     def pod_unschedulable(self, pod: Any, message: str, still_waiting: Any = None) -> None:
         self.pods[pod.name] = message
 

@@ -36,6 +36,9 @@ class Recorder:
     def group_condition(self, group, status, reason, message) -> None:
         self.groups.append((group.metadata.name, status, reason, message))
 
+    def group_members(self, group) -> None:
+        pass
+
     def pod_unschedulable(self, pod, message, still_waiting=None) -> None:
         self.pod_writes += 1
         if still_waiting is None or still_waiting():

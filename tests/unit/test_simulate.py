@@ -544,7 +544,7 @@ def test_bad_config_is_exit_2(capsys, tmp_path):
         "",
         f"troupe: {config}: invalid configuration:\n  bogus: unknown field; allowed: "
         "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientConnection, "
-        "healthBindAddress, stallSeconds, waitingReport, watch, leaderElection\n",
+        "healthBindAddress, stallSeconds, waitingReport, watch, leaderElection, groupSources\n",
     )
 
 

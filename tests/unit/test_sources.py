@@ -179,14 +179,14 @@ def test_simulate_the_documentation_example_places_one_gang_whole(capsys, tmp_pa
 
 def test_simulate_matches_kinds_by_group_and_version(capsys, tmp_path):
     other = {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "apiVersion": "scheduling.x-k8s.io/v1alpha2",  # a version scheduler-plugins never served
         "kind": "PodGroup",
         "metadata": {"name": "g", "namespace": "ns"},
         "spec": {"minMember": 2},
     }
     rc, out, err = run(capsys, tmp_path, [node("n1"), other])
     assert rc == 0
-    assert "apiVersion 'scheduling.x-k8s.io/v1alpha1' is not one troupe reads" in err
+    assert "apiVersion 'scheduling.x-k8s.io/v1alpha2' is not one troupe reads" in err
     # A troupe PodGroup and a native one of the same name are two groups.
     troupe_group = {
         "apiVersion": C.API_VERSION,

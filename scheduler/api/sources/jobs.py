@@ -18,5 +18,11 @@ class _JobSource:
     def pod_group(self, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
         return pod_group_of(meta)
 
+    def pod_task(self, meta: Mapping[str, Any]) -> str:
+        return ""
+
+    def pod_group_size(self, meta: Mapping[str, Any]) -> int:
+        return 0
+
 
 PODS = _JobSource()

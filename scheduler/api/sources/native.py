@@ -72,6 +72,12 @@ class _SchedulingGroupSource:
         name = group.get("podGroupName")
         return str(name) if name else None
 
+    def pod_task(self, meta: Mapping[str, Any]) -> str:
+        return ""
+
+    def pod_group_size(self, meta: Mapping[str, Any]) -> int:
+        return 0
+
 
 PODS = _SchedulingGroupSource()
 

@@ -19,6 +19,12 @@ class _LabelSource:
         value = labels.get(C.POD_GROUP_LABEL)
         return str(value) if value else None
 
+    def pod_task(self, meta: Mapping[str, Any]) -> str:
+        return ""
+
+    def pod_group_size(self, meta: Mapping[str, Any]) -> int:
+        return 0
+
 
 PODS = _LabelSource()
 

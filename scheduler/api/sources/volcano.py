@@ -1,0 +1,193 @@
+"""Volcano: `scheduling.volcano.sh/v1beta1` PodGroups, joined by the pod
+annotation `scheduling.k8s.io/group-name` (same namespace). What KubeRay,
+LeaderWorkerSet, the Spark operator and Kubeflow write for Volcano.
+
+| field | troupe |
+| --- | --- |
+| `minMember` | a gang's `minCount` (0 or unset: basic) |
+| `minTaskMember` | at least that many pods of each task bound with the gang; a pod's task is its `volcano.sh/task-spec` annotation or label (as Volcano's scheduler reads it) |
+| `minResources` | the group is not tried while the cluster's free room cannot hold it |
+| `priorityClassName` | the group's priority |
+| `queue` (other than `default`), `networkTopology`, `subGroupPolicy` | not honoured: named in every status message of the group |
+
+Status, as Volcano's scheduler writes it (`framework/session.go` jobStatus,
+`plugins/gang`): `phase` Pending, Inqueue (troupe has taken the group into
+its queue: troupe has no Volcano queues and admits every group), Running
+(bound + finished pods reach `minMember`), Completed (all of those
+finished), Unknown (pods running while the rest cannot be placed); the
+counts `running`/`succeeded`/`failed`; the conditions `Scheduled`
+("tasks in gang are ready to be scheduled") and `Unschedulable`
+(`NotEnoughResources`, troupe's message), with troupe's `DisruptionTarget`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import constants as C
+from ..podgroup import PodGroup
+from . import foreign
+from .foreign import MemberCounts
+
+GROUP = "scheduling.volcano.sh"
+VERSIONS = ("v1beta1",)
+PLURAL = "podgroups"
+ANNOTATION = "scheduling.k8s.io/group-name"
+TASK_KEY = "volcano.sh/task-spec"
+SCHEDULED = "Scheduled"
+UNSCHEDULABLE = "Unschedulable"
+READY = "tasks in gang are ready to be scheduled"
+NOT_ENOUGH_RESOURCES = "NotEnoughResources"
+_READ = frozenset(("minMember", "minTaskMember", "minResources", "priorityClassName", "queue"))
+_NOT_HONOURED = {
+    "networkTopology": "network topology (HyperNodes) is not honoured by troupe",
+    "subGroupPolicy": "sub-group gangs are not honoured by troupe",
+}
+_STATUS = ("phase", "running", "succeeded", "failed")
+
+
+class _AnnotationSource:
+    name = "volcano"
+    api_group = GROUP
+
+    def pod_group(self, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
+        value = (meta.get("annotations") or {}).get(ANNOTATION)
+        return str(value) if value else None
+
+    def pod_task(self, meta: Mapping[str, Any]) -> str:
+        value = (meta.get("annotations") or {}).get(TASK_KEY) or (meta.get("labels") or {}).get(TASK_KEY)
+        return str(value or "")
+
+    def pod_group_size(self, meta: Mapping[str, Any]) -> int:
+        return 0
+
+
+PODS = _AnnotationSource()
+
+
+def _min_per_task(raw: Any) -> tuple[dict[str, int], list[str]]:
+    if raw is None:
+        return {}, []
+    if not isinstance(raw, Mapping):
+        return {}, ["spec.minTaskMember: not a map of task name to count"]
+    out: dict[str, int] = {}
+    problems = []
+    for task, n in raw.items():
+        try:
+            if int(n) > 0:
+                out[str(task)] = int(n)
+        except (TypeError, ValueError):
+            problems.append(f"spec.minTaskMember.{task}: {n!r} is not an integer")
+    return out, problems
+
+
+def parse_group(body: Mapping[str, Any]) -> PodGroup:
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    policy, problems = foreign.gang_policy(spec.get("minMember"), "spec.minMember")
+    resources, more = foreign.min_resources(spec.get("minResources"), "spec.minResources")
+    per_task, more2 = _min_per_task(spec.get("minTaskMember"))
+    problems += more + more2
+    ignored = []
+    queue = spec.get("queue")
+    if queue and queue != "default":
+        ignored.append(f"spec.queue {queue!r}: troupe has no Volcano queues, the group is scheduled as if in 'default'")
+    for field, why in _NOT_HONOURED.items():
+        if spec.get(field):
+            ignored.append(f"spec.{field}: {why}")
+    ignored += [f"spec.{k}: a field troupe does not know" for k in spec if k not in _READ and k not in _NOT_HONOURED]
+    out: dict[str, Any] = {"schedulingPolicy": policy}
+    if spec.get("priorityClassName"):
+        out["priorityClassName"] = spec["priorityClassName"]
+    return PodGroup.model_validate(
+        {
+            "apiVersion": body.get("apiVersion"),
+            "metadata": body.get("metadata") or {},
+            "spec": out,
+            "status": {"conditions": _import_conditions(status)},
+            "problem": "; ".join(problems) or None,
+            "min_resources": resources,
+            "min_per_task": per_task,
+            "ignored": tuple(ignored),
+            "source_status": {k: status[k] for k in _STATUS if k in status},
+        }
+    )
+
+
+def _import_conditions(status: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Volcano's conditions as troupe's: Scheduled=True is PodGroupScheduled
+    True, Unschedulable=True is PodGroupScheduled False; others as they are."""
+    out = []
+    for c in status.get("conditions") or ():
+        if not isinstance(c, Mapping):
+            continue
+        kept = {k: c[k] for k in ("status", "reason", "message", "lastTransitionTime") if k in c}
+        if c.get("type") == SCHEDULED and c.get("status") == "True":
+            out.append({**kept, "type": C.POD_GROUP_SCHEDULED, "reason": C.REASON_SCHEDULED})
+        elif c.get("type") == UNSCHEDULABLE and c.get("status") == "True":
+            out.append({**kept, "type": C.POD_GROUP_SCHEDULED, "status": "False", "reason": C.REASON_UNSCHEDULABLE})
+        elif c.get("type") not in (SCHEDULED, UNSCHEDULABLE):
+            out.append({**kept, "type": c.get("type")})
+    return out
+
+
+def phase(group: PodGroup, counts: MemberCounts, unschedulable: bool, tried: bool) -> str:
+    """Volcano's getPodGroupPhase: bound and finished pods against minMember."""
+    if counts.running and unschedulable:
+        return "Unknown"
+    min_member = group.min_count if group.is_gang else 0
+    scheduled = counts.bound + counts.succeeded + counts.failed
+    if scheduled and scheduled >= min_member:
+        return "Completed" if counts.succeeded + counts.failed == scheduled else "Running"
+    current = str(group.source_status.get("phase") or "")
+    return "Inqueue" if tried or current == "Inqueue" else "Pending"
+
+
+def _notes(group: PodGroup, message: str) -> str:
+    return "; ".join((message, *group.ignored)) if group.ignored else message
+
+
+def export_status(
+    group: PodGroup, conditions: list[dict[str, Any]] | None, counts: MemberCounts, now: str
+) -> dict[str, Any]:
+    """Volcano's status fields; with `conditions` (troupe's), its conditions too."""
+    scheduled = next((c for c in conditions or () if c.get("type") == C.POD_GROUP_SCHEDULED), None)
+    if scheduled is None and group.condition(C.POD_GROUP_SCHEDULED) is not None:
+        scheduled = group.condition(C.POD_GROUP_SCHEDULED).model_dump(by_alias=True)  # type: ignore[union-attr]
+    unschedulable = scheduled is not None and scheduled.get("status") == "False"
+    out: dict[str, Any] = {
+        "phase": phase(group, counts, unschedulable, tried=scheduled is not None),
+        **foreign.count_fields(counts),
+    }
+    if conditions is None:
+        return out
+    theirs: list[dict[str, Any]] = []
+    for c in conditions:
+        when = c.get("lastTransitionTime") or now
+        if c.get("type") != C.POD_GROUP_SCHEDULED:
+            theirs.append({k: c[k] for k in ("type", "status", "reason", "message", "lastTransitionTime") if k in c})
+        elif c.get("status") == "True":
+            theirs.append(
+                {
+                    "type": SCHEDULED,
+                    "status": "True",
+                    "reason": READY,
+                    "message": _notes(group, str(c.get("message") or "")),
+                    "lastTransitionTime": when,
+                }
+            )
+            theirs.append({"type": UNSCHEDULABLE, "status": "False", "reason": READY, "lastTransitionTime": when})
+        else:
+            reason = NOT_ENOUGH_RESOURCES if c.get("reason") == C.REASON_UNSCHEDULABLE else str(c.get("reason") or "")
+            theirs.append(
+                {
+                    "type": UNSCHEDULABLE,
+                    "status": "True",
+                    "reason": reason,
+                    "message": _notes(group, str(c.get("message") or "")),
+                    "lastTransitionTime": when,
+                }
+            )
+    out["conditions"] = theirs
+    return out

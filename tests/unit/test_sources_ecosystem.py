@@ -1,0 +1,276 @@
+"""The batch ecosystem's group sources (scheduler/api/sources): scheduler-plugins'
+coscheduling PodGroups, Volcano PodGroups and Kueue's plain pod groups, as
+troupe's PodGroup; their status in their own vocabulary; and the core's
+handling of what they ask beyond upstream (minResources, minTaskMember,
+groups made of their pods), through `troupe simulate`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.api import constants as C
+from scheduler.api.parse import parse_pod
+from scheduler.api.records import GroupKey
+from scheduler.api.sources import (
+    MemberCounts,
+    coscheduling,
+    enabled_sources,
+    export_status,
+    implied_group,
+    parse_group,
+    pod_group,
+    volcano,
+)
+
+from .test_simulate import node, run_json
+
+SP = "scheduling.x-k8s.io/v1alpha1"
+VC = "scheduling.volcano.sh/v1beta1"
+NOW = "2026-12-05T12:00:00Z"
+
+
+def group(api_version: str, name: str = "g", status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ns", "uid": "u1", "generation": 1},
+        "spec": spec,
+        "status": status or {},
+    }
+
+
+def pod(
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    cpu: str = "1",
+    scheduler: str = "troupe-scheduler",
+    **spec: Any,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "labels": labels or {}, "annotations": annotations or {}},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+            **spec,
+        },
+    }
+
+
+def sp_pod(name: str, grp: str, **kw: Any) -> dict[str, Any]:
+    return pod(name, labels={coscheduling.LABEL: grp}, **kw)
+
+
+def vc_pod(name: str, grp: str, task: str = "", **kw: Any) -> dict[str, Any]:
+    annotations = {volcano.ANNOTATION: grp}
+    if task:
+        annotations[volcano.TASK_KEY] = task
+    return pod(name, annotations=annotations, **kw)
+
+
+def kueue_pod(name: str, grp: str, total: str | None, **kw: Any) -> dict[str, Any]:
+    annotations = {"kueue.x-k8s.io/pod-group-total-count": total} if total is not None else {}
+    return pod(name, labels={"kueue.x-k8s.io/pod-group-name": grp}, annotations=annotations, **kw)
+
+
+# ------------------------------------------------------------ pod -> group
+
+
+def test_each_source_names_its_group_and_the_rule_orders_them():
+    meta = {
+        "namespace": "ns",
+        "labels": {coscheduling.LABEL: "sp", "kueue.x-k8s.io/pod-group-name": "kq"},
+        "annotations": {volcano.ANNOTATION: "vc"},
+    }
+    assert pod_group(meta, {}) == GroupKey("ns", "sp", "scheduling.x-k8s.io")
+    del meta["labels"][coscheduling.LABEL]
+    assert pod_group(meta, {}) == GroupKey("ns", "vc", "scheduling.volcano.sh")
+    del meta["annotations"][volcano.ANNOTATION]
+    assert pod_group(meta, {}) == GroupKey("ns", "kq", "kueue.x-k8s.io")
+    meta["labels"][C.POD_GROUP_LABEL] = "mine"  # troupe's label comes before all three
+    assert pod_group(meta, {}) == GroupKey("ns", "mine")
+
+
+def test_a_source_turned_off_names_no_group():
+    meta = {"namespace": "ns", "annotations": {volcano.ANNOTATION: "vc"}}
+    assert pod_group(meta, {}, enabled_sources(["native", "kueue"])) is None
+    assert pod_group(meta, {}, enabled_sources(["volcano"])) == GroupKey("ns", "vc", "scheduling.volcano.sh")
+
+
+def test_a_volcano_pod_has_its_task_and_a_kueue_pod_its_group_size():
+    p = parse_pod(
+        {**vc_pod("a", "g", task="worker"), "metadata": {**vc_pod("a", "g", task="worker")["metadata"], "uid": "1"}}
+    )
+    assert (p.group, p.task) == (GroupKey("ns", "g", "scheduling.volcano.sh"), "worker")
+    body = kueue_pod("b", "q", "3")
+    body["metadata"]["uid"] = "2"
+    p = parse_pod(body)
+    assert (p.group, p.group_size) == (GroupKey("ns", "q", "kueue.x-k8s.io"), 3)
+    # default spreading selects a foreign group's pods by a synthesized label
+    assert p.labels["kueue.x-k8s.io:pod-group"] == "q"
+
+
+# --------------------------------------------------------- scheduler-plugins
+
+
+def test_scheduler_plugins_podgroup_is_a_gang_of_min_member():
+    g = parse_group(group(SP, minMember=3, minResources={"cpu": "3", "memory": "1Gi"}, scheduleTimeoutSeconds=10))
+    assert g.key == GroupKey("ns", "g", "scheduling.x-k8s.io")
+    assert g.is_gang and g.min_count == 3
+    assert g.min_resources == {"cpu": 3000, "memory": 1 << 30}
+    assert g.problem is None and g.ignored == ()
+    assert not parse_group(group(SP)).is_gang  # minMember unset: nothing to wait for
+
+
+def test_scheduler_plugins_bad_fields_are_named():
+    g = parse_group(group(SP, minMember="three", minResources={"cpu": "lots"}, surprise=1))
+    assert "spec.minMember: 'three' is not an integer" in (g.problem or "")
+    assert "spec.minResources.cpu" in (g.problem or "")
+    assert g.ignored == ("spec.surprise: a field troupe does not know",)
+
+
+def test_scheduler_plugins_phase_follows_its_controller():
+    g = parse_group(group(SP, minMember=3))
+    assert coscheduling.phase(g, MemberCounts(pods=2)) == "Pending"
+    assert coscheduling.phase(g, MemberCounts(pods=3, bound=3)) == "Scheduling"
+    assert coscheduling.phase(g, MemberCounts(pods=3, bound=3, running=2, succeeded=1)) == "Running"
+    assert coscheduling.phase(g, MemberCounts(pods=3, running=2, failed=1)) == "Failed"
+    assert coscheduling.phase(g, MemberCounts(pods=3, succeeded=3)) == "Finished"
+    done = parse_group(group(SP, minMember=3, status={"phase": "Finished"}))
+    assert coscheduling.phase(done, MemberCounts(pods=0)) == "Finished"  # final
+
+
+def test_scheduler_plugins_status_has_no_conditions_and_a_start_time_once():
+    g = parse_group(group(SP, minMember=2))
+    conditions = [{"type": C.POD_GROUP_SCHEDULED, "status": "True", "reason": "Scheduled", "message": "2 placed"}]
+    out = export_status(g, conditions, MemberCounts(pods=2, bound=2), NOW)
+    assert out == {"phase": "Scheduling", "running": 0, "succeeded": 0, "failed": 0, "scheduleStartTime": NOW}
+    started = parse_group(group(SP, minMember=2, status={"scheduleStartTime": "earlier"}))
+    assert "scheduleStartTime" not in export_status(started, conditions, MemberCounts(pods=2), NOW)
+    assert "scheduleStartTime" not in export_status(g, None, MemberCounts(pods=2), NOW)  # counts only
+
+
+# ------------------------------------------------------------------- Volcano
+
+
+def test_volcano_podgroup_fields():
+    g = parse_group(
+        group(VC, minMember=4, minTaskMember={"head": 1, "worker": 3}, priorityClassName="high", queue="default")
+    )
+    assert g.min_count == 4 and g.min_per_task == {"head": 1, "worker": 3}
+    assert g.spec.priority_class_name == "high"
+    assert g.ignored == ()
+
+
+def test_volcano_fields_troupe_does_not_honour_are_named_in_every_message():
+    g = parse_group(group(VC, minMember=2, queue="research", networkTopology={"mode": "hard"}))
+    assert any("spec.queue 'research'" in i for i in g.ignored)
+    assert any("spec.networkTopology" in i for i in g.ignored)
+    conditions = [{"type": C.POD_GROUP_SCHEDULED, "status": "False", "reason": "Unschedulable", "message": "no room"}]
+    out = export_status(g, conditions, MemberCounts(pods=2), NOW)
+    (unsched,) = [c for c in out["conditions"] if c["type"] == "Unschedulable"]
+    assert unsched["status"] == "True" and unsched["reason"] == "NotEnoughResources"
+    assert unsched["message"].startswith("no room; spec.queue 'research'")
+
+
+def test_volcano_status_follows_its_scheduler():
+    g = parse_group(group(VC, minMember=2))
+    scheduled = [
+        {
+            "type": C.POD_GROUP_SCHEDULED,
+            "status": "True",
+            "reason": "Scheduled",
+            "message": "2 placed",
+            "lastTransitionTime": NOW,
+        }
+    ]
+    out = export_status(g, scheduled, MemberCounts(pods=2, bound=2), NOW)
+    assert out["phase"] == "Running"
+    assert {(c["type"], c["status"]) for c in out["conditions"]} == {("Scheduled", "True"), ("Unschedulable", "False")}
+    waiting = [{"type": C.POD_GROUP_SCHEDULED, "status": "False", "reason": "Unschedulable", "message": "x"}]
+    assert export_status(g, waiting, MemberCounts(pods=2), NOW)["phase"] == "Inqueue"  # tried, not placed
+    assert export_status(g, None, MemberCounts(pods=2), NOW)["phase"] == "Pending"  # never tried
+    assert export_status(g, waiting, MemberCounts(pods=3, bound=1, running=1), NOW)["phase"] == "Unknown"
+    assert export_status(g, None, MemberCounts(pods=2, succeeded=2), NOW)["phase"] == "Completed"
+
+
+def test_volcano_conditions_are_read_back_as_troupes():
+    g = parse_group(
+        group(
+            VC,
+            minMember=2,
+            status={
+                "conditions": [
+                    {"type": "Scheduled", "status": "True", "reason": volcano.READY, "message": "m"},
+                    {"type": "Unschedulable", "status": "False", "reason": volcano.READY},
+                ]
+            },
+        )
+    )
+    c = g.condition(C.POD_GROUP_SCHEDULED)
+    assert c is not None and c.status == "True"
+
+
+# --------------------------------------------------------------------- Kueue
+
+
+def test_kueue_group_is_made_of_what_its_pods_declare():
+    made = implied_group(GroupKey("ns", "q", "kueue.x-k8s.io"), 3, NOW)
+    assert made is not None and made.min_count == 3 and made.problem is None
+    bad = implied_group(GroupKey("ns", "q", "kueue.x-k8s.io"), 0, NOW)
+    assert bad is not None and "pod-group-total-count" in (bad.problem or "")
+    assert implied_group(GroupKey("ns", "q", "scheduling.volcano.sh"), 3, NOW) is None
+
+
+# ----------------------------------------------- the core, through simulate
+
+
+def _placed(doc: dict[str, Any]) -> dict[str, str | None]:
+    return {p["name"]: p["node"] for p in doc["pods"]}
+
+
+def test_two_scheduler_plugins_gangs_one_whole_one_waiting(capsys, tmp_path):
+    docs: list[dict[str, Any]] = [node("n1", cpu="2"), node("n2", cpu="2")]
+    for g in ("a", "b"):
+        docs.append(group(SP, g, minMember=4))
+        docs += [sp_pod(f"{g}{i}", g) for i in range(4)]
+    placed = _placed(run_json(capsys, tmp_path, docs))
+    counts = {g: sum(1 for n, node_ in placed.items() if n.startswith(g) and node_) for g in ("a", "b")}
+    assert sorted(counts.values()) == [0, 4]
+
+
+def test_min_resources_the_cluster_cannot_hold_is_not_tried(capsys, tmp_path):
+    docs = [node("n1", cpu="4"), group(SP, "g", minMember=1, minResources={"cpu": "8"}), sp_pod("g0", "g")]
+    doc = run_json(capsys, tmp_path, docs)
+    assert _placed(doc) == {"g0": None}
+    (pg,) = doc["podGroups"]
+    assert "minResources" in pg["message"] and "cpu 8 (free 4)" in pg["message"]
+
+
+def test_min_task_member_holds_each_task_to_its_minimum(capsys, tmp_path):
+    # Room for 3 pods: 3 workers fit, but the head cannot (it asks more than a node has).
+    docs = [node("n1", cpu="3"), group(VC, "g", minMember=3, minTaskMember={"head": 1, "worker": 2})]
+    docs += [vc_pod("w0", "g", "worker"), vc_pod("w1", "g", "worker"), vc_pod("w2", "g", "worker")]
+    docs += [vc_pod("h", "g", "head", cpu="4")]
+    doc = run_json(capsys, tmp_path, docs)
+    assert set(_placed(doc).values()) == {None}  # minMember 3 fits, the head's task does not: none bound
+    (pg,) = doc["podGroups"]
+    assert "task head: needs 1, 0 fit" in pg["message"]
+
+
+def test_kueue_pods_wait_for_their_whole_group(capsys, tmp_path):
+    docs: list[dict[str, Any]] = [node("n1", cpu="4")]
+    docs += [kueue_pod(f"q{i}", "q", "3") for i in range(2)]  # 2 of 3 exist
+    doc = run_json(capsys, tmp_path, docs)
+    assert set(_placed(doc).values()) == {None}
+    docs.append(kueue_pod("q2", "q", "3"))
+    assert None not in set(_placed(run_json(capsys, tmp_path, docs)).values())
+
+
+def test_kueue_pods_without_a_count_say_why():
+    body = kueue_pod("q0", "q", None)
+    body["metadata"]["uid"] = "1"
+    assert parse_pod(body).group_size == 0
