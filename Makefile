@@ -1,5 +1,7 @@
 K8S_VERSION  := 1.37.2
 ETCD_VERSION := 3.6.16
+# KubeRay's ray-operator, the operator tests/integration/test_operators.py runs.
+KUBERAY_VERSION := 1.5.0
 
 PYTHON ?= python3.11
 VENV   := .venv
@@ -11,17 +13,19 @@ VENV_STAMP := $(VENV)/.troupe-installed
 CACHE_HOME         := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
 TROUPE_K8S_BIN_DIR  ?= $(CACHE_HOME)/troupe/k8s-v$(K8S_VERSION)/bin
 TROUPE_ETCD_BIN_DIR ?= $(CACHE_HOME)/troupe/etcd-v$(ETCD_VERSION)/bin
+# bin/ray-operator and crds/ (KubeRay's and the scheduler-plugins PodGroup CRD).
+TROUPE_KUBERAY_DIR  ?= $(CACHE_HOME)/troupe/kuberay-v$(KUBERAY_VERSION)
 KUBECTL            := $(TROUPE_K8S_BIN_DIR)/kubectl
 
 # Recipes see the built binaries (kubectl v$(K8S_VERSION), not /usr/bin/kubectl) first.
-export TROUPE_K8S_BIN_DIR TROUPE_ETCD_BIN_DIR KUBECTL K8S_VERSION ETCD_VERSION
+export TROUPE_K8S_BIN_DIR TROUPE_ETCD_BIN_DIR TROUPE_KUBERAY_DIR KUBECTL K8S_VERSION ETCD_VERSION KUBERAY_VERSION
 export PATH := $(TROUPE_K8S_BIN_DIR):$(PATH)
 
 PYTEST_ARGS ?=
 DEMO_ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv controlplane test test-unit test-integration lint demo clean bench bench-e2e
+.PHONY: help venv controlplane operators test test-unit test-integration lint demo clean bench bench-e2e
 
 help: ## list the targets
 	@echo "troupe (Kubernetes v$(K8S_VERSION), etcd v$(ETCD_VERSION)); usage: make <target>"
@@ -38,14 +42,17 @@ $(VENV_STAMP): pyproject.toml
 controlplane: ## build etcd, kube-{apiserver,controller-manager,scheduler}, kubectl and kube-apiserver v1.36.3 into the cache (once; slow the first time)
 	hack/build-controlplane.sh
 
+operators: ## build KubeRay's ray-operator v1.5.0 and copy its CRDs (RayCluster, scheduler-plugins PodGroup) into the cache (once)
+	hack/build-operators.sh
+
 # (wildcard: git does not keep an empty tests/unit in a fresh clone)
-test: venv controlplane ## unit and integration tests (real etcd, kube-apiserver, kube-controller-manager)
+test: venv controlplane operators ## unit and integration tests (real etcd, kube-apiserver, kube-controller-manager, ray-operator)
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS) $(wildcard tests/unit tests/integration)
 
 test-unit: venv ## unit tests only, no control plane
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS) tests/unit
 
-test-integration: venv controlplane ## integration tests only
+test-integration: venv controlplane operators ## integration tests only
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS) tests/integration
 
 LINT_STAMP := $(VENV)/.troupe-lint-installed

@@ -121,7 +121,8 @@ def schedule_group(
     )
     short = _min_resources_shortfall(snapshot, group, min_count) if group is not None and not placed_before else ""
     if short:  # as coscheduling's PreFilter: not tried while the cluster cannot hold it
-        return _no_placement(fwk, snapshot, group_key, ctx, Status.unschedulable(short, plugin="GangScheduling"), "")
+        # No plugin named: any cluster event (a pod gone, a node added) may free the room.
+        return _no_placement(fwk, snapshot, group_key, ctx, Status.unschedulable(short), "")
     if fwk.placement_algorithm and group is not None:  # placements are for PodGroups, not lone pods
         return _schedule_in_placements(fwk, snapshot, group_key, ctx)
     if ctx.topology_keys:

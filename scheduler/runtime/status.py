@@ -308,7 +308,7 @@ class StatusWriter:
         ]
         cached_types = {c.type for c in group.status.conditions}
         conditions += [c for type_, c in owned.items() if type_ not in cached_types]
-        path = f"/apis/{group.api_version}/namespaces/{ns}/podgroups/{name}/status"
+        path = sources.status_path(group.api_version, ns, name)
         now = now_rfc3339()
 
         async def write() -> None:
@@ -341,7 +341,7 @@ class StatusWriter:
         if not sources.counts_members(group.api_version):
             return
         key = group.key
-        path = f"/apis/{group.api_version}/namespaces/{key.namespace}/podgroups/{key.name}/status"
+        path = sources.status_path(group.api_version, key.namespace, key.name)
 
         async def write() -> None:
             cached, counts = self.members(key)

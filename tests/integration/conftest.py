@@ -16,12 +16,18 @@
   Started on first use only.
 - `native_cluster_136`: kube-apiserver v1.36.3 serving scheduling.k8s.io/v1alpha2
   (kubectl and etcd as above, no kube-controller-manager), installed likewise.
+- `operator_cluster`: another session control plane (v1.37.2, like `cluster`)
+  for the real operators of tests/integration/operators.py, installed like
+  `installed` plus KubeRay's CRDs, the scheduler-plugins PodGroup CRD
+  (scheduling.x-k8s.io) and Volcano's (tests/crds/), all before any scheduler
+  starts. Started on first use only.
 - `namespace_in(cluster)`: a fresh namespace in any of them, cleaned like
   `namespace`; `native_namespace` / `native_namespace_136` are shorthands.
   (The gates and runtime-config: hack/localcluster.WORKLOAD_API.)
 
 Missing control-plane binaries make every test here fail (not skip) with a
-message saying to run `make controlplane`.
+message saying to run `make controlplane`; a missing operator build makes the
+tests that use `operator_cluster` fail with one saying to run `make operators`.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ for p in (ROOT / "hack", INTEGRATION_DIR):
 import localcluster  # noqa: E402
 from localcluster import ControlPlaneNotBuilt, LocalCluster  # noqa: E402
 from objects import create, node  # noqa: E402
+from operators import OperatorNotBuilt, install_operator_crds, kuberay_build  # noqa: E402
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -161,6 +168,21 @@ def native_cluster_136(request: pytest.FixtureRequest, controlplane_binaries) ->
         request, label, workload_api=True, k8s_version=localcluster.K8S_136_VERSION, controller_manager=False
     ):
         yield install(c)
+
+
+@pytest.fixture(scope="session")
+def operator_cluster(request: pytest.FixtureRequest, controlplane_binaries) -> LocalCluster:
+    """v1.37.2 with crds/ and manifests/ applied, plus the CRDs of the operators
+    that tests/integration/operators.py runs (KubeRay's, scheduler-plugins'
+    PodGroup, Volcano's PodGroup), Established before any scheduler starts."""
+    try:
+        kuberay = kuberay_build()
+    except OperatorNotBuilt as e:
+        pytest.fail(str(e), pytrace=False)
+    for c in _running_cluster(request, "operator control plane"):
+        install(c)
+        install_operator_crds(c, kuberay)
+        yield c
 
 
 @pytest.fixture

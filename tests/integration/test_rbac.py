@@ -116,6 +116,19 @@ NATIVE_GRANTED: list[Check] = [
     *[(v, "podgroups.scheduling.k8s.io", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
     ("patch", "podgroups.scheduling.k8s.io", "status", OTHER_NS),
 ]
+# The PodGroups of scheduler-plugins and Volcano (RBAC needs no CRD installed).
+ECOSYSTEM = ("podgroups.scheduling.x-k8s.io", "podgroups.scheduling.volcano.sh")
+ECOSYSTEM_GRANTED: list[Check] = [
+    *[(v, r, None, ns) for r in ECOSYSTEM for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
+    *[("patch", r, "status", OTHER_NS) for r in ECOSYSTEM],
+    # Volcano's CRD has no status subresource: its status is patched on the object
+    ("patch", "podgroups.scheduling.volcano.sh", None, OTHER_NS),
+]
+ECOSYSTEM_DENIED: list[Check] = [
+    *[(v, r, None, OTHER_NS) for r in ECOSYSTEM for v in ("create", "update", "delete")],
+    ("patch", "podgroups.scheduling.x-k8s.io", None, OTHER_NS),
+    *[("update", r, "status", OTHER_NS) for r in ECOSYSTEM],
+]
 NATIVE_DENIED: list[Check] = [
     # PodGroups are only read (their status patched); Workloads not at all
     *[(v, "podgroups.scheduling.k8s.io", None, OTHER_NS) for v in ("create", "update", "patch", "delete")],
@@ -168,6 +181,16 @@ def test_needed_native_permission_is_granted(native_cluster, check, real_token):
 @pytest.mark.parametrize("check", NATIVE_DENIED, ids=[_id(c) for c in NATIVE_DENIED])
 def test_other_native_permission_is_denied(native_cluster, check, real_token):
     assert not _can_i(native_cluster, check, real_token=real_token), f"{SA} must not be allowed to {_id(check)}"
+
+
+@pytest.mark.parametrize("check", ECOSYSTEM_GRANTED, ids=[_id(c) for c in ECOSYSTEM_GRANTED])
+def test_needed_ecosystem_permission_is_granted(operator_cluster, check):
+    assert _can_i(operator_cluster, check, real_token=True), f"{SA} must be allowed to {_id(check)}"
+
+
+@pytest.mark.parametrize("check", ECOSYSTEM_DENIED, ids=[_id(c) for c in ECOSYSTEM_DENIED])
+def test_other_ecosystem_permission_is_denied(operator_cluster, check):
+    assert not _can_i(operator_cluster, check, real_token=True), f"{SA} must not be allowed to {_id(check)}"
 
 
 @pytest.mark.parametrize("real_token", [False, True], ids=["impersonated", "token"])

@@ -122,6 +122,14 @@ def has_object(api_version: str) -> bool:
     return api_version != kueue.API_VERSION
 
 
+def status_path(api_version: str, namespace: str, name: str) -> str:
+    """Where a PodGroup's status is patched: its status subresource, or the
+    object itself where the kind has none (Volcano's CRD: its scheduler
+    updates the whole object)."""
+    path = f"/apis/{api_version}/namespaces/{namespace}/podgroups/{name}"
+    return path if _group_of(api_version) == volcano.GROUP else f"{path}/status"
+
+
 def counts_members(api_version: str) -> bool:
     """The source's status counts the group's pods (written as they change)."""
     return _group_of(api_version) in (coscheduling.GROUP, volcano.GROUP)

@@ -1,0 +1,297 @@
+"""troupe schedules the PodGroups a real operator writes: KubeRay's ray-operator
+v1.5.0, built from its Go module (`make operators`) and run as a process
+against the real kube-apiserver, with `--batch-scheduler=scheduler-plugins`
+(scheduling.x-k8s.io/v1alpha1 PodGroups, pods labelled
+scheduling.x-k8s.io/pod-group, schedulerName scheduler-plugins-scheduler) and
+`--batch-scheduler=volcano` (scheduling.volcano.sh/v1beta1 PodGroups, pods
+annotated scheduling.k8s.io/group-name, schedulerName volcano).
+
+troupe is the real process too, with examples/config-ecosystem.yaml (a profile
+under each of those scheduler names). Two RayClusters of a head and 3 workers
+(1 CPU each) and room for one of them (2 nodes of 2 CPU): one is bound whole,
+the other waits whole (never 2 + 2) and says why; when the first goes, the
+second is bound whole. The PodGroup status troupe writes is checked in each
+API's own vocabulary (scheduler-plugins' PodGroup controller, Volcano's
+scheduler).
+
+No kubelet: pods never run, and a RayCluster's bound pods go only when
+force-deleted (the garbage collector's deletes are graceful).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from objects import create, node
+from operators import (
+    CLUSTER_LABEL,
+    GANG_LABEL,
+    RAYCLUSTERS,
+    SCHEDULER_PLUGINS_GROUP_LABEL,
+    SCHEDULER_PLUGINS_PG,
+    SCHEDULER_PLUGINS_SCHEDULER,
+    VOLCANO_GROUP_ANNOTATION,
+    VOLCANO_PG,
+    VOLCANO_SCHEDULER,
+    VOLCANO_TASK_ANNOTATION,
+    RayOperator,
+    kuberay_build,
+    raycluster,
+)
+from troupe_process import ROOT, TroupeProcess, supervised
+from wait import wait_for
+
+WORKERS = 3
+MEMBERS = WORKERS + 1  # the head too
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def troupe(operator_cluster, tmp_path_factory):
+    """troupe under the three names of examples/config-ecosystem.yaml, started
+    after every CRD is installed (operator_cluster)."""
+    config = (ROOT / "examples" / "config-ecosystem.yaml").read_text()
+    yield from supervised(
+        TroupeProcess(operator_cluster.scheduler_kubeconfig, tmp_path_factory.mktemp("troupe-ecosystem"), config=config)
+    )
+
+
+@pytest.fixture
+def room_for_one(operator_cluster):
+    """2 nodes of 2 CPU: room for one RayCluster of 4 one-CPU pods, not two."""
+    c = operator_cluster
+    c.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
+    create(c, node("n1", cpu="2"), node("n2", cpu="2"))
+    yield
+    c.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
+
+
+@pytest.fixture
+def ray_operator(operator_cluster, tmp_path: Path) -> Callable[[str, str], RayOperator]:
+    """``ray_operator(batch_scheduler, namespace)`` starts KubeRay's operator for
+    that namespace; it is stopped after the test (its log tail printed), and
+    must not have died on its own meanwhile. (Request it after `namespace_in`:
+    it then stops before the namespace is emptied, instead of recreating the
+    pods being deleted.)"""
+    build = kuberay_build()
+    started: list[RayOperator] = []
+
+    def start(batch_scheduler: str, ns: str) -> RayOperator:
+        op = RayOperator(build, operator_cluster.admin_kubeconfig, tmp_path, batch_scheduler, ns)
+        started.append(op)
+        return op.start()
+
+    yield start
+    for op in started:
+        alive = op.running
+        op.stop()
+        print(f"--- {op.log_path} (tail)\n{op.log_tail(80)}")
+        assert alive, f"ray-operator ({op.batch_scheduler}) exited during the test:\n{op.log_tail()}"
+
+
+# ------------------------------------------------------------------- helpers
+
+
+def pods_of(c, ns: str, cluster: str) -> list[dict[str, Any]]:
+    return c.get_json("pods", "-n", ns, "-l", f"{CLUSTER_LABEL}={cluster}")["items"]
+
+
+def bound_by_cluster(c, ns: str, clusters: tuple[str, ...]) -> dict[str, int]:
+    items = c.get_json("pods", "-n", ns)["items"]
+    return {
+        rc: sum(
+            1 for p in items if p["metadata"].get("labels", {}).get(CLUSTER_LABEL) == rc and p["spec"].get("nodeName")
+        )
+        for rc in clusters
+    }
+
+
+def wait_one_whole(c, ns: str, clusters: tuple[str, str], timeout: float = 30) -> tuple[str, str]:
+    """Waits until one RayCluster has all MEMBERS pods bound, failing at once if
+    both ever have bound pods (2 + 2); returns (winner, loser)."""
+    seen: list[dict[str, int]] = []
+
+    def check():
+        counts = bound_by_cluster(c, ns, clusters)
+        seen.append(counts)
+        return (all(counts.values()) or MEMBERS in counts.values()) and counts
+
+    counts = wait_for(check, timeout=timeout, message=f"one RayCluster's {MEMBERS} pods bound")
+    assert not all(counts.values()), f"both RayClusters partly bound (not gang-scheduled): {counts}; history {seen}"
+    winner = next(rc for rc, n in counts.items() if n == MEMBERS)
+    return winner, next(rc for rc in clusters if rc != winner)
+
+
+def pod_scheduled(pod: dict[str, Any]) -> dict[str, Any] | None:
+    return next((x for x in pod.get("status", {}).get("conditions") or () if x["type"] == "PodScheduled"), None)
+
+
+def wait_all_unschedulable(c, ns: str, cluster: str, mentions: str, timeout: float = 30) -> list[dict[str, Any]]:
+    """Every pod of ``cluster`` is PodScheduled=False/Unschedulable with a message naming ``mentions``."""
+
+    def check():
+        pods = pods_of(c, ns, cluster)
+        conds = [pod_scheduled(p) for p in pods]
+        ok = len(pods) == MEMBERS and all(
+            x and x["status"] == "False" and x.get("reason") == "Unschedulable" and mentions in x.get("message", "")
+            for x in conds
+        )
+        return ok and conds
+
+    return wait_for(check, timeout=timeout, message=f"{cluster}'s pods Unschedulable, naming {mentions}")
+
+
+def wait_operator_objects(c, ns: str, clusters: tuple[str, ...], pg_resource: str, pg_name: Callable[[str], str]):
+    """Waits until KubeRay made each RayCluster's PodGroup and its MEMBERS pods; returns (podgroups, pods)."""
+    pgs = {
+        rc: wait_for(
+            lambda rc=rc: c.get_json(pg_resource, "-n", ns, pg_name(rc)),
+            timeout=30,
+            message=f"KubeRay made {pg_resource} {pg_name(rc)}",
+        )
+        for rc in clusters
+    }
+    pods = {
+        rc: wait_for(
+            lambda rc=rc: len(p := pods_of(c, ns, rc)) == MEMBERS and p,
+            timeout=30,
+            message=f"KubeRay made {MEMBERS} pods for {rc}",
+        )
+        for rc in clusters
+    }
+    return pgs, pods
+
+
+def remove_raycluster(c, ns: str, name: str) -> None:
+    """Delete a RayCluster and finish what a kubelet would: its pods (bound, so
+    graceful deletes would leave them Terminating) are force-deleted."""
+    c.kubectl("delete", RAYCLUSTERS, "-n", ns, name, "--wait=true", timeout=60)
+    c.kubectl(
+        "delete", "pods", "-n", ns, "-l", f"{CLUSTER_LABEL}={name}", "--grace-period=0", "--force", "--wait=false"
+    )
+    wait_for(lambda: not pods_of(c, ns, name), timeout=30, message=f"{name}'s pods gone")
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((x for x in (obj.get("status") or {}).get("conditions") or () if x.get("type") == type_), None)
+
+
+# ---------------------------------------------------------- scheduler-plugins
+
+
+def test_kuberay_scheduler_plugins_one_raycluster_whole(
+    operator_cluster, troupe, room_for_one, namespace_in, ray_operator
+):
+    """--batch-scheduler=scheduler-plugins, RayClusters labelled
+    ray.io/gang-scheduling-enabled: KubeRay writes a scheduling.x-k8s.io
+    PodGroup per RayCluster (minMember = workers + 1); troupe binds one
+    RayCluster whole, keeps the other whole and waiting, and keeps the
+    PodGroups' status as scheduler-plugins' PodGroup controller does."""
+    c = operator_cluster
+    ns = namespace_in(c)
+    ray_operator("scheduler-plugins", ns)
+    clusters = ("ray-a", "ray-b")
+    create(c, *[raycluster(ns, rc, workers=WORKERS, labels={GANG_LABEL: "true"}) for rc in clusters])
+
+    # What KubeRay v1.5.0 writes: the PodGroup is named after the RayCluster.
+    pgs, pods = wait_operator_objects(c, ns, clusters, SCHEDULER_PLUGINS_PG, lambda rc: rc)
+    for rc, pg in pgs.items():
+        assert pg["apiVersion"] == "scheduling.x-k8s.io/v1alpha1", pg
+        assert pg["spec"]["minMember"] == MEMBERS, pg
+        assert pg["spec"]["minResources"] == {"cpu": str(MEMBERS), "memory": f"{MEMBERS}Gi"}, pg
+        assert [o["name"] for o in pg["metadata"]["ownerReferences"]] == [rc], pg
+        for p in pods[rc]:
+            assert p["spec"]["schedulerName"] == SCHEDULER_PLUGINS_SCHEDULER, p["metadata"]["name"]
+            assert p["metadata"]["labels"][SCHEDULER_PLUGINS_GROUP_LABEL] == rc, p["metadata"]
+
+    winner, loser = wait_one_whole(c, ns, clusters)
+    wait_all_unschedulable(c, ns, loser, mentions=f"{ns}/{loser}")
+    assert bound_by_cluster(c, ns, clusters)[loser] == 0
+
+    # status as scheduler-plugins' controller computes it: >= minMember pods
+    # exist, none Running (no kubelet) -> Scheduling; scheduleStartTime once tried.
+    for rc in clusters:
+        pg = wait_for(
+            lambda rc=rc: (
+                (s := (pg := c.get_json(SCHEDULER_PLUGINS_PG, "-n", ns, rc)).get("status") or {}).get("phase")
+                == "Scheduling"
+                and s.get("scheduleStartTime")
+                and pg
+            ),
+            timeout=30,
+            message=f"PodGroup {rc}: phase Scheduling, scheduleStartTime set",
+        )
+        assert pg["status"].get("running", 0) == 0, pg["status"]
+
+    # The winner goes: the waiting RayCluster is bound whole.
+    remove_raycluster(c, ns, winner)
+    wait_for(
+        lambda: bound_by_cluster(c, ns, (loser,))[loser] == MEMBERS,
+        timeout=30,
+        message=f"{loser} bound whole after {winner} left",
+    )
+
+
+# -------------------------------------------------------------------- volcano
+
+
+def test_kuberay_volcano_one_raycluster_whole(operator_cluster, troupe, room_for_one, namespace_in, ray_operator):
+    """--batch-scheduler=volcano: KubeRay writes a scheduling.volcano.sh
+    PodGroup `ray-<name>-pg` per RayCluster (no label needed) and annotates
+    its pods; troupe binds one RayCluster whole, the other waits whole, and
+    the PodGroups' status says so in Volcano's vocabulary (phase Running and
+    condition Scheduled once minMember pods are bound; Unschedulable while not)."""
+    c = operator_cluster
+    ns = namespace_in(c)
+    ray_operator("volcano", ns)
+    clusters = ("ray-a", "ray-b")
+    create(c, *[raycluster(ns, rc, workers=WORKERS) for rc in clusters])
+
+    def pg_name(rc: str) -> str:
+        return f"ray-{rc}-pg"
+
+    pgs, pods = wait_operator_objects(c, ns, clusters, VOLCANO_PG, pg_name)
+    for rc, pg in pgs.items():
+        assert pg["apiVersion"] == "scheduling.volcano.sh/v1beta1", pg
+        assert pg["spec"]["minMember"] == MEMBERS, pg
+        assert pg["spec"]["minResources"] == {"cpu": str(MEMBERS), "memory": f"{MEMBERS}Gi"}, pg
+        assert pg["spec"].get("queue") == "default", pg  # the CRD's default: KubeRay sets none without a label
+        owner = pg["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"], owner.get("controller")) == ("RayCluster", rc, True), pg
+        for p in pods[rc]:
+            meta = p["metadata"]
+            assert p["spec"]["schedulerName"] == VOLCANO_SCHEDULER, meta["name"]
+            assert meta["annotations"][VOLCANO_GROUP_ANNOTATION] == pg_name(rc), meta
+            assert meta["annotations"][VOLCANO_TASK_ANNOTATION] in ("headgroup", "workers"), meta
+
+    winner, loser = wait_one_whole(c, ns, clusters)
+    wait_all_unschedulable(c, ns, loser, mentions=f"{ns}/{pg_name(loser)}")
+    assert bound_by_cluster(c, ns, clusters)[loser] == 0
+
+    def volcano_status(rc: str, phases: tuple[str, ...], cond_type: str) -> Callable[[], Any]:
+        def check():
+            pg = c.get_json(VOLCANO_PG, "-n", ns, pg_name(rc))
+            cond = condition(pg, cond_type)
+            return (pg.get("status") or {}).get("phase") in phases and cond and cond.get("status") == "True" and pg
+
+        return check
+
+    wait_for(volcano_status(winner, ("Running",), "Scheduled"), timeout=30, message=f"{winner}: Running, Scheduled")
+    wait_for(
+        volcano_status(loser, ("Pending", "Inqueue"), "Unschedulable"),
+        timeout=30,
+        message=f"{loser}: Pending/Inqueue, Unschedulable",
+    )
+
+    remove_raycluster(c, ns, winner)
+    wait_for(
+        lambda: bound_by_cluster(c, ns, (loser,))[loser] == MEMBERS,
+        timeout=30,
+        message=f"{loser} bound whole after {winner} left",
+    )
+    wait_for(volcano_status(loser, ("Running",), "Scheduled"), timeout=30, message=f"{loser}: Running, Scheduled")
