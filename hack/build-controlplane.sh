@@ -52,7 +52,8 @@ got="$(modver "$root/hack/etcd/go.mod" go.etcd.io/etcd/server/v3)"
 [[ "$got" == "v$ETCD_VERSION" ]] || {
   echo "error: hack/etcd/go.mod pins go.etcd.io/etcd/server/v3 $got, expected v$ETCD_VERSION" >&2; exit 1; }
 
-fmt_time() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+# fmt_time, progress
+. "$(dirname "${BASH_SOURCE[0]}")/lib-gobuild.sh"
 
 # version_ok NAME PATH [K8S_VERSION]: the binary exists, runs, and reports the
 # pinned version (a Kubernetes binary: K8S_VERSION, $K8S_VERSION by default).
@@ -67,30 +68,6 @@ version_ok() {
     etcd) [[ "$out" == *"etcd Version: $ETCD_VERSION"* ]] ;;
     *)    [[ "$out" == *"v$kver"* ]] ;;
   esac
-}
-
-# progress LABEL TOTAL LOG: consumes `go build -v` output; prints a line every
-# 30 s with the number of packages compiled so far, passes anything that is
-# not a package name (compiler errors) through, and keeps everything in LOG.
-progress() {
-  local label="$1" total="$2" log="$3" n=0 dl=0 start=$SECONDS last=$SECONDS line rc
-  while :; do
-    line=""
-    if IFS= read -r -t 5 line; then rc=0; else rc=$?; fi
-    if (( rc == 0 )) || { (( rc == 1 )) && [[ -n "$line" ]]; }; then
-      printf '%s\n' "$line" >>"$log"
-      if [[ "$line" =~ ^[A-Za-z0-9._~/+-]+$ ]]; then n=$((n + 1))
-      elif [[ "$line" == "go: downloading "* ]]; then dl=$((dl + 1))
-      else printf '    %s\n' "$line"; fi
-    fi
-    (( rc == 1 )) && break
-    if (( SECONDS - last >= 30 )); then
-      last=$SECONDS
-      printf '  %-23s %s elapsed, %d/%d packages compiled%s\n' "$label" "$(fmt_time $((SECONDS - start)))" \
-        "$n" "$total" "$( ((dl)) && echo ", $dl modules downloaded")"
-    fi
-  done
-  printf '  %-23s %d packages compiled\n' "$label" "$n"
 }
 
 tmpfiles=()
@@ -117,7 +94,7 @@ build() {
   total="$(cd "$moddir" && go list -deps "$pkg" 2>>"$log" | wc -l)" || total="?"
   start=$SECONDS
   set +e
-  (cd "$moddir" && go build -v -ldflags "$ldflags" -o "$tmp" "$pkg") 2>&1 | progress "$label" "$total" "$log"
+  (cd "$moddir" && go build -v -ldflags "$ldflags" -o "$tmp" "$pkg") 2>&1 | progress "$label" "$log" "$total"
   rc=${PIPESTATUS[0]}
   set -e
   if (( rc != 0 )); then

@@ -49,7 +49,8 @@ crd_files=(ray.io_rayclusters.yaml ray.io_rayjobs.yaml ray.io_rayservices.yaml s
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 
-fmt_time() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+# fmt_time, progress
+. "$(dirname "${BASH_SOURCE[0]}")/lib-gobuild.sh"
 
 want_stamp() { printf '%s@v%s\n' "$KUBERAY_MODULE" "$KUBERAY_VERSION"; }
 
@@ -62,30 +63,6 @@ built_ok() {
   for f in "${crd_files[@]}"; do [[ -s "$crds/$f" ]] || return 1; done
   go version -m "$bin" 2>/dev/null | awk -v m="$KUBERAY_MODULE" -v v="v$KUBERAY_VERSION" \
     '$1 == "mod" && $2 == m && $3 == v {ok = 1} END {exit !ok}'
-}
-
-# progress LABEL LOG: consumes `go install -v` output; prints a line every 30 s
-# with the number of packages compiled so far, passes anything that is not a
-# package name (compiler errors) through, and keeps everything in LOG.
-progress() {
-  local label="$1" log="$2" n=0 dl=0 start=$SECONDS last=$SECONDS line rc
-  while :; do
-    line=""
-    if IFS= read -r -t 5 line; then rc=0; else rc=$?; fi
-    if (( rc == 0 )) || { (( rc == 1 )) && [[ -n "$line" ]]; }; then
-      printf '%s\n' "$line" >>"$log"
-      if [[ "$line" =~ ^[A-Za-z0-9._~/+-]+$ ]]; then n=$((n + 1))
-      elif [[ "$line" == "go: downloading "* ]]; then dl=$((dl + 1))
-      else printf '    %s\n' "$line"; fi
-    fi
-    (( rc == 1 )) && break
-    if (( SECONDS - last >= 30 )); then
-      last=$SECONDS
-      printf '  %-14s %s elapsed, %d packages compiled%s\n' "$label" "$(fmt_time $((SECONDS - start)))" \
-        "$n" "$( ((dl)) && echo ", $dl modules downloaded")"
-    fi
-  done
-  printf '  %-14s %d packages compiled%s\n' "$label" "$n" "$( ((dl)) && echo ", $dl modules downloaded")"
 }
 
 command -v go >/dev/null || {

@@ -32,6 +32,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_group(proc: subprocess.Popen, grace: float = 15.0) -> int | None:
+    """SIGTERM to the process group started with `start_new_session`, then
+    SIGKILL if it is still there after `grace` seconds; its exit code."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    return proc.returncode
+
+
 class TroupeProcess:
     def __init__(
         self,
@@ -144,15 +157,7 @@ class TroupeProcess:
             self.proc.wait(10)
 
     def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.proc.returncode
+        return None if self.proc is None else stop_group(self.proc)
 
     def log_text(self, this_run: bool = False) -> str:
         """The whole log, or (`this_run`) only what the latest start() wrote."""

@@ -19,7 +19,7 @@ from ..api.dra import group_claim_name, parse_device_class, parse_resource_claim
 from ..api.parse import parse_node, parse_pdb, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error
 from ..api.records import GroupKey, ObjectError, PodInfo
-from ..api.sources import GroupSource, implied_group, parse_group, parse_workload
+from ..api.sources import GroupSource, implied_group, is_implied, parse_group, parse_workload
 from ..cluster.cache import ClusterCache, InvalidObject
 from ..framework import events as E
 from ..framework.framework import Framework
@@ -125,8 +125,7 @@ class EventHandlers:
         """A source with no group object (Kueue): the group is what its pods
         declare, made with its first pod and kept while a pod of it exists."""
         assert pod.group is not None
-        made = implied_group(pod.group, pod.group_size, pod.creation_timestamp)
-        if made is None:
+        if not is_implied(pod.group):
             return  # the source has group objects of its own
         current = self.cache.groups.get(pod.group)
         if (
@@ -135,7 +134,9 @@ class EventHandlers:
             and (pod.group_size <= 0 or current.min_count == pod.group_size)
         ):
             return  # as declared already (a pod without the count does not undo it)
-        self.cache.upsert_group(pod.group, made)
+        made = implied_group(pod.group, pod.group_size, pod.creation_timestamp)
+        if made is not None:
+            self.cache.upsert_group(pod.group, made)
 
     def _members_changed(self, key: GroupKey) -> None:
         group = self.cache.groups.get(key)
@@ -170,7 +171,7 @@ class EventHandlers:
             self.queue.regate(key)
             self.reporter.report_if_gated(key)
             self._members_changed(old.group)
-            if implied_group(old.group, 0, "") is not None and not any(True for _ in self.cache.members(old.group)):
+            if is_implied(old.group) and not any(True for _ in self.cache.members(old.group)):
                 self.cache.remove_group(old.group)  # the last pod of a group made of its pods
 
     # ------------------------------------------------------------------ nodes

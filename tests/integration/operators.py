@@ -21,7 +21,6 @@ It runs as the admin (system:masters): its RBAC is not what is tested.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import localcluster  # hack/, on sys.path via conftest.py
+from troupe_process import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBERAY_VERSION = "1.5.0"
@@ -187,16 +187,7 @@ class RayOperator:
 
     def stop(self) -> int | None:
         """SIGTERM (the manager shuts down its controllers), SIGKILL after 15 s."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        return self.proc.returncode
+        return None if self.proc is None else stop_group(self.proc)
 
     def log_text(self) -> str:
         try:

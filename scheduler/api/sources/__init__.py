@@ -109,10 +109,15 @@ def _group_of(api_version: str) -> str:
     return api_version.partition("/")[0]
 
 
+def is_implied(key: GroupKey) -> bool:
+    """The group has no object: its pods make it (Kueue)."""
+    return key.source == kueue.GROUP
+
+
 def implied_group(key: GroupKey, size: int, creation_timestamp: str) -> PodGroup | None:
     """The PodGroup a source with no group object makes of its pods (Kueue),
     or None where the source has objects of its own."""
-    if key.source == kueue.GROUP:
+    if is_implied(key):
         return kueue.implied_group(key, size, creation_timestamp)
     return None
 

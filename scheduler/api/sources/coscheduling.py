@@ -24,6 +24,7 @@ from typing import Any
 
 from ..podgroup import PodGroup
 from . import foreign
+from .base import LabelSource
 from .foreign import MemberCounts
 
 GROUP = "scheduling.x-k8s.io"
@@ -35,22 +36,7 @@ _STATUS = ("phase", "running", "succeeded", "failed", "scheduleStartTime", "occu
 FINAL = ("Finished", "Failed")
 
 
-class _LabelSource:
-    name = "scheduler-plugins"
-    api_group = GROUP
-
-    def pod_group(self, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
-        value = (meta.get("labels") or {}).get(LABEL)
-        return str(value) if value else None
-
-    def pod_task(self, meta: Mapping[str, Any]) -> str:
-        return ""
-
-    def pod_group_size(self, meta: Mapping[str, Any]) -> int:
-        return 0
-
-
-PODS = _LabelSource()
+PODS = LabelSource("scheduler-plugins", GROUP, LABEL)
 
 
 def parse_group(body: Mapping[str, Any]) -> PodGroup:

@@ -9,20 +9,15 @@ from typing import Any
 
 from .. import constants as C
 from ..jobs import pod_group_of
+from .base import PodSource
 
 
-class _JobSource:
+class _JobSource(PodSource):
     name = "jobs"
     api_group = C.GROUP  # the groups are troupe's own PodGroups
 
     def pod_group(self, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
         return pod_group_of(meta)
-
-    def pod_task(self, meta: Mapping[str, Any]) -> str:
-        return ""
-
-    def pod_group_size(self, meta: Mapping[str, Any]) -> int:
-        return 0
 
 
 PODS = _JobSource()

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..podgroup import PodGroup
 from ..records import GroupKey
+from .base import LabelSource
 
 GROUP = "kueue.x-k8s.io"
 API_VERSION = f"{GROUP}/pods"  # not an API: marks a group made from its pods' labels
@@ -24,16 +25,8 @@ LABEL = f"{GROUP}/pod-group-name"
 TOTAL_COUNT = f"{GROUP}/pod-group-total-count"
 
 
-class _LabelSource:
-    name = "kueue"
-    api_group = GROUP
-
-    def pod_group(self, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
-        value = (meta.get("labels") or {}).get(LABEL)
-        return str(value) if value else None
-
-    def pod_task(self, meta: Mapping[str, Any]) -> str:
-        return ""
+class _CountedLabelSource(LabelSource):
+    """Kueue's label, and the group size every pod of the group declares."""
 
     def pod_group_size(self, meta: Mapping[str, Any]) -> int:
         try:
@@ -42,7 +35,7 @@ class _LabelSource:
             return 0
 
 
-PODS = _LabelSource()
+PODS = _CountedLabelSource("kueue", GROUP, LABEL)
 
 
 def implied_group(key: GroupKey, size: int, creation_timestamp: str) -> PodGroup:

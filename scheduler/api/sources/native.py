@@ -31,6 +31,7 @@ from typing import Any
 
 from .. import constants as C
 from ..podgroup import PodGroup, Workload
+from .base import PodSource
 
 GROUP = "scheduling.k8s.io"
 # The versions troupe speaks, preferred first (discovery picks the first served).
@@ -61,7 +62,7 @@ _TEMPLATE_FIELDS["v1beta1"] = _TEMPLATE_FIELDS["v1alpha3"]
 _POLICY_FIELDS = {"schedulingPolicy": ("basic", "gang"), "schedulingPolicy.gang": ("minCount",)}
 
 
-class _SchedulingGroupSource:
+class _SchedulingGroupSource(PodSource):
     name = "native"
     api_group = GROUP
 
@@ -71,12 +72,6 @@ class _SchedulingGroupSource:
             return None
         name = group.get("podGroupName")
         return str(name) if name else None
-
-    def pod_task(self, meta: Mapping[str, Any]) -> str:
-        return ""
-
-    def pod_group_size(self, meta: Mapping[str, Any]) -> int:
-        return 0
 
 
 PODS = _SchedulingGroupSource()

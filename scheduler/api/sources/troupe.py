@@ -8,25 +8,9 @@ from typing import Any
 
 from .. import constants as C
 from ..podgroup import PodGroup, Workload
+from .base import LabelSource
 
-
-class _LabelSource:
-    name = "troupe"
-    api_group = C.GROUP
-
-    def pod_group(self, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
-        labels = meta.get("labels") or {}
-        value = labels.get(C.POD_GROUP_LABEL)
-        return str(value) if value else None
-
-    def pod_task(self, meta: Mapping[str, Any]) -> str:
-        return ""
-
-    def pod_group_size(self, meta: Mapping[str, Any]) -> int:
-        return 0
-
-
-PODS = _LabelSource()
+PODS = LabelSource("troupe", C.GROUP, C.POD_GROUP_LABEL)
 
 
 def parse_group(body: Mapping[str, Any]) -> PodGroup:

@@ -28,6 +28,7 @@ from typing import Any
 from .. import constants as C
 from ..podgroup import PodGroup
 from . import foreign
+from .base import PodSource
 from .foreign import MemberCounts
 
 GROUP = "scheduling.volcano.sh"
@@ -47,7 +48,7 @@ _NOT_HONOURED = {
 _STATUS = ("phase", "running", "succeeded", "failed")
 
 
-class _AnnotationSource:
+class _AnnotationSource(PodSource):
     name = "volcano"
     api_group = GROUP
 
@@ -58,9 +59,6 @@ class _AnnotationSource:
     def pod_task(self, meta: Mapping[str, Any]) -> str:
         value = (meta.get("annotations") or {}).get(TASK_KEY) or (meta.get("labels") or {}).get(TASK_KEY)
         return str(value or "")
-
-    def pod_group_size(self, meta: Mapping[str, Any]) -> int:
-        return 0
 
 
 PODS = _AnnotationSource()
@@ -152,12 +150,13 @@ def export_status(
     group: PodGroup, conditions: list[dict[str, Any]] | None, counts: MemberCounts, now: str
 ) -> dict[str, Any]:
     """Volcano's status fields; with `conditions` (troupe's), its conditions too."""
-    scheduled = next((c for c in conditions or () if c.get("type") == C.POD_GROUP_SCHEDULED), None)
-    if scheduled is None and group.condition(C.POD_GROUP_SCHEDULED) is not None:
-        scheduled = group.condition(C.POD_GROUP_SCHEDULED).model_dump(by_alias=True)  # type: ignore[union-attr]
-    unschedulable = scheduled is not None and scheduled.get("status") == "False"
+    # The scheduled condition being written, else the one the object has.
+    status = next((c.get("status") for c in conditions or () if c.get("type") == C.POD_GROUP_SCHEDULED), None)
+    if status is None:
+        cached = group.condition(C.POD_GROUP_SCHEDULED)
+        status = cached.status if cached is not None else None
     out: dict[str, Any] = {
-        "phase": phase(group, counts, unschedulable, tried=scheduled is not None),
+        "phase": phase(group, counts, unschedulable=status == "False", tried=status is not None),
         **foreign.count_fields(counts),
     }
     if conditions is None:
