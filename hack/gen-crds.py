@@ -1,4 +1,5 @@
-"""Generates crds/*.yaml (the CRD schemas of PodGroup and Workload).
+"""Generates crds/*.yaml (the CRD schemas of PodGroup and Workload) and crds/compat/*.yaml
+(scheduler-plugins' and Volcano's PodGroup, from hack/compat_crds.py).
 
 Run `python hack/gen-crds.py crds` and review the diff. With --check it writes
 nothing and exits 1 if the files in the directory differ from what it would write
@@ -10,6 +11,7 @@ import difflib
 import sys
 from pathlib import Path
 
+import compat_crds
 import yaml
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -588,14 +590,18 @@ HEADER = """# Mirrors the upstream Go types of scheduling.k8s.io/v1alpha2 (k8s.i
 """
 
 
+def dump(obj) -> str:
+    return "---\n" + yaml.dump(obj, Dumper=Dumper, sort_keys=False, width=100, default_flow_style=False)
+
+
 def render() -> dict[str, str]:
-    """File name -> the text this script writes for it."""
-    return {
-        f"{path}.scheduling.troupe.dev.yaml": HEADER
-        + "---\n"
-        + yaml.dump(obj, Dumper=Dumper, sort_keys=False, width=100, default_flow_style=False)
-        for obj, path in ((pg, "podgroups"), (wl, "workloads"))
+    """File name (relative to the output directory) -> the text this script writes for it."""
+    out = {
+        f"{path}.scheduling.troupe.dev.yaml": HEADER + dump(obj) for obj, path in ((pg, "podgroups"), (wl, "workloads"))
     }
+    for name, (obj, what, origin) in compat_crds.FILES.items():
+        out[f"compat/{name}"] = compat_crds.HEADER.format(what=what, origin=origin, file=name) + dump(obj)
+    return out
 
 
 def check(outdir: Path) -> int:
@@ -637,6 +643,7 @@ def main() -> int:
     if args.check:
         return check(args.outdir)
     for name, text in render().items():
+        (args.outdir / name).parent.mkdir(parents=True, exist_ok=True)
         (args.outdir / name).write_text(text)
     return 0
 

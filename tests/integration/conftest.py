@@ -185,6 +185,18 @@ def operator_cluster(request: pytest.FixtureRequest, controlplane_binaries) -> L
         yield c
 
 
+@pytest.fixture(scope="session")
+def compat_cluster(request: pytest.FixtureRequest, controlplane_binaries) -> LocalCluster:
+    """v1.37.2 with crds/, manifests/ and crds/compat/ (troupe's own copies of
+    scheduler-plugins' and Volcano's PodGroup CRDs), as a cluster that has
+    neither scheduler would be set up."""
+    for c in _running_cluster(request, "compat control plane"):
+        install(c)
+        c.kubectl("apply", "-f", str(ROOT / "crds" / "compat"), timeout=120)
+        c.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
+        yield c
+
+
 @pytest.fixture
 def nodes(installed: LocalCluster):
     """`nodes(name, cpu=..., ...)` creates a Node; every node is removed before and after the test."""
