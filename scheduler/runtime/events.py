@@ -44,7 +44,7 @@ from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, PodInfo
 from . import failpoints, outage
 from .apitime import now_micro
-from .binder import REQUEST_TIMEOUT_SECONDS, retry_after
+from .binder import REQUEST_TIMEOUT_SECONDS, api_message, retry_after
 from .kube import NotLeading, RestClient, encode
 from .ratelimit import TokenBucket
 
@@ -254,7 +254,7 @@ class EventRecorder:
                     outage.EVENTS.failed(exc)  # the outage's one line; this Event is lost (best-effort)
                 else:
                     outage.EVENTS.succeeded()  # it answered
-                    self._failed(f"{exc.status} {exc.reason}")
+                    self._failed(f"{exc.status} {exc.reason}: {api_message(exc)}")
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 outage.EVENTS.failed(exc)
             except NotLeading:  # the lease was lost: the next leader writes what is still true
