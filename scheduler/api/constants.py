@@ -22,6 +22,7 @@ DISRUPTION_TARGET = "DisruptionTarget"
 REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 EVENT_PREEMPTED = "Preempted"  # on a victim pod or PodGroup
 EVENT_NOMINATED = "Nominated"  # on a preemptor pod: waiting for its victims on a node
+EVENT_RESERVED = "Reserved"  # on a starving PodGroup (or lone pod): room held until running pods finish
 
 # Pod condition and event reasons, as upstream kube-scheduler.
 POD_SCHEDULED = "PodScheduled"

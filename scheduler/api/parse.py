@@ -206,6 +206,7 @@ def parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource] = DEFAULT_
         spec_key=spec_key,
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
         start_time=str(status.get("startTime") or ""),
+        active_deadline_seconds=_active_deadline(spec),
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         resource_claims=claims,
         group=group,
@@ -277,3 +278,12 @@ def parse_pdb(body: Mapping[str, Any]) -> PodDisruptionBudgetInfo:
         disruptions_allowed=allowed,
         disrupted_pods=disrupted,
     )
+
+
+def _active_deadline(spec: Mapping[str, Any]) -> int | None:
+    """spec.activeDeadlineSeconds, None if unset; a value that is not a
+    positive integer counts as unset (the API server refuses such pods)."""
+    value = spec.get("activeDeadlineSeconds")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return None
+    return value

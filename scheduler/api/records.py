@@ -263,6 +263,7 @@ class PodInfo:
     spec_key: tuple[Any, ...] = field(default=(), compare=False)  # what scheduling reads (parse.py)
     preemption_policy: str = "PreemptLowerPriority"  # or "Never"
     start_time: str = ""  # status.startTime (RFC 3339); "" until a kubelet starts it
+    active_deadline_seconds: int | None = None  # spec.activeDeadlineSeconds: the kubelet ends the pod then
     nominated_node_name: str = ""  # status.nominatedNodeName
     resource_claims: tuple[PodClaim, ...] = ()
     group: GroupKey | None = None  # the PodGroup the pod belongs to (api/sources)

@@ -45,11 +45,17 @@ class EventHandlers:
     reporter: WaitingReporter
     _reserved: dict[str, tuple[Framework, Assignment]]  # pods reserved and not yet bound
     nominated: dict[str, tuple[str, PodInfo]]  # preemptors waiting for victims: uid -> (node, pod)
+    reserved: dict[str, tuple[float | None, float]]  # nominated to a reservation: uid -> (free at, since)
     claim_lifecycle: ClaimLifecycle | None  # the runtime's; None in a simulation
     gone_pods: OrderedDict[str, None]  # uids of pods recently deleted, oldest first
     claim_waiters: dict[tuple[str, str], set[str]]  # claim -> pending pods that name it
     synced: Any  # asyncio.Event: the initial listing is in the cache
     sources: tuple[GroupSource, ...]  # the group sources on, in rule order (api/sources)
+
+    def drop_nomination(self, uid: str) -> None:
+        """The pod is bound, gone or no longer nominated: its held room is free."""
+        self.nominated.pop(uid, None)
+        self.reserved.pop(uid, None)
 
     def is_ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.frameworks
@@ -101,6 +107,10 @@ class EventHandlers:
         for event in E.pod_update_events(old, pod):
             self._cluster_event(event)
         if self.is_pending(pod):
+            if pod.nominated_node_name and pod.uid not in self.nominated:
+                # Nominated by an earlier leader (a preemptor's or a reservation's
+                # room): held again, as upstream's nominator does after a restart.
+                self.nominated[pod.uid] = (pod.nominated_node_name, pod)
             for claim_key in _claim_keys(pod):  # DynamicResources' PreEnqueue may hold it for one
                 self.claim_waiters.setdefault(claim_key, set()).add(pod.uid)
             self.queue.add(pod)
@@ -108,7 +118,7 @@ class EventHandlers:
         else:
             self.queue.delete(pod.uid)
             self.reporter.forget_pod(pod.uid)
-            self.nominated.pop(pod.uid, None)
+            self.drop_nomination(pod.uid)
         if pod.terminal and not (old is not None and old.terminal):
             self._release_claims(pod.uid)  # a finished pod holds no devices
         if pod.group is not None and (old is None or old.group != pod.group or old.terminal != pod.terminal):
@@ -147,7 +157,7 @@ class EventHandlers:
         uid = str((body.get("metadata") or {}).get("uid") or "")
         held_room = bool(self.cache.placed_node(uid))  # bound, or assumed while binding
         self._unreserve(uid)
-        self.nominated.pop(uid, None)
+        self.drop_nomination(uid)
         old = self.cache.remove_pod(uid)
         for claim_key in _claim_keys(old) if old is not None else ():
             waiting = self.claim_waiters.get(claim_key)

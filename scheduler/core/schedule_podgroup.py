@@ -33,7 +33,7 @@ from ..api.records import GroupKey, PodInfo
 from ..api.resources import PODS
 from ..cluster.snapshot import Snapshot
 from ..framework.framework import Framework
-from ..framework.interface import Code, CycleState, GroupContext, Status
+from ..framework.interface import Code, CycleState, GroupContext, Reservation, Status
 from .group_search import Assignment, SearchBudget, Trial, place_group, reaches, unreserve
 from .placement import choose_placement, is_whole_cluster, no_placement_message
 
@@ -74,6 +74,9 @@ class GroupDecision:
     victim_groups: list[GroupKey] = field(default_factory=list)
     preemption_message: str = ""
     preemption_attempted: bool = False
+    # A PostFilter reserved room for the unplaced pods (their nominations)
+    # until running pods finish; nothing is evicted for it.
+    reservation: Reservation | None = None
     placement: str = ""  # the chosen placement's label ("" when the group took the whole cluster)
 
     @property
@@ -255,7 +258,10 @@ def _post_filter(
         if status.ok and result is not None:
             if result.nominated_node:
                 decision.nominations[pod.uid] = result.nominated_node
-            _preemption(decision, result.victims, result.victim_groups, result.message)
+            if result.reservation is not None:
+                _reserved(decision, result.reservation, result.message)
+            else:
+                _preemption(decision, result.victims, result.victim_groups, result.message)
         elif not status.ok:
             _tell(decision, status)
         return
@@ -263,7 +269,10 @@ def _post_filter(
     group_result, status = fwk.run_post_filter_group(CycleState(), ctx, snapshot, diagnoses)
     if status.ok and group_result is not None:
         decision.nominations.update(group_result.nominations)
-        _preemption(decision, group_result.victims, group_result.victim_groups, group_result.message)
+        if group_result.reservation is not None:
+            _reserved(decision, group_result.reservation, group_result.message)
+        else:
+            _preemption(decision, group_result.victims, group_result.victim_groups, group_result.message)
     elif not status.ok:
         _tell(decision, status)
 
@@ -276,6 +285,14 @@ def _preemption(decision: GroupDecision, victims: Sequence[PodInfo], groups: Seq
     if message:
         decision.preemption_message = message
         _append_preemption(decision, message)
+
+
+def _reserved(decision: GroupDecision, reservation: Reservation, message: str) -> None:
+    """Room held until running pods finish: said after the fit error."""
+    decision.reservation = reservation
+    decision.preemption_message = message
+    decision.message = f"{decision.message}; {message}"
+    decision.unplaced = [(p, f"{why}; {message}") for p, why in decision.unplaced]
 
 
 def _tell(decision: GroupDecision, status: Status) -> None:

@@ -47,6 +47,11 @@ from .schedule_podgroup import (
 
 log = logging.getLogger(__name__)
 
+# Backfill onto reserved room: a pod's activeDeadlineSeconds counts from its
+# startTime, which its kubelet sets a moment after the bind; this much is
+# allowed for that moment.
+BACKFILL_START_SECONDS = 5.0
+
 
 class Scheduler(EventHandlers):
     def __init__(
@@ -101,6 +106,11 @@ class Scheduler(EventHandlers):
         # Preemptors waiting for their victims: uid -> (node, pod). Their room is
         # held in later cycles of other units of no higher priority (as upstream).
         self.nominated: dict[str, tuple[str, PodInfo]] = {}
+        # Nominated pods whose room is a reservation (PostFilter's Reservation):
+        # uid -> when the pods in the way on its node end at the latest (wall
+        # clock; None: unknown), for backfill; and when it was reserved.
+        self.reserved: dict[str, tuple[float | None, float]] = {}
+        self.wall: Callable[[], float] = time.time
 
     def group_and_counts(self, key: GroupKey) -> tuple[PodGroup | None, MemberCounts]:
         """For the status writer: the cached PodGroup and its pods' counts."""
@@ -208,11 +218,24 @@ class Scheduler(EventHandlers):
             return
         own = {p.uid for p in pods}
         priority = max(p.priority for p in pods)
+        ends = self._backfill_end(pods) if self.reserved else None
         for uid, (node, pod) in self.nominated.items():
             row = snapshot.row.get(node)
             if uid in own or row is None or pod.priority < priority:
                 continue
+            if ends is not None and uid in self.reserved:
+                free_at = self.reserved[uid][0]
+                if free_at is not None and ends <= free_at:
+                    continue  # backfill: these pods end before the reserved room can be free anyway
             snapshot.assume(row, snapshot.request_vector(pod)[0], (pod.nonzero_cpu, pod.nonzero_memory))
+
+    def _backfill_end(self, pods: list[PodInfo]) -> float | None:
+        """When all of `pods` will have ended at the latest if bound now (wall
+        clock): their activeDeadlineSeconds from now, plus the time a kubelet
+        takes to start them; None if any has no deadline."""
+        if any(p.active_deadline_seconds is None for p in pods):
+            return None
+        return self.wall() + BACKFILL_START_SECONDS + max(p.active_deadline_seconds or 0 for p in pods)
 
     def _template_ref_problem(self, group: PodGroup) -> str | None:
         """A PodGroup that names its Workload template must name one that exists."""
@@ -242,7 +265,7 @@ class Scheduler(EventHandlers):
         assignments = decision.assignments
         for a in assignments:
             self.cache.assume(a.pod.uid, a.node)
-            self.nominated.pop(a.pod.uid, None)
+            self.drop_nomination(a.pod.uid)
         if fwk is not None and fwk.reserve:
             for a in assignments:
                 if fwk.reserves(a.state):
@@ -297,18 +320,34 @@ class Scheduler(EventHandlers):
     def _nominate(self, decision: GroupDecision) -> None:
         """The unplaced pods' nominations are what this decision says: new
         ones written, dropped ones cleared (their held room freed)."""
+        reservation = decision.reservation
+        moved = False
         for pod, _ in decision.unplaced:
             node = decision.nominations.get(pod.uid, "")
             held = self.nominated.get(pod.uid)
             if node:
                 self.nominated[pod.uid] = (node, pod)
+                if reservation is not None:
+                    since = self.reserved.get(pod.uid, (None, self.wall()))[1]
+                    self.reserved[pod.uid] = (reservation.free_at.get(node), since)
+                else:
+                    self.reserved.pop(pod.uid, None)
                 if held is None or held[0] != node:
+                    moved = True
                     self.writer.nominate(pod, node)
-                    note = f"nominated to node {node}: {decision.preemption_message}"
-                    self.writer.pod_event(pod, "Normal", C.EVENT_NOMINATED, note, "Preempting")
+                    if reservation is None:
+                        note = f"nominated to node {node}: {decision.preemption_message}"
+                        self.writer.pod_event(pod, "Normal", C.EVENT_NOMINATED, note, "Preempting")
             elif held is not None:
-                del self.nominated[pod.uid]
+                self.drop_nomination(pod.uid)
                 self.writer.nominate(pod, "")
+        if reservation is not None and moved:  # one Event per reservation chosen, on its group
+            group = self.cache.groups.get(decision.group_key) if decision.group_key else None
+            note = decision.preemption_message
+            if isinstance(group, PodGroup):
+                self.writer.group_event(group, "Normal", C.EVENT_RESERVED, note, "Reserving")
+            elif decision.unplaced:
+                self.writer.pod_event(decision.unplaced[0][0], "Normal", C.EVENT_RESERVED, note, "Reserving")
 
     def _write_group_status(self, group: PodGroup, decision: GroupDecision) -> None:
         current = group.condition(C.POD_GROUP_SCHEDULED)

@@ -62,7 +62,7 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
         ("InterPodAffinity", None),
         ("DynamicResources", None),
     ],
-    "postFilter": [("DefaultPreemption", None)],
+    "postFilter": [("DefaultPreemption", None), ("Reservation", None)],
     "score": [
         ("TaintToleration", 3),
         ("NodeAffinity", 2),

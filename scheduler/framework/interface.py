@@ -303,6 +303,20 @@ class PermitPlugin(Plugin):
 
 
 @dataclass(frozen=True, slots=True)
+class Reservation:
+    """Room a PostFilter holds for a starving unit until running pods finish
+    (no victims: nothing is evicted). The nominations carry where; this says
+    until when, so that backfill can use the room meanwhile."""
+
+    # Reserved node -> the latest end (wall clock, seconds) of the running
+    # pods in the way there, as their activeDeadlineSeconds tell; None when
+    # any of them has no deadline (their end is unknown).
+    free_at: Mapping[str, float | None]
+    waiting_for: int  # running pods in the way
+    requests: Mapping[str, int]  # the room held, summed over the reserved pods
+
+
+@dataclass(frozen=True, slots=True)
 class PostFilterResult:
     """What a PostFilter achieved for one pod: the node it may run on once
     victims are gone (upstream's NominatingInfo), "" for none, and the
@@ -312,6 +326,7 @@ class PostFilterResult:
     victims: tuple[PodInfo, ...] = ()
     victim_groups: tuple[GroupKey, ...] = ()
     message: str = ""  # what the preemptor is told (e.g. waiting for N victims)
+    reservation: Reservation | None = None  # nominated to reserved room, not to victims' room
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +337,7 @@ class GroupPostFilterResult:
     victims: tuple[PodInfo, ...] = ()
     victim_groups: tuple[GroupKey, ...] = ()
     message: str = ""
+    reservation: Reservation | None = None
 
 
 class PostFilterPlugin(Plugin):

@@ -16,6 +16,7 @@ from .noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit
 from .nodeunschedulable import NodeUnschedulable
 from .podgrouppodscount import PodGroupPodsCount
 from .podtopologyspread import PodTopologySpread
+from .reservation import Reservation
 from .schedulinggates import SchedulingGates
 from .tainttoleration import TaintToleration
 from .topologyplacement import TopologyPlacementGenerator
@@ -33,6 +34,7 @@ IN_TREE = (
     PodTopologySpread,
     InterPodAffinity,
     DefaultPreemption,
+    Reservation,
     DynamicResources,
     TopologyPlacementGenerator,
     PodGroupPodsCount,
