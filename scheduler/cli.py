@@ -161,6 +161,15 @@ def _parser() -> argparse.ArgumentParser:
         help="SchedulerConfiguration YAML, as for `troupe run` (default: the default profile)",
     )
     simulate.add_argument(
+        "--waited",
+        metavar="SECONDS",
+        type=float,
+        default=0.0,
+        help="then give what still waits one more cycle, SECONDS later, as a live cluster would: "
+        "with reservations on (the Reservation plugin's starvationSeconds, default 60), shows the room "
+        "held for each group that starves (default: 0, no such cycle)",
+    )
+    simulate.add_argument(
         "--output",
         "-o",
         choices=["table", "json"],
@@ -292,7 +301,7 @@ def _simulate(args: argparse.Namespace) -> int:
     except InputError as exc:
         print(exc, file=sys.stderr)
         return 2
-    result = simulate(inp, config, registry)
+    result = simulate(inp, config, registry, waited=args.waited)
     for warning in result.warnings:
         print(warning, file=sys.stderr)
     sys.stdout.write(render_json(result) if args.output == "json" else render_table(result))

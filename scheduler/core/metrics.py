@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Gauge, Histogram
 
 if TYPE_CHECKING:
+    from ..api.records import PodInfo
     from ..queue.scheduling_queue import SchedulingQueue
     from .schedule_podgroup import GroupDecision
 
@@ -53,6 +55,17 @@ BIND_DURATION = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 GROUP_DECISIONS = Counter("troupe_podgroup_decisions_total", "PodGroup cycle outcomes.", ["outcome"])
+RESERVED_PODS = Gauge(
+    "troupe_reserved_pods", "Pending pods nominated to reserved room (Reservation), waiting for running pods to finish."
+)
+RESERVED_ROOM = Gauge(
+    "troupe_reserved_room",
+    "Room held by reservations, by resource (cpu in cores, memory in bytes).",
+    ["resource"],
+)
+RESERVATION_AGE = Gauge(
+    "troupe_reservation_oldest_age_seconds", "How long the oldest reservation held now has been waiting for its room."
+)
 
 _RESULT = {"Scheduled": "scheduled", "Unschedulable": "unschedulable", "SchedulerError": "error"}
 # Label children resolved once: .labels() costs more than the observation itself.
@@ -81,3 +94,14 @@ def observe_attempt(decision: GroupDecision, seconds: float, profile: str = "") 
 def observe_queue(queue: SchedulingQueue) -> None:
     for state, count in queue.counts().items():
         PENDING_PODS.labels(queue=state).set(count)
+
+
+def observe_reservations(
+    nominated: Mapping[str, tuple[str, PodInfo]], reserved: Mapping[str, tuple[float | None, float]], now: float
+) -> None:
+    """Reserved pods, the room they hold and the oldest one's age (wall clock `now`)."""
+    pods = [nominated[uid][1] for uid in reserved if uid in nominated]
+    RESERVED_PODS.set(len(pods))
+    RESERVED_ROOM.labels(resource="cpu").set(sum(p.requests.get("cpu", 0) for p in pods) / 1000)
+    RESERVED_ROOM.labels(resource="memory").set(sum(p.requests.get("memory", 0) for p in pods))
+    RESERVATION_AGE.set(max((now - since for _, since in reserved.values()), default=0.0))

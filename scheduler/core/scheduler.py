@@ -73,7 +73,7 @@ class Scheduler(EventHandlers):
         self.cache = ClusterCache()
         self.frameworks: dict[str, Framework] = {}
         for p in config.profiles:
-            handle = Handle(self.cache)  # one per profile: `place` runs that profile's plugins
+            handle = Handle(self.cache, clock)  # one per profile: `place` runs that profile's plugins
             fwk = self.frameworks[p.scheduler_name] = Framework(p, registry, handle)
             handle.place = partial(trial_place, fwk)
         q = config.queue
@@ -155,6 +155,7 @@ class Scheduler(EventHandlers):
             if self.last_cycle - gauges_at >= 1.0:  # O(units): not after every cycle
                 gauges_at = self.last_cycle
                 metrics.observe_queue(self.queue)
+                metrics.observe_reservations(self.nominated, self.reserved, self.wall())
             await asyncio.sleep(0)  # let watch events in between cycles
 
     def schedule_unit(self, popped: PoppedUnit) -> GroupDecision | None:

@@ -22,7 +22,8 @@ turns the shared static pass off for that pod.
 from __future__ import annotations
 
 import enum
-from collections.abc import Hashable, Mapping, Sequence
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -148,12 +149,13 @@ class ClaimWriter(Protocol):
 
 class Handle:
     """What plugins may reach outside their arguments: the cache, read-only,
-    `place`, the scheduler's own algorithm for trials (set by core; None
-    in a Framework built without a Scheduler), and `claim_writer` (set by
-    the runtime)."""
+    the scheduler's clock, `place`, the scheduler's own algorithm for trials
+    (set by core; None in a Framework built without a Scheduler), and
+    `claim_writer` (set by the runtime)."""
 
-    def __init__(self, cache: ClusterCache) -> None:
+    def __init__(self, cache: ClusterCache, clock: Callable[[], float] = time.monotonic) -> None:
         self.cache = cache
+        self.clock = clock  # the scheduler's monotonic clock (a fake one in tests and simulate)
         self.place: PlaceFn | None = None
         self.claim_writer: ClaimWriter | None = None
 

@@ -133,7 +133,6 @@ class Reservation(PostFilterPlugin):
     def __init__(self, args: ReservationArgs, handle: Handle) -> None:
         super().__init__(args, handle)
         self.args: ReservationArgs = args
-        self.clock: Callable[[], float] = time.monotonic
         self.wall: Callable[[], float] = time.time
         self._since: dict[str, tuple[float, frozenset[str]]] = {}  # unit -> (unschedulable since, its pods)
         self._held: dict[str, _Held] = {}
@@ -169,7 +168,7 @@ class Reservation(PostFilterPlugin):
     ) -> tuple[GroupPostFilterResult | None, Status]:
         if self.args.starvation_seconds <= 0 or self.handle.place is None or not pods:
             return None, Status.skip(self.name)
-        now = self.clock()
+        now = self.handle.clock()
         self._prune(now)
         uids = frozenset(p.uid for p in pods)
         since, _ = self._since.setdefault(key, (now, uids))

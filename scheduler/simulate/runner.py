@@ -188,14 +188,23 @@ class SimulationResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Registry) -> SimulationResult:
+def simulate(
+    inp: SimulationInput, config: SchedulerConfiguration, registry: Registry, waited: float = 0.0
+) -> SimulationResult:
     """Runs the scheduler over the input to a fixed point. Costs what the
-    scheduler costs: one group cycle per unit per round."""
+    scheduler costs: one group cycle per unit per round. With `waited`, what
+    still waits then gets one more cycle that many seconds later (a group
+    that starves gets its reservation)."""
     clock = FakeClock()
     recorder = Recorder()
     # The default binder binds nothing: binding is done below, as the cluster
     # would; reports are written at once (the fake clock has no timers).
     sched = Scheduler(config, registry, writer=recorder, clock=clock, report_delay=0)
+    # Plugins that measure waiting (Reservation) see time pass only as
+    # `waited` says: the rounds below are retries, not time a user waits.
+    waiting_clock = FakeClock()
+    for fwk in sched.frameworks.values():
+        fwk.handle.clock = waiting_clock
     groups = {group_key_of(o.body): o.body for o in inp.of_kind("PodGroup")}
     claims = Claims(sched, groups, {(o.namespace, o.name): o.body for o in inp.of_kind("ResourceClaimTemplate")})
     sched.claim_lifecycle = claims
@@ -268,8 +277,9 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
     rounds = 0
     # Each round places a pod or evicts one (victims are never recreated), so this bounds it.
     placements: dict[GroupKey, str] = {}
-    for _ in range(2 * len(pod_bodies) + 1):
-        rounds += 1
+
+    def one_round() -> int:
+        """Every unit that is due gets its cycle; returns how many pods were placed or evicted."""
         placed_now = 0
         while (popped := sched.queue.pop_nowait()) is not None:
             decision = sched.schedule_unit(popped)
@@ -298,11 +308,24 @@ def simulate(inp: SimulationInput, config: SchedulerConfiguration, registry: Reg
                 placed.add(uid)
                 placed_now += 1
             claims.settle()
-        if placed_now == 0:
+        return placed_now
+
+    q = config.queue
+    for _ in range(2 * len(pod_bodies) + 1):
+        rounds += 1
+        if one_round() == 0:
             break
         # Past every backoff and the unschedulable flush: everything left is retried.
-        q = config.queue
         clock.now += max(q.pod_max_backoff_seconds, q.max_unschedulable_seconds) + 1.0
+    if waited > 0:
+        # What still waits, `waited` seconds later: one more cycle each shows
+        # the room a reservation holds for a group that starves.
+        clock.now += waited
+        waiting_clock.now += waited
+        for unit in list(sched.queue.units()):
+            sched.queue.activate(unit.key)
+        rounds += 1
+        one_round()
 
     return SimulationResult(
         _pod_results(inp, sched, recorder, placed, preemption),

@@ -33,9 +33,7 @@ def make(clock: Any, **args: Any) -> tuple[Scheduler, Recorder]:
     rec = Recorder()
     sched = Scheduler(config(**args), in_tree_registry(), binder=rec, writer=rec, clock=clock, report_delay=0)
     sched.wall = lambda: WALL + clock.now
-    r = reservation(sched)
-    r.clock = clock
-    r.wall = sched.wall
+    reservation(sched).wall = sched.wall
     sched.start_scheduling()
     return sched, rec
 
@@ -339,6 +337,62 @@ def test_a_new_leader_holds_the_nominated_room_and_keeps_the_reservation(clock: 
     assert ("next", "a") not in rec2.binds
     assert held_nodes(new) == nominated  # kept, not waited for again
     assert "reserved node(s) a, b" in rec2.pods["big-0"]
+
+
+# ---------------------------------------------------------------- simulate
+
+STARVING = """
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n2}
+status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: small-1}
+spec: {nodeName: n1, activeDeadlineSeconds: 120, containers: [{name: c, resources: {requests: {cpu: "1"}}}]}
+status: {phase: Running, startTime: "2026-12-05T18:40:00Z"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: small-2}
+spec: {nodeName: n2, containers: [{name: c, resources: {requests: {cpu: "1"}}}]}
+status: {phase: Running}
+---
+apiVersion: scheduling.troupe.dev/v1alpha2
+kind: PodGroup
+metadata: {name: big}
+spec: {schedulingPolicy: {gang: {minCount: 2}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: big-0, labels: {scheduling.troupe.dev/pod-group: big}}
+spec: {schedulerName: troupe-scheduler, containers: [{name: c, resources: {requests: {cpu: "4"}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: big-1, labels: {scheduling.troupe.dev/pod-group: big}}
+spec: {schedulerName: troupe-scheduler, containers: [{name: c, resources: {requests: {cpu: "4"}}}]}
+"""
+
+
+def test_simulate_shows_the_reservation_once_the_group_has_waited(tmp_path: Any, capsys: Any) -> None:
+    from scheduler.cli import main
+
+    f = tmp_path / "starving.yaml"
+    f.write_text(STARVING)
+    assert main(["simulate", str(f)]) == 0
+    assert "reserved" not in capsys.readouterr().out  # no time has passed
+    assert main(["simulate", str(f), "--waited", "59"]) == 0
+    assert "reserved" not in capsys.readouterr().out  # starvationSeconds is 60
+    assert main(["simulate", str(f), "--waited", "120"]) == 0
+    out = capsys.readouterr().out
+    assert "reserved node(s) n1, n2 for 2 pod(s); waiting for 2 running pod(s) to finish" in out
 
 
 # ----------------------------------------------------------------- property
