@@ -277,6 +277,7 @@ class Scheduler(EventHandlers):
             unschedulable=bool(decision.unplaced),
             error=decision.outcome is Outcome.SCHEDULER_ERROR,
             wake_on=decision.wake_on,
+            reset_backoff=decision.reservation is not None,
         )
         if assignments:
             assert fwk is not None

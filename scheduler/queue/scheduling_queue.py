@@ -415,14 +415,19 @@ class SchedulingQueue:
         unschedulable: bool,
         error: bool = False,
         wake_on: frozenset[str] | None = None,
+        reset_backoff: bool = False,
     ) -> None:
         """The attempt of `key` ended. `placed` pods leave the queue (they are
         binding); the others go back with their original first-seen times.
-        `wake_on`: the cluster events that may help the pods left (None: any)."""
+        `wake_on`: the cluster events that may help the pods left (None: any).
+        `reset_backoff`: its backoff starts over (a unit holding reserved room
+        binds as soon as the room is free, and takes no one's turn meanwhile)."""
         self._in_flight.pop(key, None)
         unit = self._units.get(key)
         if unit is None:
             return
+        if reset_backoff:
+            unit.attempts = 1
         for uid in placed:
             if unit.pods.pop(uid, None) is not None:
                 self._unit_of_pod.pop(uid, None)

@@ -46,7 +46,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 INTEGRATION_DIR = Path(__file__).resolve().parent
-for p in (ROOT / "hack", INTEGRATION_DIR):
+for p in (ROOT, ROOT / "hack", INTEGRATION_DIR):  # ROOT: bench/ (its fake kubelet)
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
