@@ -6,7 +6,12 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = {"core": "bench.core", "e2e": "bench.e2e", "status-write": "bench.status_write"}
+BENCHMARKS = {
+    "core": "bench.core",
+    "e2e": "bench.e2e",
+    "status-write": "bench.status_write",
+    "starvation": "bench.starvation",
+}
 DEFAULT = "core"
 
 

@@ -31,7 +31,7 @@ from ..api.podgroup import PodGroup
 from ..api.quantity import format_units
 from ..api.records import GroupKey, PodInfo
 from ..api.resources import PODS
-from ..cluster.snapshot import Snapshot
+from ..cluster.snapshot import Mark, Snapshot
 from ..framework.framework import Framework
 from ..framework.interface import Code, CycleState, GroupContext, Reservation, Status
 from .group_search import Assignment, SearchBudget, Trial, place_group, reaches, unreserve
@@ -134,8 +134,9 @@ def schedule_group(
             "algorithm (set podGroupScheduling.algorithm: Placement)"
         )
         return _no_placement(fwk, snapshot, group_key, ctx, Status.unschedulable(why, resolvable=False), "")
+    undo = snapshot.mark()
     trial = place_group(fwk, snapshot, ctx, reserve=True)
-    return _decide(fwk, snapshot, group_key, ctx, trial)
+    return _decide(fwk, snapshot, group_key, ctx, trial, undo=undo)
 
 
 def _min_resources_shortfall(snapshot: Snapshot, group: PodGroup, min_count: int) -> str:
@@ -163,8 +164,12 @@ def _decide(
     trial: Trial,
     placement: str = "",
     fallback: str = "",
+    undo: Mark | None = None,
 ) -> GroupDecision:
-    """Permit over the trial's assignments, then the decision; unplaced pods go to PostFilter."""
+    """Permit over the trial's assignments, then the decision; unplaced pods go to PostFilter.
+    `undo`: the snapshot as it was before the trial, restored when nothing of
+    it binds, so that PostFilter (preemption, reservations) sees the room the
+    trial's pods took as free: they are the pods it places again."""
     pods, placed_before, min_count = ctx.pods, ctx.placed_before, ctx.min_count
     ctx.placed_now = len(trial.assignments)
     ctx.placed_pods = tuple(a.pod for a in trial.assignments)
@@ -181,6 +186,8 @@ def _decide(
 
     if not permit.ok:
         unreserve(fwk, trial.assignments)
+        if undo is not None:
+            snapshot.restore(undo)
         why = permit.message
         if first_failure is not None:
             why = f"{why}: {first_failure}"
@@ -217,6 +224,8 @@ def _decide(
     else:
         outcome = Outcome.UNSCHEDULABLE
         message = f"{len(unplaced)} of {len(pods)} pod(s) could not be placed: {unplaced[0][1]}"
+        if undo is not None and trial.assignments:
+            snapshot.restore(undo)
     decision = GroupDecision(
         group_key,
         outcome,
@@ -373,8 +382,10 @@ def _schedule_in_placements(
                 ),
                 "",
             )
+        undo = snapshot.mark()
         trial = place_group(fwk, snapshot, ctx, reserve=True)
-        return _decide(fwk, snapshot, group_key, ctx, trial)
+        return _decide(fwk, snapshot, group_key, ctx, trial, undo=undo)
+    undo = snapshot.mark()
     result = choose_placement(fwk, snapshot, ctx, placements, state)
     if result.trial is None or result.placement is None:
         if not result.status.ok:
@@ -386,7 +397,9 @@ def _schedule_in_placements(
         {r.placement.kind for r in result.rejected if r.placement.rank < result.placement.rank and r.placement.kind}
     )
     fallback = "; ".join(f"no {kind} domain fits" for kind in skipped)
-    return _decide(fwk, snapshot, group_key, ctx, result.trial, placement=result.placement.label, fallback=fallback)
+    return _decide(
+        fwk, snapshot, group_key, ctx, result.trial, placement=result.placement.label, fallback=fallback, undo=undo
+    )
 
 
 def _no_placement(

@@ -177,6 +177,24 @@ def test_only_the_pods_in_the_way_are_waited_for(s: Any, clock: Any) -> None:
     # Two of the three must go for 3 CPU; the one kept is one with no end.
 
 
+def test_a_gang_part_of_which_fits_now_reserves_that_room_too(s: Any, clock: Any) -> None:
+    """One node is empty, the other busy: the gang's cycle places one pod and
+    fails; PostFilter must see that pod's room as free (it places it again)."""
+    sched, rec = s
+    sched.on_node(node("a", cpu="4"))
+    sched.on_node(node("b", cpu="4"))
+    sched.on_pod(running("b0", "b"))
+    sched.on_pod(running("b1", "b"))
+    sched.on_podgroup(gang("big", 2))
+    for i in range(2):
+        sched.on_pod(pod(f"big-{i}", cpu="4", group="big"))
+    drain(sched)
+    assert "needs 2 pods, 1 fit" in rec.pods["big-0"]
+    starve(sched, clock)
+    assert set(held_nodes(sched).values()) == {"a", "b"}, rec.pods["big-0"]
+    assert "waiting for 2 running pod(s) to finish" in rec.pods["big-0"]
+
+
 # ---------------------------------------------------------------- backfill
 
 
