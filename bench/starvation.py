@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import json
 import shutil
-import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
