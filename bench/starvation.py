@@ -152,10 +152,13 @@ async def gangs(
     runtime: float,
     stop: asyncio.Event,
     created: dict[str, float],
+    last: float = float("inf"),
 ) -> None:
-    """A gang `<prefix>-<n>` of `size` pods every `every` seconds, the first after `first`."""
-    n, next_at = 0, time.monotonic() + first
-    while True:
+    """A gang `<prefix>-<n>` of `size` pods every `every` seconds, the first
+    after `first`, none later than `last` seconds."""
+    t0 = time.monotonic()
+    n, next_at = 0, t0 + first
+    while next_at - t0 <= last:
         try:
             await asyncio.wait_for(stop.wait(), max(next_at - time.monotonic(), 0))
             return
@@ -225,6 +228,8 @@ async def one_run(cluster: Any, name: str, load: Load, args: argparse.Namespace,
                     load.large_runtime,
                     stop,
                     large,
+                    # none so late that it could not start within the bound before the run ends
+                    last=load.duration - (args.starvation + load.longest_runtime + BACKOFF),
                 )
             ),
         ]
