@@ -39,6 +39,21 @@ def count(desc: str, **bounds: Any) -> dict[str, Any]:
     return int32(f"The number of member pods {desc}; troupe counts them from the pods it sees.", **bounds)
 
 
+def min_member(minimum: int) -> dict[str, Any]:
+    return int32(
+        "The least number of member pods bound at once: troupe binds at least this many in one cycle, or none.",
+        minimum=minimum,
+    )
+
+
+MIN_RESOURCES = {
+    "type": "object",
+    "description": "The least room the group needs: troupe does not try the group while the cluster's free "
+    "room, summed over nodes, cannot hold it, and says so.",
+    "additionalProperties": QUANTITY,
+}
+
+
 def crd(
     group: str,
     version: str,
@@ -102,17 +117,8 @@ SCHEDULER_PLUGINS = crd(
             "type": "object",
             "description": "Specification of the desired behavior of the pod group.",
             "properties": {
-                "minMember": int32(
-                    "The least number of member pods bound at once: troupe binds at least this many "
-                    "in one cycle, or none.",
-                    minimum=1,
-                ),
-                "minResources": {
-                    "type": "object",
-                    "description": "The least room the group needs: troupe does not try the group while the "
-                    "cluster's free room, summed over nodes, cannot hold it, and says so.",
-                    "additionalProperties": QUANTITY,
-                },
+                "minMember": min_member(minimum=1),
+                "minResources": MIN_RESOURCES,
                 "scheduleTimeoutSeconds": int32(
                     "How long pods placed one by one may hold room while their group fills. troupe places a "
                     "group in one cycle and never holds room for a waiting group, so this is always met."
@@ -207,17 +213,8 @@ VOLCANO = crd(
             "type": "object",
             "description": "Specification of the desired behavior of the pod group.",
             "properties": {
-                "minMember": int32(
-                    "The least number of member pods bound at once: troupe binds at least this many "
-                    "in one cycle, or none.",
-                    minimum=0,
-                ),
-                "minResources": {
-                    "type": "object",
-                    "description": "The least room the group needs: troupe does not try the group while the "
-                    "cluster's free room, summed over nodes, cannot hold it, and says so.",
-                    "additionalProperties": QUANTITY,
-                },
+                "minMember": min_member(minimum=0),
+                "minResources": MIN_RESOURCES,
                 "minTaskMember": {
                     "type": "object",
                     "description": "The least number of pods of each task (annotation volcano.sh/task-spec) "
