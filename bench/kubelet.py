@@ -62,6 +62,7 @@ class FakeKubelet:
     ended: int = 0
     busy_cpu_seconds: float = 0.0  # running pods' CPU requests integrated over time (cores x s)
     peak_cpu_by_node: dict[str, int] = field(default_factory=dict)  # the most CPU ever running at once, per node
+    paused: bool = False  # while set, no pod ends (a test holds the cluster still); overdue pods end on resume
 
     async def run(self, stop: asyncio.Event) -> None:
         path = f"/api/v1/namespaces/{self.namespace}/pods"
@@ -89,7 +90,11 @@ class FakeKubelet:
                 by_node[r.node] = by_node.get(r.node, 0) + r.cpu
             for node, cpu in by_node.items():
                 self.peak_cpu_by_node[node] = max(self.peak_cpu_by_node.get(node, 0), cpu)
-            done = [u for u, r in self.running.items() if r.runtime is not None and now - r.started >= r.runtime]
+            done = [
+                u
+                for u, r in self.running.items()
+                if not self.paused and r.runtime is not None and now - r.started >= r.runtime
+            ]
             await asyncio.gather(*(self._end(self.running.pop(u).name) for u in done))
             self.ended += len(done)
             try:

@@ -77,6 +77,7 @@ class GroupDecision:
     # A PostFilter reserved room for the unplaced pods (their nominations)
     # until running pods finish; nothing is evicted for it.
     reservation: Reservation | None = None
+    retry_within: float | None = None  # a PostFilter's "try again within this long" (CycleState.retry_within)
     placement: str = ""  # the chosen placement's label ("" when the group took the whole cluster)
 
     @property
@@ -263,7 +264,9 @@ def _post_filter(
         pod, _, diagnosis = trial.failures[0]
         assert diagnosis is not None
         decision.preemption_attempted = True
-        result, status = fwk.run_post_filter(CycleState(), pod, snapshot, diagnosis)
+        state = CycleState()
+        result, status = fwk.run_post_filter(state, pod, snapshot, diagnosis)
+        decision.retry_within = state.retry_within
         if status.ok and result is not None:
             if result.nominated_node:
                 decision.nominations[pod.uid] = result.nominated_node
@@ -275,7 +278,9 @@ def _post_filter(
             _tell(decision, status)
         return
     decision.preemption_attempted = True
-    group_result, status = fwk.run_post_filter_group(CycleState(), ctx, snapshot, diagnoses)
+    state = CycleState()
+    group_result, status = fwk.run_post_filter_group(state, ctx, snapshot, diagnoses)
+    decision.retry_within = state.retry_within
     if status.ok and group_result is not None:
         decision.nominations.update(group_result.nominations)
         if group_result.reservation is not None:

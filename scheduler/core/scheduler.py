@@ -278,6 +278,7 @@ class Scheduler(EventHandlers):
             error=decision.outcome is Outcome.SCHEDULER_ERROR,
             wake_on=decision.wake_on,
             reset_backoff=decision.reservation is not None,
+            retry_within=decision.retry_within,
         )
         if assignments:
             assert fwk is not None

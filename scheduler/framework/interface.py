@@ -111,6 +111,10 @@ class CycleState(dict[str, Any]):
     # skips Filter; troupe skips the rest too, so a plugin for a few pods,
     # e.g. DynamicResources, costs the others nothing).
     skipped: frozenset[str] = frozenset()
+    # Set by a plugin that rejects now but will answer otherwise after this
+    # many seconds without any cluster event (Reservation: when the group
+    # has waited long enough to reserve room). The queue retries it by then.
+    retry_within: float | None = None
 
 
 class PlaceFn(Protocol):

@@ -143,7 +143,7 @@ class Reservation(PostFilterPlugin):
     def post_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
     ) -> tuple[PostFilterResult | None, Status]:
-        result, status = self._reserve(f"pod {pod.uid}", [pod], 1, None, snapshot)
+        result, status = self._reserve(state, f"pod {pod.uid}", [pod], 1, None, snapshot)
         if result is None:
             return None, status
         return (
@@ -159,12 +159,18 @@ class Reservation(PostFilterPlugin):
         pods = list(group.pods)
         if not group.is_gang:  # a basic group's pods are independent: room for the first
             pods = pods[:1]
-        return self._reserve(str(group.key), pods, group.need, group, snapshot)
+        return self._reserve(state, str(group.key), pods, group.need, group, snapshot)
 
     # ------------------------------------------------------------- the work
 
     def _reserve(
-        self, key: str, pods: list[PodInfo], need: int, group: GroupContext | None, snapshot: Snapshot
+        self,
+        state: CycleState,
+        key: str,
+        pods: list[PodInfo],
+        need: int,
+        group: GroupContext | None,
+        snapshot: Snapshot,
     ) -> tuple[GroupPostFilterResult | None, Status]:
         if self.args.starvation_seconds <= 0 or self.handle.place is None or not pods:
             return None, Status.skip(self.name)
@@ -176,6 +182,9 @@ class Reservation(PostFilterPlugin):
         if held is None:
             held = self._adopt(key, pods, snapshot, now)  # nominated before a restart or failover
         if held is None and now - since < self.args.starvation_seconds:
+            # Tried again when it has starved, even if nothing in the cluster
+            # changes meanwhile (running pods that never end send no event).
+            state.retry_within = self.args.starvation_seconds - (now - since)
             return None, Status.skip(self.name)
 
         avoid: frozenset[str] = frozenset()

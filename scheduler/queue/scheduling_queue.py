@@ -98,6 +98,9 @@ class Unit:
     events_in_flight: set[str] = field(default_factory=set)  # cluster events during the attempt
     # The cluster events that may help it after its last failure (None: any).
     wake_on: frozenset[str] | None = None
+    # Retried after this many seconds as unschedulable even if no event helps
+    # (None: after max_unschedulable only).
+    retry_within: float | None = None
     # Heap order of the unit, kept up to date incrementally (units can hold
     # thousands of pods; recomputing per added pod would be quadratic).
     priority: int = 0
@@ -345,9 +348,11 @@ class SchedulingQueue:
         self._unschedulable[unit.key] = unit
         for event in unit.wake_on if unit.wake_on is not None else (None,):
             self._waiting_for.setdefault(event, {})[unit.key] = unit
+        wait = self.max_unschedulable
+        if unit.retry_within is not None:
+            wait = min(wait, max(unit.retry_within, 0.0))
         heapq.heappush(
-            self._flush_heap,
-            (unit.unschedulable_since + self.max_unschedulable, next(self._seq), unit.key, unit.heap_version),
+            self._flush_heap, (unit.unschedulable_since + wait, next(self._seq), unit.key, unit.heap_version)
         )
         self._wakeup.set()  # the flush deadline changed
 
@@ -416,12 +421,14 @@ class SchedulingQueue:
         error: bool = False,
         wake_on: frozenset[str] | None = None,
         reset_backoff: bool = False,
+        retry_within: float | None = None,
     ) -> None:
         """The attempt of `key` ended. `placed` pods leave the queue (they are
         binding); the others go back with their original first-seen times.
         `wake_on`: the cluster events that may help the pods left (None: any).
         `reset_backoff`: its backoff starts over (a unit holding reserved room
-        binds as soon as the room is free, and takes no one's turn meanwhile)."""
+        binds as soon as the room is free, and takes no one's turn meanwhile).
+        `retry_within`: retried after that many seconds even if no event helps."""
         self._in_flight.pop(key, None)
         unit = self._units.get(key)
         if unit is None:
@@ -444,6 +451,7 @@ class SchedulingQueue:
             return
         new_pods = any(uid not in attempted for uid in unit.pods)
         unit.wake_on = wake_on
+        unit.retry_within = retry_within
         helped = self._helped_in_flight(unit)
         unit.events_in_flight = set()
         if error:

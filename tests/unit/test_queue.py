@@ -321,6 +321,23 @@ def test_periodic_flush_after_max_unschedulable(clock):
     assert popped is not None and names(popped) == ["a"] and popped.attempts == 2
 
 
+def test_retry_within_brings_an_unschedulable_unit_back_without_any_event(clock):
+    # A PostFilter that will answer otherwise later (Reservation, once the
+    # group has starved) asks for a retry by then; backoff still applies.
+    q, _ = new_queue(clock, max_unschedulable=300.0)
+    q.add(make_pod("a", group="g"))
+    q.pop_nowait()
+    q.done(G, [], unschedulable=True, retry_within=5.0)
+    clock.advance(4.9)
+    assert q.pop_nowait() is None
+    clock.advance(0.1)
+    popped = q.pop_nowait()
+    assert popped is not None and names(popped) == ["a"]
+    q.done(G, [], unschedulable=True)  # no hint this time: the periodic flush only
+    clock.advance(299.0)
+    assert q.pop_nowait() is None
+
+
 def test_new_pod_wakes_an_unschedulable_unit(clock):
     q, _ = new_queue(clock)
     q.add(make_pod("a", group="g"))

@@ -129,6 +129,20 @@ def test_a_starving_gang_gets_room_and_small_pods_stay_off_it(s: Any, clock: Any
     assert sched.nominated == {} and sched.reserved == {}
 
 
+def test_a_gang_is_tried_again_when_it_has_starved_even_if_nothing_changes(s: Any, clock: Any) -> None:
+    # Running pods that never end send no event: the queue must still bring
+    # the gang back once it has waited starvationSeconds, not after the
+    # five-minute flush.
+    sched, rec = s
+    busy_cluster(sched)
+    drain(sched)
+    assert held_nodes(sched) == {}
+    clock.now += STARVE + 10  # past starvationSeconds and the gang's backoff, no event
+    drain(sched)
+    assert sorted(held_nodes(sched)) == ["big-0", "big-1"]
+    assert "reserved node(s) a, b for 2 pod(s)" in rec.pods["big-0"]
+
+
 def test_starvation_seconds_zero_turns_reservations_off(clock: Any) -> None:
     sched, rec = make(clock, starvationSeconds=0)
     busy_cluster(sched)
