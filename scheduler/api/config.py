@@ -38,8 +38,6 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .constants import DEFAULT_SCHEDULER_NAME
 
-CONFIG_API_VERSION = "scheduling.troupe.dev/v1alpha1"
-
 EXTENSION_POINTS = (
     "preEnqueue",
     "preFilter",

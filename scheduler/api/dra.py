@@ -28,8 +28,6 @@ POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 
 EXACT_COUNT = "ExactCount"
 ALL = "All"
-# Upstream's limits (resource.k8s.io/v1 validation).
-ALLOCATION_RESULTS_MAX = 32
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from . import shape
 from .records import (
     HostPort,
     LabelSelector,
@@ -28,6 +29,7 @@ from .records import (
     WeightedPodAffinityTerm,
 )
 from .resources import pod_requests, resource_map
+from .shape import shape_error
 from .sources import DEFAULT_SOURCES, GroupSource, pod_membership
 
 
@@ -104,6 +106,13 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
 
 def parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource] = DEFAULT_SOURCES) -> PodInfo:
     """The pod's record; `sources`, in order, say which PodGroup it belongs to."""
+    try:
+        return _parse_pod(body, sources)
+    except (AttributeError, TypeError) as exc:  # a field of the wrong type: say which
+        raise ObjectError(shape_error(body, shape.POD) or f"unexpected structure: {exc}") from None
+
+
+def _parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource]) -> PodInfo:
     meta = body.get("metadata") or {}
     spec = body.get("spec") or {}
     status = body.get("status") or {}
@@ -120,7 +129,8 @@ def parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource] = DEFAULT_
         topology_spread = tuple(_spread(c) for c in spec.get("topologySpreadConstraints") or ())
         host_ports = _host_ports(spec)
     except (TypeError, ValueError, AttributeError) as exc:
-        raise ObjectError(f"spec.affinity / topologySpreadConstraints / ports: {exc}") from None
+        where = shape_error(body, shape.POD)
+        raise ObjectError(where or f"spec.affinity / topologySpreadConstraints / ports: {exc}") from None
     required_raw = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     required = None
     if required_raw is not None:
@@ -234,6 +244,13 @@ def _pod_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[Pod
 
 
 def parse_node(body: Mapping[str, Any]) -> NodeInfo:
+    try:
+        return _parse_node(body)
+    except (AttributeError, TypeError) as exc:  # a field of the wrong type: say which
+        raise ObjectError(shape_error(body, shape.NODE) or f"unexpected structure: {exc}") from None
+
+
+def _parse_node(body: Mapping[str, Any]) -> NodeInfo:
     meta = body.get("metadata") or {}
     spec = body.get("spec") or {}
     status = body.get("status") or {}

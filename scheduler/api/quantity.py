@@ -41,6 +41,8 @@ def parse_quantity(value: str | int | float) -> Decimal:
         raise QuantityError(f"invalid quantity {value!r}")
     if isinstance(value, (int, float)):
         return Decimal(str(value))
+    if not isinstance(value, str):  # e.g. a list or a map where YAML had a typo
+        raise QuantityError(f"invalid quantity {value!r}: expected a number or a string such as '500m' or '2Gi'")
     match = _QUANTITY.match(value.strip())
     if not match:
         raise QuantityError(f"invalid quantity {value!r}")

@@ -484,6 +484,18 @@ class EventHandlers:
             self.writer.pod_event(current, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Binding")
         self._cluster_event(E.ASSIGNED_POD_DELETE)  # the room it held is free again
 
+    def on_bound_elsewhere(self, pod: PodInfo, node: str, bound_to: str) -> None:
+        """Someone else bound the pod (409 to our bind): what its Reserve
+        plugins hold for `node` is released at once, and the room it was
+        assumed into moves to where it is, until the watch says so too."""
+        metrics.POD_BINDINGS.labels(result="conflict").inc()
+        self._unreserve(pod.uid)
+        self.cache.forget(pod.uid)
+        self.cache.assume(pod.uid, bound_to)  # a no-op if the watch already shows it bound
+        self.reporter.forget_pod(pod.uid)
+        self.writer.forget_pod(pod.uid)
+        self._cluster_event(E.ASSIGNED_POD_DELETE)  # the room on `node` is free again
+
     def on_pod_gone(self, pod: PodInfo) -> None:
         """The API says the pod does not exist (its bind got 404): forget it as if
         its DELETED event had arrived (the watch may have missed it)."""

@@ -51,7 +51,6 @@ class PlacementResult:
     placement: Placement | None = None
     status: Status = field(default_factory=Status.success)
     rejected: list[Rejected] = field(default_factory=list)
-    tried: int = 0
 
 
 def is_whole_cluster(placements: Sequence[Placement]) -> bool:
@@ -114,7 +113,6 @@ def _best_in(
         ctx.placed_now = len(trial.assignments)
         permit = fwk.run_permit(ctx)
         snapshot.restore(mark)
-        result.tried += 1
         if not (permit.ok and trial.assignments):
             why = permit.message if not permit.ok else ""
             if trial.failures:

@@ -273,6 +273,7 @@ class Binder:
             results.on_bound(pod, node)
         elif bound_to:
             log.info("bind %s: already bound (409) to %s, not %s: the watch brings it", pod.key, bound_to, node)
+            results.on_bound_elsewhere(pod, node, bound_to)
         else:
             # Not a binding: kube-apiserver wraps etcd errors of the binding's
             # update in a 409 ("... rpc error: code = Unavailable"), so this is

@@ -16,10 +16,15 @@ on every Nth pass, not once (`bind-500=3`: every 3rd bind attempt):
   bind-500        the bind is not sent; it fails as if the server answered 500
   bind-lost       the bind is sent and lands, but its answer is lost (a 500
                   in its place): the retry must find the pod bound (409)
+
+Delay points hold every pass for the armed number of milliseconds:
+  pod-condition-late  a pod condition write, checked and about to be sent,
+                      is held (so that a bind can land before it)
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -28,6 +33,7 @@ log = logging.getLogger(__name__)
 
 POINTS = ("cycle-decided", "bind-start", "bind-done", "status-write")
 ERROR_POINTS = ("bind-500", "bind-lost")
+DELAY_POINTS = ("pod-condition-late",)
 ENV = "TROUPE_FAILPOINTS"
 
 
@@ -35,8 +41,9 @@ def _parse(spec: str) -> dict[str, int]:
     armed: dict[str, int] = {}
     for item in filter(None, (s.strip() for s in spec.split(","))):
         name, _, count = item.partition("=")
-        if name not in POINTS and name not in ERROR_POINTS:
-            raise ValueError(f"{ENV}: unknown point {name!r} (known: {', '.join(POINTS + ERROR_POINTS)})")
+        if name not in POINTS + ERROR_POINTS + DELAY_POINTS:
+            known = ", ".join(POINTS + ERROR_POINTS + DELAY_POINTS)
+            raise ValueError(f"{ENV}: unknown point {name!r} (known: {known})")
         try:
             armed[name] = int(count or "1")
         except ValueError:
@@ -71,3 +78,12 @@ def every(name: str) -> bool:
         return False
     _passes[name] = n = _passes.get(name, 0) + 1
     return n % period == 0
+
+
+async def delay(name: str) -> None:
+    """Hold for the milliseconds delay point `name` is armed with (if it is)."""
+    millis = _armed.get(name)
+    if millis is not None:
+        log.warning("failpoint %s: holding for %d ms", name, millis)
+        await asyncio.sleep(millis / 1000)
+        log.warning("failpoint %s: released", name)

@@ -1,4 +1,5 @@
-"""Watch events in, cache and queue updates out. Nothing is written to watched objects.
+"""Watch events in, cache and queue updates out. The handlers write nothing to the
+objects they watch (what troupe writes, and where: README, "How it works").
 
 Pods, Nodes and PodGroups, the kinds with the volume, come through troupe's
 own list+watch (`informer.py`: kopf spent about 1 ms of troupe's CPU per

@@ -42,12 +42,41 @@ LEADER = Gauge(
 )
 
 
+# While the Lease cannot be written for a reason only a person can fix (no
+# namespace, no permission), a candidate tries less often, up to this.
+MAX_PROBLEM_BACKOFF_SECONDS = 30.0
+
+
 def _failed(what: str, exc: BaseException) -> None:
     """A lease request failed: an outage is logged once (outage.LEASE), anything else each time."""
     if outage.is_outage(exc):
         outage.LEASE.failed(f"{what}: {outage.describe(exc)}")
     else:
         log.warning("leader election: %s failed: %s", what, getattr(exc, "reason", None) or exc)
+
+
+def explain(what: str, exc: ApiException, namespace: str, name: str) -> str | None:
+    """What is wrong and what to do, for the answers a person must fix; None
+    for the others (conflicts, outages: retried as they are)."""
+    lease = f"Lease {namespace}/{name}"
+    where = "leaderElection.resourceNamespace in the configuration, or --leader-elect-resource-namespace"
+    if exc.status == 404 and what == "creating lease":
+        return (
+            f"cannot create {lease}: namespace {namespace!r} does not exist. Create it "
+            f"(kubectl create namespace {namespace}; manifests/00-namespace.yaml makes troupe-system), "
+            f"or point {where} at an existing namespace"
+        )
+    if exc.status == 403:
+        return (
+            f"{what} {lease} is forbidden: the ServiceAccount needs get, create and update on leases "
+            f"in {namespace!r} (manifests/02-rbac.yaml grants them in troupe-system through the Role and "
+            f"RoleBinding troupe-scheduler-leader-election; move them if {where} names another namespace)"
+        )
+    if exc.status == 401:
+        return (
+            f"{what} {lease}: the API server does not accept troupe's credentials (401): check its token or kubeconfig"
+        )
+    return None
 
 
 class LeadershipLost(Exception):
@@ -75,6 +104,10 @@ class LeaderElector:
             f"/apis/coordination.k8s.io/v1/namespaces/{config.resource_namespace}/leases/{config.resource_name}"
         )
         LEADER.labels(name=config.resource_name).set(0)
+        # A problem only a person can fix (`explain`), said once, and how many
+        # tries in a row it has stopped: the wait between tries doubles.
+        self.problem = ""
+        self._problem_tries = 0
 
     def may_act(self) -> bool:
         """Leading, and the last renewal is recent enough that nobody else can hold the Lease."""
@@ -91,10 +124,10 @@ class LeaderElector:
                 LEADER.labels(name=cfg.resource_name).set(1)
                 log.info("leader election: this replica (%s) leads; scheduling", self.identity)
                 break
-            if holder != told:
+            if holder != told and not self.problem:
                 log.info("leader election: standby; lease %s held by %s", cfg.resource_name, holder or "nobody")
                 told = holder
-            await asyncio.sleep(cfg.retry_period)
+            await asyncio.sleep(self.retry_wait())
         while True:
             await asyncio.sleep(cfg.retry_period)
             holder = await self._try()
@@ -106,6 +139,28 @@ class LeaderElector:
                     f"(holder now: {holder or 'unknown'}); exiting to restart clean"
                 )
 
+    def retry_wait(self) -> float:
+        """retryPeriod; doubled per try while a problem only a person can fix lasts."""
+        if not self.problem:
+            return self.config.retry_period
+        return min(float(self.config.retry_period * 2 ** min(self._problem_tries, 16)), MAX_PROBLEM_BACKOFF_SECONDS)
+
+    def _problem(self, what: str, exc: ApiException) -> bool:
+        """Say a problem only a person can fix, once; True if it is one."""
+        problem = explain(what, exc, self.config.resource_namespace, self.config.resource_name)
+        if problem is None:
+            return False
+        if problem != self.problem:
+            log.error("leader election: %s; retrying with backoff (up to %gs)", problem, MAX_PROBLEM_BACKOFF_SECONDS)
+        self.problem = problem
+        self._problem_tries += 1
+        return True
+
+    def _fixed(self) -> None:
+        if self.problem:
+            log.info("leader election: the Lease can be written again")
+        self.problem, self._problem_tries = "", 0
+
     async def _try(self) -> str:
         """One acquire-or-renew attempt; returns the holder after it ("" unknown)."""
         cfg = self.config
@@ -114,7 +169,8 @@ class LeaderElector:
             lease = json.loads(await self._rest.request("GET", self._path, b"", timeout=cfg.retry_period))
         except ApiException as exc:
             if exc.status != 404:
-                _failed("reading lease", exc)
+                if not self._problem("reading lease", exc):
+                    _failed("reading lease", exc)
                 return ""
             lease = None
         except (TimeoutError, OSError, aiohttp.ClientError) as exc:  # ServerDisconnectedError is no OSError
@@ -122,6 +178,7 @@ class LeaderElector:
             return ""
         outage.LEASE.succeeded()
         now = now_micro()
+        what = "writing lease"
         spec_new: dict[str, Any] = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": max(1, round(cfg.lease_duration)),
@@ -136,8 +193,10 @@ class LeaderElector:
                     "spec": {**spec_new, "acquireTime": now, "leaseTransitions": 0},
                 }
                 path = self._path.rsplit("/", 1)[0]
+                what = "creating lease"
                 await self._rest.request("POST", path, encode(body), timeout=cfg.retry_period)
                 self._renewed_at = sent
+                self._fixed()
                 return self.identity
             spec = lease.get("spec") or {}
             holder = str(spec.get("holderIdentity") or "")
@@ -145,6 +204,7 @@ class LeaderElector:
             if record != self._observed:
                 self._observed, self._observed_at = record, self._clock()
             if holder and holder != self.identity and self._clock() < self._observed_at + cfg.lease_duration:
+                self._fixed()
                 return holder  # held, and renewed within a lease by what this candidate saw
             if holder != self.identity:
                 spec_new["acquireTime"] = now
@@ -153,11 +213,13 @@ class LeaderElector:
                 spec_new["acquireTime"] = spec.get("acquireTime") or now
                 spec_new["leaseTransitions"] = int(spec.get("leaseTransitions") or 0)
             lease["spec"] = spec_new
+            what = "updating lease"
             await self._rest.request("PUT", self._path, encode(lease), timeout=cfg.retry_period)
             self._renewed_at = sent
+            self._fixed()
             return self.identity
         except ApiException as exc:
-            if exc.status != 409:  # 409: another candidate won this round
+            if exc.status != 409 and not self._problem(what, exc):  # 409: another candidate won this round
                 _failed("writing lease", exc)
             return ""
         except (TimeoutError, OSError, aiohttp.ClientError) as exc:  # ServerDisconnectedError is no OSError

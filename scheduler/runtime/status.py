@@ -49,6 +49,9 @@ MAX_WRITE_DELAY_SECONDS = 5.0
 # deletion) do not wait: a higher-priority pod waits for them, and they are
 # rare (nothing else fits).
 URGENT = frozenset({"preempt", "nominate"})
+# A pod condition patch refused because the pod changed (409) is tried again
+# against the pod as it is now, at most this many times in all.
+POD_CONDITION_TRIES = 3
 
 
 # The victim is not there any more: 404, or 409 when the uid precondition
@@ -392,39 +395,73 @@ class StatusWriter:
     # ------------------------------------------------------------------ pods
 
     def pod_unschedulable(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None:
-        """PodScheduled=False/Unschedulable. `still_waiting` is asked again just before
-        the write, so a pod bound meanwhile never gets a stale condition."""
+        """PodScheduled=False/Unschedulable, never on a bound pod.
+
+        `still_waiting` is asked again just before the write (the cache's
+        view), and the patch carries the pod's resourceVersion as a
+        precondition (the API server's view): a bind that lands while the
+        write is queued or in flight changes it, the patch is refused (409),
+        and the pod as it is now decides whether the condition still holds.
+        Without it a write sent before the bind and applied after it would
+        turn the bind's PodScheduled=True back to False."""
         if self._pod_conditions.get(pod.uid) == (C.REASON_UNSCHEDULABLE, message):
             return
         self._pod_conditions[pod.uid] = (C.REASON_UNSCHEDULABLE, message)
-        body = encode(
-            {
-                "status": {
-                    "conditions": [
-                        {
-                            "type": C.POD_SCHEDULED,
-                            "status": "False",
-                            "reason": C.REASON_UNSCHEDULABLE,
-                            "message": message[:32768],
-                            "lastProbeTime": None,
-                            "lastTransitionTime": now_rfc3339(),
-                        }
-                    ]
-                }
-            }
-        )
-        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+        condition = {
+            "type": C.POD_SCHEDULED,
+            "status": "False",
+            "reason": C.REASON_UNSCHEDULABLE,
+            "message": message[:32768],
+            "lastProbeTime": None,
+            "lastTransitionTime": now_rfc3339(),
+        }
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
 
         async def write() -> None:
             if still_waiting is not None and not still_waiting():
                 return
-            try:
-                await self._rest.patch(path, body, STRATEGIC_MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+            version: str | None = pod.resource_version
+            await failpoints.delay("pod-condition-late")
+            for _ in range(POD_CONDITION_TRIES):
+                body: dict[str, Any] = {"status": {"conditions": [condition]}}
+                if version:
+                    body["metadata"] = {"uid": pod.uid, "resourceVersion": version}
+                try:
+                    await self._rest.patch(
+                        path + "/status", encode(body), STRATEGIC_MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS
+                    )
+                    return
+                except ApiException as exc:
+                    if exc.status == 404 or _uid_refused(exc):
+                        return  # gone, or the name belongs to another pod now
+                    if exc.status != 409:
+                        raise
+                version = await self._unbound_version(path, pod.uid)
+                if version is None:
+                    log.info(
+                        "pod %s/%s: bound or gone before its condition was written; not written",
+                        pod.namespace,
+                        pod.name,
+                    )
+                    return
+            log.debug("pod %s/%s: changed on every try; its next attempt writes it", pod.namespace, pod.name)
 
         self._enqueue(("pod", pod.uid), write)
+
+    async def _unbound_version(self, path: str, uid: str) -> str | None:
+        """The pod's resourceVersion if it is still this pod, unbound and not
+        being deleted; None otherwise."""
+        try:
+            raw = await self._rest.request("GET", path, b"", timeout=REQUEST_TIMEOUT_SECONDS)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        obj = json.loads(raw)
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        if meta.get("uid") != uid or meta.get("deletionTimestamp") or spec.get("nodeName"):
+            return None
+        return str(meta.get("resourceVersion") or "") or None
 
     def nominate(self, pod: PodInfo, node: str) -> None:
         """status.nominatedNodeName: PostFilter made room for the pod on `node`."""

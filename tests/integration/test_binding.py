@@ -21,7 +21,7 @@ import uuid
 from email.message import Message
 from urllib.parse import urlparse
 
-from objects import bound, create, events_for, pod, podgroup, wait_condition
+from objects import bound, create, events_for, pod, pod_condition, podgroup, wait_condition
 from troupe_process import TroupeProcess
 from wait import wait_for
 
@@ -304,3 +304,33 @@ def test_a_refused_bind_returns_the_pod_to_the_queue_and_it_binds_later(installe
             rc = proc.stop()
             assert rc == 0, proc.log_tail()
             assert "Traceback" not in proc.log_text(), proc.log_tail()
+
+
+def test_a_condition_write_held_until_after_the_bind_leaves_the_bound_pod_scheduled(
+    installed, nodes, namespace, tmp_path
+):
+    # The first pod of a gang of two is told it waits for the second; that
+    # write is held (failpoint) until both pods are bound. Sent then, it would
+    # turn the bind's PodScheduled=True back to False: its resourceVersion
+    # precondition makes the API server refuse it, and the pod, read again,
+    # is bound, so nothing is written.
+    c, ns = installed, namespace
+    nodes("n1", cpu="4")
+    proc = TroupeProcess(
+        c.scheduler_kubeconfig, tmp_path, name="late", env={"TROUPE_FAILPOINTS": "pod-condition-late=3000"}
+    ).start()
+    try:
+        create(c, podgroup(ns, "pair", 2), pod(ns, "pair-0", "pair"))
+        wait_for(lambda: "failpoint pod-condition-late: holding" in proc.log_text(), timeout=30, message="write held")
+        create(c, pod(ns, "pair-1", "pair"))
+        wait_for(lambda: len(bound(c, ns, "pair-")) == 2, timeout=30, message="the gang bound")
+        wait_for(
+            lambda: f"pod {ns}/pair-0: bound or gone before its condition was written" in proc.log_text(),
+            timeout=30,
+            message="the held write refused and dropped",
+        )
+        for name in ("pair-0", "pair-1"):
+            cond = pod_condition(c, ns, name)
+            assert cond is not None and cond["status"] == "True", (name, cond)
+    finally:
+        proc.stop()

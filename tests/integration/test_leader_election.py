@@ -131,3 +131,43 @@ def test_only_the_leader_makes_job_podgroups_and_a_new_leader_takes_the_jobs_ove
     wait_for(lambda: leads(b), timeout=10, message="b leads after a was killed")
     wait_for(lambda: len(bound_of(c, ns, "second")) == 2, timeout=60, message="second Job bound by the new leader")
     assert f"PodGroup {group_of(c, ns, 'second')}:" in b.log_path.read_text()
+
+
+def test_a_lease_namespace_that_does_not_exist_is_explained_once_and_leadership_follows_its_creation(
+    installed, nodes, namespace, tmp_path
+):
+    # As a user running troupe by hand (admin credentials) with a namespace
+    # that is not there: one message that says what to do, not a warning
+    # every retry; once the namespace exists, the replica leads and schedules.
+    c, ns = installed, namespace
+    lease_ns = f"lease-{namespace}"
+    config = CONFIG + f"  resourceNamespace: {lease_ns}\n"
+    proc = TroupeProcess(c.admin_kubeconfig, tmp_path, config=config, name="no-namespace").start(wait_ready=False)
+    try:
+        said = f"namespace '{lease_ns}' does not exist. Create it (kubectl create namespace {lease_ns}"
+        wait_for(lambda: said in proc.log_text(), timeout=20, message="the missing namespace explained")
+        assert proc.metric("leader_election_master_status") == 0.0
+        c.kubectl("create", "namespace", lease_ns)
+        wait_for(lambda: leads(proc), timeout=40, message="leads once the namespace exists")
+        # Every try until then failed the same way: said once, never as a warning per try.
+        log = proc.log_text()
+        assert log.count(said) == 1 and "writing lease failed" not in log, proc.log_tail()
+        assert "the Lease can be written again" in log
+        nodes("node-0", cpu="8")
+        gang(c, ns, "after")
+        wait_for(lambda: len(bound(c, ns, "after-")) == 3, timeout=30, message="the gang bound")
+    finally:
+        proc.kill()
+        c.kubectl("delete", "namespace", lease_ns, "--wait=false", check=False)
+
+
+def test_a_lease_the_service_account_may_not_write_is_explained_with_the_rbac_to_apply(installed, tmp_path):
+    config = CONFIG + "  resourceNamespace: default\n"
+    proc = TroupeProcess(installed.scheduler_kubeconfig, tmp_path, config=config, name="forbidden")
+    proc.start(wait_ready=False)
+    try:
+        said = "is forbidden: the ServiceAccount needs get, create and update on leases in 'default'"
+        wait_for(lambda: said in proc.log_text(), timeout=20, message="the missing permission explained")
+        assert "manifests/02-rbac.yaml" in proc.log_text()
+    finally:
+        proc.kill()

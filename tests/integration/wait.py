@@ -67,6 +67,22 @@ def wait_for(
         time.sleep(min(interval, remaining))
 
 
+def holds(predicate: Callable[[], Any], seconds: float, interval: float = 0.1, message: str | None = None) -> None:
+    """Assert that nothing happens: `predicate` stays truthy on every poll
+    for `seconds`. Fails the moment it turns false, so a change in the window
+    is caught even if it is undone before its end (a sleep followed by one
+    assert would miss it)."""
+    deadline = time.monotonic() + seconds
+    polls = 0
+    while True:
+        polls += 1
+        value = predicate()
+        assert value, f"{message or getattr(predicate, '__name__', 'predicate')}: false at poll {polls}: {value!r}"
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(interval)
+
+
 async def async_wait_for(
     predicate: Callable[[], T | Awaitable[T]],
     timeout: float = 30.0,

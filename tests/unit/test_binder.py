@@ -26,7 +26,7 @@ from scheduler.cluster.cache import ClusterCache
 from scheduler.core.schedule_podgroup import Assignment
 from scheduler.core.scheduler import Scheduler
 from scheduler.framework.framework import Framework
-from scheduler.framework.interface import CycleState, Handle, PreBindPlugin, Status
+from scheduler.framework.interface import CycleState, Handle, PreBindPlugin, ReservePlugin, Status
 from scheduler.plugins import in_tree_registry
 from scheduler.runtime.binder import MAX_RETRIES_429, Binder
 from scheduler.runtime.kube import RestClient
@@ -161,6 +161,7 @@ class Calls:
         self.bound: list[tuple[str, str]] = []
         self.failed: list[tuple[str, str, str]] = []
         self.gone: list[str] = []
+        self.elsewhere: list[tuple[str, str, str]] = []
 
     def on_bound(self, pod, node: str) -> None:
         self.bound.append((pod.name, node))
@@ -170,6 +171,9 @@ class Calls:
 
     def on_pod_gone(self, pod) -> None:
         self.gone.append(pod.name)
+
+    def on_bound_elsewhere(self, pod, node: str, bound_to: str) -> None:
+        self.elsewhere.append((pod.name, node, bound_to))
 
 
 def pod_body(name: str, group: str | None = None, ns: str = "ns") -> dict[str, Any]:
@@ -261,6 +265,7 @@ async def test_409_bound_elsewhere_is_neither_bound_nor_failed(server, core, cap
     with caplog.at_level(logging.INFO, logger="scheduler.runtime.binder"):
         await bind_all(make_binder(core, calls), "p")
     assert calls.bound == [] and calls.failed == [], "a 409 must not be reported as our binding nor as a failure"
+    assert calls.elsewhere == [("p", "node-a", "node-b")]
     assert len(server.requests) == 1, "a 409 is not retried"
     assert server.gets == ["p"], "a 409 is checked against the pod, never assumed"
     assert "bind ns/p: already bound (409) to node-b, not node-a" in caplog.text
@@ -348,6 +353,7 @@ async def test_a_retried_bind_answered_409_while_bound_elsewhere_is_neither_boun
     calls = Calls()
     await bind_all(make_binder(core, calls), "p")
     assert calls.bound == [] and calls.failed == [] and calls.gone == []
+    assert calls.elsewhere == [("p", "node-a", "node-b")]
 
 
 async def test_a_retried_bind_answered_409_for_a_pod_gone_is_gone(server, core, fast_retry):
@@ -604,3 +610,53 @@ async def test_a_prebind_failure_that_leaves_a_gang_below_minCount_binds_none_of
         )
     else:
         assert failed == {}
+
+
+# ---------------------------------------------------- 409: bound elsewhere
+
+
+class _Holding(ReservePlugin):
+    """Holds something per reserved pod until it is unreserved."""
+
+    name = "Holding"
+    held: set[str] = set()
+
+    def reserve(self, state: CycleState, pod, node: str) -> Status:
+        self.held.add(pod.uid)
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod, node: str) -> None:
+        self.held.discard(pod.uid)
+
+
+async def test_409_bound_elsewhere_releases_the_reservation_at_once(server, core, monkeypatch):
+    """Someone else bound the pod: what troupe reserved for its own bind is
+    released now (not when the pod is deleted), and the pod counts on the
+    node it is bound to, not on the one troupe chose."""
+    monkeypatch.setattr(_Holding, "held", set())
+    registry = in_tree_registry()
+    registry.register(_Holding)
+    config = SchedulerConfiguration.model_validate(
+        {
+            "profiles": [
+                {"schedulerName": "troupe-scheduler", "plugins": {"reserve": {"enabled": [{"name": "Holding"}]}}}
+            ]
+        }
+    )
+    s = Scheduler(config, registry, binder=Binder(core, TokenBucket(1000, 1000), 4), report_delay=0)
+    s.start_scheduling()
+    s.on_node(node_body("a", cpu="2"))
+    s.on_node(node_body("b", cpu="2"))
+    s.on_pod(pod_body("p"))
+    server.script["p"] = [409]
+    server.pods["p"] = "elsewhere"
+    conflicts = bindings("conflict")
+    s.schedule_unit(await asyncio.wait_for(s.queue.pop(), 5))
+    chosen = s.cache.placed_node("uid-p")
+    assert chosen in ("a", "b") and _Holding.held == {"uid-p"}
+    server.pods["p"] = "b" if chosen == "a" else "a"  # the other node: someone else's placement
+    await asyncio.wait_for(s.binder.drain(), 5)  # type: ignore[attr-defined]
+    assert _Holding.held == set(), "the reservation must be released at the 409"
+    assert "uid-p" not in s._reserved
+    assert s.cache.placed_node("uid-p") == server.pods["p"]
+    assert bindings("conflict") - conflicts == 1

@@ -14,7 +14,7 @@ import pytest
 from scheduler.runtime import failpoints
 
 ROOT = Path(__file__).resolve().parents[2]
-KNOWN = "cycle-decided, bind-start, bind-done, status-write, bind-500, bind-lost"
+KNOWN = "cycle-decided, bind-start, bind-done, status-write, bind-500, bind-lost, pod-condition-late"
 
 
 # -------------------------------------------------------------------- parsing

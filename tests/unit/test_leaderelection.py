@@ -23,8 +23,11 @@ class FakeLeaseAPI:
         self.lease: dict[str, Any] | None = None
         self.version = 0
         self.writes = 0
+        self.refuse: int | None = None  # answer every write with this status (e.g. 404: no namespace)
 
     async def request(self, method: str, path: str, body: bytes, content_type: str = "", timeout: Any = None) -> bytes:
+        if method != "GET" and self.refuse is not None:
+            raise ApiException(status=self.refuse, reason={403: "Forbidden", 404: "NotFound"}.get(self.refuse, ""))
         if method == "GET":
             if self.lease is None:
                 raise ApiException(status=404, reason="NotFound")
@@ -122,3 +125,32 @@ async def test_the_client_refuses_writes_while_the_replica_may_not_act() -> None
         await rest.request("POST", "/api/v1/namespaces/ns/pods/p/binding", b"{}")
     with pytest.raises(NotLeading):
         await rest.request("PATCH", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c/status", b"{}")
+
+
+@pytest.mark.parametrize(
+    "status, said",
+    [
+        (404, "namespace 'troupe-system' does not exist. Create it (kubectl create namespace troupe-system"),
+        (403, "creating lease Lease troupe-system/troupe-scheduler is forbidden: the ServiceAccount needs get, create"),
+    ],
+)
+async def test_a_lease_that_cannot_be_written_is_explained_once_and_tried_less_often(status, said, caplog) -> None:
+    api, clock = FakeLeaseAPI(), Clock()
+    api.refuse = status
+    a = elector(api, "a", clock)
+    with caplog.at_level("INFO", logger="scheduler.runtime.leaderelection"):
+        waits = []
+        for _ in range(8):
+            assert await a._try() == ""
+            waits.append(a.retry_wait())
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and said in errors[0], errors
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], "no warning every retry"
+    assert waits == [2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0, 30.0]  # retryPeriod 1s, doubling to the cap
+
+    api.refuse = None  # fixed by a person: taken at the next try, at the usual pace again
+    caplog.clear()
+    with caplog.at_level("INFO", logger="scheduler.runtime.leaderelection"):
+        assert await a._try() == "a"
+    assert "the Lease can be written again" in caplog.text
+    assert a.retry_wait() == 1.0

@@ -50,6 +50,42 @@ def test_parse_quantity(raw, expected):
     assert parse_quantity(raw) == expected
 
 
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        (
+            {"containers": [{"name": "c", "resources": {"requests": {"cpu": []}}}]},
+            "spec.containers[0].resources.requests.cpu: invalid quantity []: expected a number or a string",
+        ),
+        (
+            {"containers": [{"name": "c", "resources": {"requests": "1"}}]},
+            "spec.containers[0].resources.requests: expected a map of quantities, got the string '1'",
+        ),
+        ({"containers": [5]}, "spec.containers[0]: expected a map, got 5"),
+        ({"containers": [], "nodeSelector": ["a"]}, "spec.nodeSelector: expected a map of strings, got a list"),
+        ({"containers": [], "tolerations": {"key": "a"}}, "spec.tolerations: expected a list, got a map"),
+        (
+            {"containers": [], "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": 1}}},
+            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution: expected a list, got 1",
+        ),
+        (
+            {"containers": [], "topologySpreadConstraints": [{"labelSelector": {"matchLabels": [1]}}]},
+            "spec.topologySpreadConstraints[0].labelSelector.matchLabels: expected a map of strings, got a list",
+        ),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_named_with_what_was_expected(spec, message):
+    body = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}, "spec": spec}
+    with pytest.raises(ObjectError) as err:
+        parse_pod(body)
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_a_node_field_of_the_wrong_type_is_named():
+    with pytest.raises(ObjectError, match=r"^spec\.taints: expected a list, got the string 'x'$"):
+        parse_node({"metadata": {"name": "n"}, "spec": {"taints": "x"}})
+
+
 @pytest.mark.parametrize("raw", ["", "abc", "1K", "1mi", "1.2.3", ".", "1 Gi", "Gi", "1e", "--1", True, False])
 def test_parse_quantity_rejects(raw):
     with pytest.raises(QuantityError):

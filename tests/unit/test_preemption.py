@@ -323,3 +323,32 @@ def test_preemption_metrics_have_upstream_names(s: Any) -> None:
     drain(sched)
     assert sample("scheduler_preemption_attempts_total") == attempts + 1
     assert sample("scheduler_preemption_victims_sum") == victims + 2
+
+
+def test_preemption_honours_topology_spread_counting_victims_as_gone(s: Any) -> None:
+    # Zone z1 (node a) runs one low-priority app=x pod; z2 (node b) is full of
+    # a pod that may not be preempted. The app=x preemptor (maxSkew 1 over
+    # zones) fits only on a with the victim gone: counted as still there,
+    # z1 would hold 2 to z2's 0 and a would be refused.
+    sched, rec = s
+    for name, zone in (("a", "z1"), ("b", "z2")):
+        body = node(name, cpu="1")
+        body["metadata"]["labels"] = {"topology.kubernetes.io/zone": zone, "kubernetes.io/hostname": name}
+        sched.on_node(body)
+    victim = pod("victim", priority=0, node_name="a")
+    victim["metadata"]["labels"]["app"] = "x"
+    sched.on_pod(victim)
+    sched.on_pod(pod("keeper", priority=100, node_name="b"))
+    high = pod("high", priority=10)
+    high["metadata"]["labels"]["app"] = "x"
+    high["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "x"}},
+        }
+    ]
+    sched.on_pod(high)
+    drain(sched)
+    assert list(rec.preempted) == ["victim"] and rec.nominated == {"high": "a"}

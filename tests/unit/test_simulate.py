@@ -281,6 +281,17 @@ def test_builtin_priority_classes_resolve(capsys, tmp_path):
     assert [k for k, v in groups_of(run_json(capsys, tmp_path, docs)).items() if v[0]] == ["ns/b"]
 
 
+def test_a_request_of_the_wrong_type_names_the_field_not_a_python_error(capsys, tmp_path):
+    bad = pod("p")
+    bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = []
+    rc, out, err = run(capsys, tmp_path, [node("n1"), bad])
+    assert rc == 2 and out == ""
+    assert err == (
+        "in.yaml: document 2 (Pod ns/p): spec.containers[0].resources.requests.cpu: "
+        "invalid quantity []: expected a number or a string such as '500m' or '2Gi'\n"
+    )
+
+
 def test_invalid_podgroup_is_a_scheduler_error_not_an_input_error(capsys, tmp_path):
     rc, out, err = run(
         capsys, tmp_path, [node("n1"), podgroup("g", policy={"gang": {"minCount": 0}}), pod("g-0", "g")], "-o", "json"

@@ -36,6 +36,8 @@ class FakeAPI:
         self.requests: list[dict[str, Any]] = []
         self.script: dict[tuple[str, str], list[int]] = {}
         self.causes: list[dict[str, str]] = []  # details.causes of error answers
+        self.bodies: dict[str, dict[str, Any]] = {}  # GET path -> the object answered
+        self.delay = 0.0  # seconds each answer is held
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -52,6 +54,10 @@ class FakeAPI:
                 "body": json.loads(raw) if raw else None,
             }
         )
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if request.method == "GET" and request.path in self.bodies:
+            return web.json_response(self.bodies[request.path])
         answers = self.script.get((request.method, request.path))
         n = sum(1 for r in self.requests if (r["method"], r["path"]) == (request.method, request.path))
         status = answers[min(n, len(answers)) - 1] if answers else (201 if request.method == "POST" else 200)
@@ -381,3 +387,61 @@ async def test_preemption_does_not_wait_for_binds(api, monkeypatch):
         await w.close()
         await rest.close()
         await api_client.close()
+
+
+# ---------------------------------------------- conditions never made stale
+
+WAITING_PATH = "/api/v1/namespaces/team/pods/waiting"
+
+
+def waiting(version: str = "5"):
+    return make_pod("waiting", namespace="team", uid="uid-waiting", resource_version=version)
+
+
+async def test_a_pod_condition_is_conditional_on_the_pod_being_as_it_was_seen(api, writer):
+    writer.pod_unschedulable(waiting("5"), "0/1 nodes are available")
+    await writer.flush()
+    [patch] = api.requests
+    assert (patch["method"], patch["path"]) == ("PATCH", WAITING_PATH + "/status")
+    assert patch["body"]["metadata"] == {"uid": "uid-waiting", "resourceVersion": "5"}
+    assert patch["body"]["status"]["conditions"][0]["status"] == "False"
+
+
+async def test_a_pod_bound_before_its_condition_lands_is_left_scheduled(api, writer, caplog):
+    # The bind changed the pod: the API refuses the patch (409); read again,
+    # the pod is bound, so the condition is not written.
+    api.script[("PATCH", WAITING_PATH + "/status")] = [409]
+    api.bodies[WAITING_PATH] = {
+        "metadata": {"name": "waiting", "namespace": "team", "uid": "uid-waiting", "resourceVersion": "6"},
+        "spec": {"nodeName": "n1"},
+    }
+    with caplog.at_level(logging.INFO, logger="scheduler.runtime.status"):
+        writer.pod_unschedulable(waiting("5"), "0/1 nodes are available")
+        await writer.flush()
+    assert api.calls() == [("PATCH", WAITING_PATH + "/status"), ("GET", WAITING_PATH)]
+    assert "pod team/waiting: bound or gone before its condition was written; not written" in caplog.text
+
+
+async def test_a_pod_changed_but_still_waiting_gets_its_condition_under_the_new_version(api, writer):
+    api.script[("PATCH", WAITING_PATH + "/status")] = [409, 200]
+    api.bodies[WAITING_PATH] = {
+        "metadata": {"name": "waiting", "namespace": "team", "uid": "uid-waiting", "resourceVersion": "6"},
+        "spec": {},
+    }
+    writer.pod_unschedulable(waiting("5"), "0/1 nodes are available")
+    await writer.flush()
+    patches = [r for r in api.requests if r["method"] == "PATCH"]
+    assert [p["body"]["metadata"]["resourceVersion"] for p in patches] == ["5", "6"]
+
+
+async def test_a_group_scheduled_while_its_unschedulable_write_is_in_flight_ends_scheduled(api, writer):
+    # Writes to one PodGroup never run at once: the later one is sent after
+    # the earlier one's answer, so the last to land is the last decided.
+    api.delay = 0.2
+    pg = group()
+    writer.group_condition(pg, "False", C.REASON_UNSCHEDULABLE, "0/2 nodes are available")
+    await asyncio.sleep(0.05)  # the first write is in flight
+    writer.group_condition(pg, "True", C.REASON_SCHEDULED, "2 pod(s) placed")
+    await writer.flush()
+    sent = [r["body"]["status"]["conditions"][0]["status"] for r in api.requests if r["method"] == "PATCH"]
+    assert sent == ["False", "True"]

@@ -47,7 +47,9 @@ What differs from upstream, and why:
   running pods, which is how a gang spreads within one cycle.
 - No PreFilter/AddPod/RemovePod: counts are computed in Filter from the
   snapshot's per-row match counts (`snapshot.count_matching`), which the
-  cycle keeps current on assume; preemption is not implemented yet.
+  cycle keeps current on assume and on `remove_pod`. Preemption's "would it
+  fit with these victims gone" therefore counts the victims as gone, as
+  upstream's RemovePod does (tests/unit/test_preemption.py).
 - A selector the apiserver would have rejected (it validates pod specs) is
   not re-validated here: an unknown operator simply matches nothing.
 - Queueing hints are coarse: `events` (EventsToRegister) names the cluster

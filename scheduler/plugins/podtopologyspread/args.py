@@ -13,7 +13,6 @@ from ...api.records import TopologySpreadConstraint
 from .common import LABEL_HOSTNAME, LABEL_ZONE, SCHEDULE_ANYWAY
 
 SYSTEM_DEFAULTING = "System"
-LIST_DEFAULTING = "List"
 
 SYSTEM_DEFAULT_CONSTRAINTS: tuple[TopologySpreadConstraint, ...] = (
     TopologySpreadConstraint(
