@@ -25,7 +25,7 @@ PYTEST_ARGS ?=
 DEMO_ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv controlplane operators test test-unit test-integration lint demo clean bench bench-e2e
+.PHONY: help venv controlplane operators test test-unit test-integration lint demo clean bench bench-e2e image image-check
 
 help: ## list the targets
 	@echo "troupe (Kubernetes v$(K8S_VERSION), etcd v$(ETCD_VERSION)); usage: make <target>"
@@ -70,6 +70,13 @@ lint: $(LINT_STAMP) ## ruff check, ruff format --check, mypy, lint-imports, CRDs
 	echo "lint: crds/ up to date"; $(VENV)/bin/python hack/gen-crds.py --check || failed="$$failed crds"; \
 	if [ -n "$$failed" ]; then echo "lint: FAILED:$$failed"; exit 1; fi; \
 	echo "lint: all checks passed"
+
+image: ## build the image ghcr.io/troupe-dev/troupe-scheduler:<pyproject version> with docker, podman or buildah
+	hack/image.sh
+
+# Root only (setpriv); the package index is needed for the wheel's dependencies.
+image-check: ## no builder needed: wheel into a fresh venv, `troupe --version` as uid 65532, Dockerfile and manifests
+	$(PYTHON) hack/image-check.py
 
 demo: venv controlplane ## run hack/demo.py against a local control plane (DEMO_ARGS=...)
 	$(VENV)/bin/python hack/demo.py $(DEMO_ARGS)

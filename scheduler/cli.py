@@ -1,4 +1,4 @@
-"""Command line: `troupe run` and `troupe simulate` (also `python -m scheduler ...`)."""
+"""Command line: `troupe run`, `troupe simulate` and `troupe --version` (also `python -m scheduler ...`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
+from . import version
 from .api.config import ConfigError, SchedulerConfiguration, load_config
 from .api.constants import DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL
 from .api.jobs import JOB_POLICY_ANNOTATION
@@ -101,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="troupe", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=f"troupe {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run = sub.add_parser(
         "run",

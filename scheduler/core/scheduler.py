@@ -139,6 +139,8 @@ class Scheduler(EventHandlers):
         judged again, and what still waits is reported."""
         self.synced.set()
         self.reporter.enabled = True
+        metrics.observe_queue(self.queue)
+        metrics.observe_reservations(self.nominated, self.reserved, self.wall)
         for unit in list(self.queue.units()):
             self.queue.activate(unit.key)
             self.reporter.report_if_gated(unit.key)
@@ -155,7 +157,7 @@ class Scheduler(EventHandlers):
             if self.last_cycle - gauges_at >= 1.0:  # O(units): not after every cycle
                 gauges_at = self.last_cycle
                 metrics.observe_queue(self.queue)
-                metrics.observe_reservations(self.nominated, self.reserved, self.wall())
+                metrics.observe_reservations(self.nominated, self.reserved, self.wall)
             await asyncio.sleep(0)  # let watch events in between cycles
 
     def schedule_unit(self, popped: PoppedUnit) -> GroupDecision | None:

@@ -10,6 +10,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any, cast
 
 import aiohttp
 import kopf
@@ -103,9 +104,10 @@ async def run(
     claim_writer = ClaimWriter(rest, bucket)
     for fwk in scheduler.frameworks.values():
         fwk.handle.claim_writer = claim_writer
+    name = os.environ.get("POD_NAME") or socket.gethostname()  # this replica: its pod's name
     elector: LeaderElector | None = None
     if config.leader_election.leader_elect:
-        name = os.environ.get("POD_NAME") or socket.gethostname()  # as client-go: the pod, plus a uuid
+        # As client-go: the pod, plus a uuid.
         elector = LeaderElector(rest, config.leader_election, f"{name}_{uuid.uuid4()}")
         rest.may_write = elector.may_act  # a standby, or a leader past its deadline, writes nothing
         event_rest.may_write = elector.may_act
@@ -162,11 +164,14 @@ async def run(
     job_task = asyncio.create_task(jobs.run(), name="job integration")
     operator = asyncio.create_task(
         kopf.operator(
-            registry=build_registry(scheduler, await connection_info(cfg), jobs),
+            registry=build_registry(scheduler, lambda: connection_info(cfg), jobs),
             settings=operator_settings(config.watch),
             clusterwide=True,
             standalone=True,
             memo=kopf.Memo(scheduler=scheduler),
+            # Else kopf names itself after getpass.getuser(), which fails for a
+            # uid the image's /etc/passwd does not know (any runAsUser but 65532).
+            identity=cast(Any, name),  # kopf's Identity is a NewType of str, not exported
         ),
         name="kopf operator",
     )
@@ -183,6 +188,12 @@ async def run(
         if job_task in done and not job_task.cancelled():  # it never returns: a crash
             log.error("Job integration crashed", exc_info=job_task.exception())
             rc = 1
+        # kopf returns after SIGTERM/SIGINT; one that raised (or a watch) must
+        # not pass for a clean stop, or troupe would exit 0 without a word.
+        for task in done & {operator, *watches}:
+            if not task.cancelled() and task.exception() is not None:
+                log.error("%s crashed", task.get_name(), exc_info=task.exception())
+                rc = 1
     finally:
         tasks = [t for t in (loop_task, operator, resync, election, job_task, *watches) if t is not None]
         for task in tasks:

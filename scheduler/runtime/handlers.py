@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import kopf
@@ -142,15 +142,19 @@ JOBS: Resource = ("batch", "v1", "jobs")
 
 
 def build_registry(
-    scheduler: Scheduler, connection: kopf.ConnectionInfo, jobs: JobController | None = None
+    scheduler: Scheduler,
+    connection: Callable[[], Awaitable[kopf.ConnectionInfo]],
+    jobs: JobController | None = None,
 ) -> kopf.OperatorRegistry:
     """kopf's handlers: the low-volume kinds into the scheduler's cache, and
-    Jobs into the Job integration (`jobs`, when on)."""
+    Jobs into the Job integration (`jobs`, when on). `connection` gives the
+    credentials as they are now: kopf logs in again after a 401, and a
+    ServiceAccount token is rotated under it."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
     async def login(**_: Any) -> kopf.ConnectionInfo:
-        return connection
+        return await connection()
 
     def watch(resource: tuple[str, ...], upsert: Callable[[Body], None], delete: Callable[[Body], None]) -> None:
         what = "/".join(resource)

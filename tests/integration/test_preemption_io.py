@@ -155,7 +155,7 @@ async def test_pdbs_reach_the_cache_by_listing_watch_and_resync(installed, names
     stop = asyncio.Event()
     operator = asyncio.create_task(
         kopf.operator(
-            registry=build_registry(sched, await connection_info(api.configuration)),
+            registry=build_registry(sched, lambda: connection_info(api.configuration)),
             settings=operator_settings(sched.config.watch),
             clusterwide=True,
             standalone=True,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.core.scheduler import Scheduler
@@ -106,6 +107,8 @@ def test_a_starving_gang_gets_room_and_small_pods_stay_off_it(s: Any, clock: Any
 
     starve(sched, clock)
     assert held_nodes(sched) == {"big-0": "a", "big-1": "b"} or held_nodes(sched) == {"big-0": "b", "big-1": "a"}
+    assert REGISTRY.get_sample_value("troupe_reserved_pods") == 2  # read when scraped
+    assert REGISTRY.get_sample_value("troupe_reserved_room", {"resource": "cpu"}) == 8
     assert "reserved node(s) a, b for 2 pod(s); waiting for 6 running pod(s) to finish" in rec.pods["big-0"]
     assert [e for e in rec.events if e[1] == "Reserved"] == [
         ("big", "Reserved", "reserved node(s) a, b for 2 pod(s); waiting for 6 running pod(s) to finish")
@@ -127,6 +130,8 @@ def test_a_starving_gang_gets_room_and_small_pods_stay_off_it(s: Any, clock: Any
         ("big-1", "a"),
     ]
     assert sched.nominated == {} and sched.reserved == {}
+    assert REGISTRY.get_sample_value("troupe_reserved_pods") == 0  # no cycle needed to say so
+    assert REGISTRY.get_sample_value("troupe_reservation_oldest_age_seconds") == 0
 
 
 def test_a_gang_is_tried_again_when_it_has_starved_even_if_nothing_changes(s: Any, clock: Any) -> None:
