@@ -148,16 +148,11 @@ class Scheduler(EventHandlers):
     async def run(self) -> None:
         await self.synced.wait()
         log.info("cache synced: %d nodes, %d pods; scheduling", self.cache.node_count, len(self.cache.pods))
-        self.start_scheduling()
-        gauges_at = 0.0
+        self.start_scheduling()  # the queue and reservation gauges are read from here on, when scraped
         while True:
             popped = await self.queue.pop()
             self.last_cycle = time.monotonic()
             self.schedule_unit(popped)
-            if self.last_cycle - gauges_at >= 1.0:  # O(units): not after every cycle
-                gauges_at = self.last_cycle
-                metrics.observe_queue(self.queue)
-                metrics.observe_reservations(self.nominated, self.reserved, self.wall)
             await asyncio.sleep(0)  # let watch events in between cycles
 
     def schedule_unit(self, popped: PoppedUnit) -> GroupDecision | None:

@@ -411,7 +411,7 @@ class StatusWriter:
             "type": C.POD_SCHEDULED,
             "status": "False",
             "reason": C.REASON_UNSCHEDULABLE,
-            "message": message[:32768],
+            "message": message[:MAX_MESSAGE],
             "lastProbeTime": None,
             "lastTransitionTime": now_rfc3339(),
         }
@@ -444,6 +444,9 @@ class StatusWriter:
                         pod.name,
                     )
                     return
+            # Changed on every try: forget it, so the pod's next attempt writes it.
+            if self._pod_conditions.get(pod.uid) == (C.REASON_UNSCHEDULABLE, message):
+                del self._pod_conditions[pod.uid]
             log.debug("pod %s/%s: changed on every try; its next attempt writes it", pod.namespace, pod.name)
 
         self._enqueue(("pod", pod.uid), write)

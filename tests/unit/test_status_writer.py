@@ -445,3 +445,17 @@ async def test_a_group_scheduled_while_its_unschedulable_write_is_in_flight_ends
     await writer.flush()
     sent = [r["body"]["status"]["conditions"][0]["status"] for r in api.requests if r["method"] == "PATCH"]
     assert sent == ["False", "True"]
+
+
+async def test_a_pod_that_changed_on_every_try_gets_the_same_condition_at_its_next_attempt(api, writer):
+    api.script[("PATCH", WAITING_PATH + "/status")] = [409, 409, 409, 200]
+    api.bodies[WAITING_PATH] = {
+        "metadata": {"name": "waiting", "namespace": "team", "uid": "uid-waiting", "resourceVersion": "6"},
+        "spec": {},
+    }
+    writer.pod_unschedulable(waiting("5"), "0/1 nodes are available")
+    await writer.flush()
+    assert len(api.calls("PATCH")) == 3  # POD_CONDITION_TRIES, all refused
+    writer.pod_unschedulable(waiting("6"), "0/1 nodes are available")  # not deduplicated away
+    await writer.flush()
+    assert len(api.calls("PATCH")) == 4
