@@ -42,13 +42,14 @@ from typing import Any
 from . import e2e_procs as procs
 from .e2e_cprofile import profile_text
 from .e2e_kube import Credentials, Kube
-from .e2e_report import detail_table, latency_table, native_table, plot, summarize, throughput_table
+from .e2e_report import detail_table, latency_table, plot, summarize, throughput_table, variant_table
 from .e2e_watch import BindWatcher
 from .e2e_workload import (
     EXTRA_SCHEDULERS,
     NATIVE_PODGROUP_API,
     QUICK_NODES,
     SCHEDULERS,
+    TROUPE_RUNS,
     Creation,
     Shape,
     create_nodes,
@@ -193,7 +194,7 @@ async def one_run(
         decode=False,
     )
     kubeconfig = cluster.admin_kubeconfig
-    if sched in ("troupe", "troupe-native"):
+    if sched in TROUPE_RUNS:
         proc = procs.troupe(
             workdir, run, kubeconfig, args.qps, args.burst, args.bind_concurrency, args.troupe_src, profile
         )
@@ -444,6 +445,9 @@ async def run_node_count(
                 log(f"skipping shape {shape.label()} at {nodes} nodes: does not fit ({why})")
                 continue
             for sched in args.schedulers:
+                if shape.topology_key and sched == "troupe-coscheduling":
+                    log(f"skipping {sched} on shape {shape.label()}: scheduler-plugins' PodGroup has no topology")
+                    continue
                 runs.append(_net_of_idle(await one_run(cluster, kube, nodes, shape, sched, args, workdir), idle))
                 save()
             if args.profile_troupe and "troupe" in args.schedulers:
@@ -495,11 +499,18 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]], json_path: Path, pn
     print("## Group latency: all pods of the group bound - last pod of the group created (p50 / p99 over groups)")
     print(latency_table(runs))
     print()
-    native = native_table(runs)
-    if native is not None:
-        print("## troupe on native objects (scheduling.k8s.io PodGroups, spec.schedulingGroup: what upstream gets)")
-        print(native)
-        print()
+    for variant, title in (
+        (
+            "troupe-native",
+            "troupe on native objects (scheduling.k8s.io PodGroups, spec.schedulingGroup: what upstream gets)",
+        ),
+        ("troupe-coscheduling", "troupe on scheduler-plugins' objects (scheduling.x-k8s.io PodGroups and label)"),
+    ):
+        table = variant_table(runs, variant)
+        if table is not None:
+            print(f"## {title}")
+            print(table)
+            print()
     print("## Every run")
     print(detail_table(runs))
     for r in runs:
@@ -556,7 +567,8 @@ def _parser() -> argparse.ArgumentParser:
         "--schedulers",
         default=",".join(SCHEDULERS),
         help="which runs, in this order (default troupe,upstream,raw; also troupe-native: troupe on the objects "
-        "upstream gets, native PodGroups and spec.schedulingGroup)",
+        "upstream gets, native PodGroups and spec.schedulingGroup; troupe-coscheduling: troupe on scheduler-plugins' "
+        "PodGroups and label, as the Kubeflow training-operator writes them, not on shape t)",
     )
     p.add_argument(
         "--qps",
@@ -753,7 +765,7 @@ def main(argv: list[str]) -> int:
             log(f"starting etcd + kube-apiserver for {nodes} {kind} nodes ({cwd})")
             cluster.start(timeout=120)
             try:
-                cluster.kubectl("apply", "-f", str(ROOT / "crds"), timeout=120)
+                cluster.kubectl("apply", "-f", str(ROOT / "crds"), "-f", str(ROOT / "crds" / "compat"), timeout=120)
                 cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
                 asyncio.run(run_node_count(cluster, nodes, shapes, args, workdir, runs, save))
             finally:

@@ -18,7 +18,14 @@ from typing import Any
 
 from .e2e_workload import SCHEDULERS
 
-NAMES = {"troupe": "troupe", "upstream": "upstream", "raw": "raw bind", "troupe-native": "troupe (native objects)"}
+NAMES = {
+    "troupe": "troupe",
+    "upstream": "upstream",
+    "raw": "raw bind",
+    "troupe-native": "troupe (native objects)",
+    "troupe-coscheduling": "troupe (scheduler-plugins objects)",
+}
+VARIANT_LABELS = {"troupe-native": "native", "troupe-coscheduling": "scheduler-plugins"}
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -176,23 +183,26 @@ def throughput_table(runs: list[dict[str, Any]]) -> str:
     return _table(header, rows)
 
 
-def native_table(runs: list[dict[str, Any]]) -> str | None:
-    """troupe on native objects (the very objects upstream gets) beside troupe
-    on its own CRDs and upstream; None without a troupe-native run."""
-    if not any(r["scheduler"] == "troupe-native" for r in runs):
+def variant_table(runs: list[dict[str, Any]], variant: str) -> str | None:
+    """troupe on another group source's objects (troupe-native: the very objects
+    upstream gets; troupe-coscheduling: scheduler-plugins' PodGroups) beside
+    troupe on its own CRDs and upstream; None without such a run."""
+    if not any(r["scheduler"] == variant for r in runs):
         return None
+    v = VARIANT_LABELS[variant]
     header = [
         "nodes",
         "shape",
-        "troupe (native) pods/s",
-        "native÷troupe (own CRDs)",
-        "native÷upstream",
-        "p99 native÷upstream",
-        "apiserver ms/pod native",
+        f"troupe ({v}) pods/s",
+        f"{v}÷troupe (own CRDs)",
+        f"p99 {v}÷troupe (own CRDs)",
+        f"{v}÷upstream",
+        f"p99 {v}÷upstream",
+        f"apiserver ms/pod {v}",
     ]
     rows = []
     for nodes, _, label, sc in group_runs(runs):
-        n, t, u = sc.get("troupe-native"), sc.get("troupe"), sc.get("upstream")
+        n, t, u = sc.get(variant), sc.get("troupe"), sc.get("upstream")
         if n is None:
             continue
         rows.append(
@@ -201,6 +211,7 @@ def native_table(runs: list[dict[str, Any]]) -> str | None:
                 label,
                 _cell_rate(n),
                 _ratio(_complete(n, "pods_per_s"), _complete(t, "pods_per_s")),
+                _ratio(_complete(n, "latency_p99_s"), _complete(t, "latency_p99_s")),
                 _ratio(_complete(n, "pods_per_s"), _complete(u, "pods_per_s")),
                 _ratio(_complete(n, "latency_p99_s"), _complete(u, "latency_p99_s")),
                 _num(n.get("apiserver_ms_per_pod"), 1),

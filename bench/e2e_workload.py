@@ -57,9 +57,15 @@ IMAGE = "registry.k8s.io/pause:3.10.1"
 NATIVE_PODGROUP_API = "scheduling.k8s.io/v1beta1"  # what kube-scheduler 1.37's informer reads
 RAW_SCHEDULER_NAME = "e2e-raw-binder"
 SCHEDULERS = ("troupe", "upstream", "raw")
+# scheduler-plugins' PodGroup and label: what the Kubeflow training-operator,
+# Spark and KubeRay write for a coscheduling scheduler (crds/compat/).
+COSCHEDULING_PODGROUP_API = "scheduling.x-k8s.io/v1alpha1"
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 # Runs `--schedulers` may also name: troupe given the very objects upstream
-# gets (native PodGroups, spec.schedulingGroup; only schedulerName differs).
-EXTRA_SCHEDULERS = ("troupe-native",)
+# gets (native PodGroups, spec.schedulingGroup; only schedulerName differs),
+# and troupe given scheduler-plugins' PodGroups (spec.minMember) and label.
+EXTRA_SCHEDULERS = ("troupe-native", "troupe-coscheduling")
+TROUPE_RUNS = ("troupe", *EXTRA_SCHEDULERS)
 
 
 @dataclass(frozen=True)
@@ -224,10 +230,16 @@ class Flavor:
     podgroup_path: str  # under /apis/, with {ns}
     podgroup_api: str
     scheduler_name: str
-    native_group: bool  # spec.schedulingGroup (else the troupe label)
+    group_label: str | None  # the label that joins a pod to its group; None: spec.schedulingGroup (native)
 
     def podgroup(self, ns: str, g: int, min_count: int, topology_key: str | None = None) -> dict[str, Any]:
-        spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+        spec: dict[str, Any]
+        if self.podgroup_api == COSCHEDULING_PODGROUP_API:
+            if topology_key:
+                raise ValueError("scheduler-plugins' PodGroup has no topology constraint: shape t has no such run")
+            spec = {"minMember": min_count}
+        else:
+            spec = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
         if topology_key:  # the same field in troupe's CRD and in scheduling.k8s.io/v1beta1
             spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
         return {
@@ -249,10 +261,10 @@ class Flavor:
             ],
         }
         meta: dict[str, Any] = {"name": pod_name(g, i), "namespace": ns}
-        if self.native_group:
+        if self.group_label is None:
             spec["schedulingGroup"] = {"podGroupName": group_name(g)}
         else:
-            meta["labels"] = {POD_GROUP_LABEL: group_name(g)}
+            meta["labels"] = {self.group_label: group_name(g)}
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
@@ -260,14 +272,24 @@ def flavor(scheduler: str) -> Flavor:
     native = f"/apis/{NATIVE_PODGROUP_API}/namespaces/{{ns}}/podgroups"
     if scheduler == "troupe":
         return Flavor(
-            f"/apis/{TROUPE_API_VERSION}/namespaces/{{ns}}/podgroups", TROUPE_API_VERSION, TROUPE_SCHEDULER_NAME, False
+            f"/apis/{TROUPE_API_VERSION}/namespaces/{{ns}}/podgroups",
+            TROUPE_API_VERSION,
+            TROUPE_SCHEDULER_NAME,
+            POD_GROUP_LABEL,
+        )
+    if scheduler == "troupe-coscheduling":
+        return Flavor(
+            f"/apis/{COSCHEDULING_PODGROUP_API}/namespaces/{{ns}}/podgroups",
+            COSCHEDULING_PODGROUP_API,
+            TROUPE_SCHEDULER_NAME,
+            COSCHEDULING_LABEL,
         )
     if scheduler == "troupe-native":
-        return Flavor(native, NATIVE_PODGROUP_API, TROUPE_SCHEDULER_NAME, True)
+        return Flavor(native, NATIVE_PODGROUP_API, TROUPE_SCHEDULER_NAME, None)
     if scheduler == "upstream":
-        return Flavor(native, NATIVE_PODGROUP_API, "default-scheduler", True)
+        return Flavor(native, NATIVE_PODGROUP_API, "default-scheduler", None)
     if scheduler == "raw":
-        return Flavor(native, NATIVE_PODGROUP_API, RAW_SCHEDULER_NAME, True)
+        return Flavor(native, NATIVE_PODGROUP_API, RAW_SCHEDULER_NAME, None)
     raise ValueError(scheduler)
 
 
@@ -432,7 +454,7 @@ def topology_check(shape: Shape, nodes: int, node_of: list[str | None]) -> dict[
 
 async def delete_all_pods(kube: Kube, ns: str, timeout: float = 600.0) -> float:
     """deletecollection with gracePeriodSeconds=0 (no kubelet: bound pods go only
-    so), for pods and both kinds of PodGroup; wait until the pod list is empty.
+    so), for pods and every kind of PodGroup; wait until the pod list is empty.
     Seconds taken."""
     t0 = time.monotonic()
     opts = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
@@ -452,6 +474,7 @@ async def delete_all_pods(kube: Kube, ns: str, timeout: float = 600.0) -> float:
     for path in (
         f"/apis/{TROUPE_API_VERSION}/namespaces/{ns}/podgroups",
         f"/apis/{NATIVE_PODGROUP_API}/namespaces/{ns}/podgroups",
+        f"/apis/{COSCHEDULING_PODGROUP_API}/namespaces/{ns}/podgroups",
     ):
         await kube.request("DELETE", path, opts, decode=False, ok=(404,))
     return time.monotonic() - t0

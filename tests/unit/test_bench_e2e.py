@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ is not an installed package
     sys.path.insert(0, str(ROOT))
 
-from bench.e2e_report import latency_table, percentile, summarize, throughput_table  # noqa: E402
+from bench.e2e_report import latency_table, percentile, summarize, throughput_table, variant_table  # noqa: E402
 from bench.e2e_workload import (  # noqa: E402
     FULL_SHAPES,
     QUICK_SHAPES,
@@ -106,6 +106,20 @@ def test_flavors_differ_only_in_what_each_scheduler_reads():
     assert flavor("troupe").podgroup("ns", 1, 3)["apiVersion"] == "scheduling.troupe.dev/v1alpha2"
 
 
+def test_coscheduling_flavor_is_what_the_training_operator_writes():
+    """scheduler-plugins' PodGroup (spec.minMember) and label, troupe's scheduler name, the same containers."""
+    f = flavor("troupe-coscheduling")
+    p = f.pod("ns", 1, 2)
+    assert p["metadata"]["labels"] == {"scheduling.x-k8s.io/pod-group": "g00001"}
+    assert p["spec"]["schedulerName"] == "troupe-scheduler" and "schedulingGroup" not in p["spec"]
+    assert p["spec"]["containers"] == flavor("troupe").pod("ns", 1, 2)["spec"]["containers"]
+    pg = f.podgroup("ns", 1, 3)
+    assert pg["apiVersion"] == "scheduling.x-k8s.io/v1alpha1" and pg["spec"] == {"minMember": 3}
+    assert f.podgroup_path.format(ns="ns") == "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups"
+    with pytest.raises(ValueError, match="topology"):
+        f.podgroup("ns", 1, 3, topology_key="topology.kubernetes.io/rack")
+
+
 def _run(sched: str, pods_per_s: float, bound: int = 6, p99: float = 1.0) -> dict:
     return {
         "nodes": 500,
@@ -136,3 +150,14 @@ def test_tables_side_by_side_with_ratios_and_timeouts():
     t = throughput_table(runs)
     assert "TIMEOUT 4/6 bound" in t
     assert t.splitlines()[2].count(" - ") == 1  # no troupe÷upstream ratio against an incomplete run
+
+
+def test_variant_table_compares_a_source_with_troupe_own_crds_and_upstream():
+    runs = [_run("troupe", 800.0, p99=0.5), _run("upstream", 400.0, p99=1.0)]
+    assert variant_table(runs, "troupe-coscheduling") is None
+    runs.append(_run("troupe-coscheduling", 760.0, p99=0.6))
+    table = variant_table(runs, "troupe-coscheduling")
+    assert table is not None
+    head, _, row = table.splitlines()
+    assert "scheduler-plugins÷troupe (own CRDs)" in head
+    assert "0.95x" in row and "1.20x" in row and "1.90x" in row and "0.60x" in row
