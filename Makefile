@@ -1,7 +1,9 @@
 K8S_VERSION  := 1.37.2
 ETCD_VERSION := 3.6.16
-# KubeRay's ray-operator, the operator tests/integration/test_operators.py runs.
+# The operators tests/integration/test_operators.py runs: KubeRay's
+# ray-operator and Kubeflow's training-operator.
 KUBERAY_VERSION := 1.5.0
+TRAINING_OPERATOR_VERSION := 1.8.1
 
 PYTHON ?= python3.11
 VENV   := .venv
@@ -15,10 +17,13 @@ TROUPE_K8S_BIN_DIR  ?= $(CACHE_HOME)/troupe/k8s-v$(K8S_VERSION)/bin
 TROUPE_ETCD_BIN_DIR ?= $(CACHE_HOME)/troupe/etcd-v$(ETCD_VERSION)/bin
 # bin/ray-operator and crds/ (KubeRay's and the scheduler-plugins PodGroup CRD).
 TROUPE_KUBERAY_DIR  ?= $(CACHE_HOME)/troupe/kuberay-v$(KUBERAY_VERSION)
+# bin/training-operator.v1 and crds/ (its PyTorchJob CRD).
+TROUPE_TRAINING_OPERATOR_DIR ?= $(CACHE_HOME)/troupe/training-operator-v$(TRAINING_OPERATOR_VERSION)
 KUBECTL            := $(TROUPE_K8S_BIN_DIR)/kubectl
 
 # Recipes see the built binaries (kubectl v$(K8S_VERSION), not /usr/bin/kubectl) first.
-export TROUPE_K8S_BIN_DIR TROUPE_ETCD_BIN_DIR TROUPE_KUBERAY_DIR KUBECTL K8S_VERSION ETCD_VERSION KUBERAY_VERSION
+export TROUPE_K8S_BIN_DIR TROUPE_ETCD_BIN_DIR TROUPE_KUBERAY_DIR TROUPE_TRAINING_OPERATOR_DIR KUBECTL K8S_VERSION ETCD_VERSION \
+	KUBERAY_VERSION TRAINING_OPERATOR_VERSION
 export PATH := $(TROUPE_K8S_BIN_DIR):$(PATH)
 
 PYTEST_ARGS ?=
@@ -42,11 +47,11 @@ $(VENV_STAMP): pyproject.toml
 controlplane: ## build etcd, kube-{apiserver,controller-manager,scheduler}, kubectl and kube-apiserver v1.36.3 into the cache (once; slow the first time)
 	hack/build-controlplane.sh
 
-operators: ## build KubeRay's ray-operator v1.5.0 and copy its CRDs (RayCluster, scheduler-plugins PodGroup) into the cache (once)
+operators: ## build KubeRay's ray-operator v1.5.0 and Kubeflow's training-operator v1.8.1 with their CRDs into the cache (once)
 	hack/build-operators.sh
 
 # (wildcard: git does not keep an empty tests/unit in a fresh clone)
-test: venv controlplane operators ## unit and integration tests (real etcd, kube-apiserver, kube-controller-manager, ray-operator)
+test: venv controlplane operators ## unit and integration tests (real etcd, kube-apiserver, kube-controller-manager, the operators)
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS) $(wildcard tests/unit tests/integration)
 
 test-unit: venv ## unit tests only, no control plane

@@ -6,73 +6,160 @@
 #   $XDG_CACHE_HOME/troupe/kuberay-v$KUBERAY_VERSION/bin/ray-operator
 #   $XDG_CACHE_HOME/troupe/kuberay-v$KUBERAY_VERSION/crds/ray.io_{rayclusters,rayjobs,rayservices}.yaml
 #   $XDG_CACHE_HOME/troupe/kuberay-v$KUBERAY_VERSION/crds/scheduling.x-k8s.io_podgroups.yaml
+#   $XDG_CACHE_HOME/troupe/training-operator-v$TRAINING_OPERATOR_VERSION/bin/training-operator.v1
+#   $XDG_CACHE_HOME/troupe/training-operator-v$TRAINING_OPERATOR_VERSION/crds/kubeflow.org_pytorchjobs.yaml
 #
 # ray-operator is KubeRay's operator, `go install github.com/ray-project/kuberay/
-# ray-operator@v$KUBERAY_VERSION` (the module's own go.mod and go.sum: the
-# versions its release was tested with). The CRDs come from the module cache that
-# build fills: KubeRay's three (its manager starts the RayCluster, RayJob and
-# RayService controllers, and each waits for its CRD), and the scheduler-plugins
-# PodGroup CRD (scheduling.x-k8s.io/v1alpha1) of the sigs.k8s.io/scheduler-plugins
-# version KubeRay's go.mod requires: the PodGroups its scheduler-plugins backend writes.
+# ray-operator@v$KUBERAY_VERSION`; training-operator.v1 is Kubeflow's training
+# operator (PyTorchJob, TFJob, ...), `go install github.com/kubeflow/training-
+# operator/cmd/training-operator.v1@v$TRAINING_OPERATOR_VERSION`. Each builds with
+# its module's own go.mod and go.sum (the versions its release was tested with).
+# The CRDs come from the module cache that build fills: KubeRay's three (its
+# manager starts the RayCluster, RayJob and RayService controllers, and each waits
+# for its kind), the scheduler-plugins PodGroup CRD (scheduling.x-k8s.io/v1alpha1)
+# of the sigs.k8s.io/scheduler-plugins version KubeRay's go.mod requires (the
+# PodGroups both operators write), and the training operator's PyTorchJob CRD.
 #
-# ($XDG_CACHE_HOME defaults to ~/.cache; TROUPE_KUBERAY_DIR overrides the directory.)
-# Done once: a stamp records what was built, and a later run with the same
-# stamp and files does nothing. The binary is built under a temporary name and
-# renamed into place, so an interrupted build never leaves a broken one.
+# ($XDG_CACHE_HOME defaults to ~/.cache; TROUPE_KUBERAY_DIR and
+# TROUPE_TRAINING_OPERATOR_DIR override the directories.) Done once: a stamp
+# records what was built, and a later run with the same stamp and files does
+# nothing. A binary is built under a temporary name and renamed into place, so
+# an interrupted build never leaves a broken one.
 #
 # usage: hack/build-operators.sh [--force]
 set -euo pipefail
 
 KUBERAY_VERSION="${KUBERAY_VERSION:-1.5.0}"
 KUBERAY_MODULE="github.com/ray-project/kuberay/ray-operator"
+TRAINING_OPERATOR_VERSION="${TRAINING_OPERATOR_VERSION:-1.8.1}"
+TRAINING_OPERATOR_MODULE="github.com/kubeflow/training-operator"
 SCHEDULER_PLUGINS_MODULE="sigs.k8s.io/scheduler-plugins"
 force=0
 for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $arg (try --help)" >&2; exit 2 ;;
   esac
 done
 
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/troupe"
-dir="${TROUPE_KUBERAY_DIR:-$cache/kuberay-v$KUBERAY_VERSION}"
-bin="$dir/bin/ray-operator"
-crds="$dir/crds"
-stamp="$dir/.built"
 logdir="$cache/build-logs"
-log="$logdir/ray-operator-v$KUBERAY_VERSION.log"
-crd_files=(ray.io_rayclusters.yaml ray.io_rayjobs.yaml ray.io_rayservices.yaml scheduling.x-k8s.io_podgroups.yaml)
 
-# No toolchain download behind our back: the Go on PATH builds it (KubeRay
-# v1.5.0's go.mod asks for go 1.24.0). A caller may still export GOTOOLCHAIN.
+# No toolchain download behind our back: the Go on PATH builds them (their go.mod
+# files ask for go 1.24.0 and 1.22). A caller may still export GOTOOLCHAIN.
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 
 # fmt_time, progress
 . "$(dirname "${BASH_SOURCE[0]}")/lib-gobuild.sh"
 
-want_stamp() { printf '%s@v%s\n' "$KUBERAY_MODULE" "$KUBERAY_VERSION"; }
+# What each operator is: its module, version, main package, binary, directory,
+# CRD files, and the function that copies them out of the module cache.
+operator_vars() {  # operator_vars NAME: sets module version package binary dir crd_files copy_crds
+  case "$1" in
+    ray-operator)
+      module="$KUBERAY_MODULE" version="$KUBERAY_VERSION" package="$KUBERAY_MODULE" binary=ray-operator
+      dir="${TROUPE_KUBERAY_DIR:-$cache/kuberay-v$KUBERAY_VERSION}"
+      crd_files=(ray.io_rayclusters.yaml ray.io_rayjobs.yaml ray.io_rayservices.yaml scheduling.x-k8s.io_podgroups.yaml)
+      copy_crds=kuberay_crds packages="~900" minutes="~2" ;;
+    training-operator)
+      module="$TRAINING_OPERATOR_MODULE" version="$TRAINING_OPERATOR_VERSION"
+      package="$TRAINING_OPERATOR_MODULE/cmd/training-operator.v1" binary=training-operator.v1
+      dir="${TROUPE_TRAINING_OPERATOR_DIR:-$cache/training-operator-v$TRAINING_OPERATOR_VERSION}"
+      crd_files=(kubeflow.org_pytorchjobs.yaml)
+      copy_crds=training_operator_crds packages="~600" minutes="~2" ;;
+  esac
+}
 
-# built_ok: the binary runs, carries the pinned module version in its build
+# built_ok NAME: the binary runs, carries the pinned module version in its build
 # info, every CRD is there, and the stamp says this version.
 built_ok() {
   local f
-  [[ -x "$bin" && -f "$stamp" ]] || return 1
-  [[ "$(head -n1 "$stamp")" == "$(want_stamp)" ]] || return 1
-  for f in "${crd_files[@]}"; do [[ -s "$crds/$f" ]] || return 1; done
-  go version -m "$bin" 2>/dev/null | awk -v m="$KUBERAY_MODULE" -v v="v$KUBERAY_VERSION" \
+  operator_vars "$1"
+  [[ -x "$dir/bin/$binary" && -f "$dir/.built" ]] || return 1
+  [[ "$(head -n1 "$dir/.built")" == "$module@v$version" ]] || return 1
+  for f in "${crd_files[@]}"; do [[ -s "$dir/crds/$f" ]] || return 1; done
+  go version -m "$dir/bin/$binary" 2>/dev/null | awk -v m="$module" -v v="v$version" \
     '$1 == "mod" && $2 == m && $3 == v {ok = 1} END {exit !ok}'
+}
+
+moddir() {  # moddir MODULE VERSION -> the module's directory in the module cache
+  local out
+  out="$(go mod download -json "$1@$2" 2>>"$log")" || {
+    echo "error: go mod download $1@$2 failed; full log: $log" >&2; exit 1; }
+  printf '%s\n' "$out" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p'
+}
+copy_crd() {  # copy_crd SRC NAME: into $dir/crds/ (the cache is read-only: no mode bits copied)
+  [[ -s "$1" ]] || { echo "error: $1 not found in the module cache" >&2; exit 1; }
+  cp "$1" "$dir/crds/.$2.tmp" && chmod 644 "$dir/crds/.$2.tmp" && mv -f "$dir/crds/.$2.tmp" "$dir/crds/$2"
+}
+kuberay_crds() {  # kuberay_crds MODULE_DIR: KubeRay's CRDs and the scheduler-plugins version it requires
+  local f sp_version sp_dir
+  for f in ray.io_rayclusters.yaml ray.io_rayjobs.yaml ray.io_rayservices.yaml; do
+    copy_crd "$1/config/crd/bases/$f" "$f"
+  done
+  # (a `require` block line or a single-line require)
+  sp_version="$(awk -v m="$SCHEDULER_PLUGINS_MODULE" '($1 == m && $2 ~ /^v/) {print $2; exit} ($1 == "require" && $2 == m) {print $3; exit}' \
+    "$1/go.mod")"
+  [[ -n "$sp_version" ]] || { echo "error: $1/go.mod does not require $SCHEDULER_PLUGINS_MODULE" >&2; exit 1; }
+  sp_dir="$(moddir "$SCHEDULER_PLUGINS_MODULE" "$sp_version")"
+  copy_crd "$sp_dir/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" scheduling.x-k8s.io_podgroups.yaml
+  stamp_extra="$SCHEDULER_PLUGINS_MODULE@$sp_version"
+}
+training_operator_crds() {  # training_operator_crds MODULE_DIR
+  copy_crd "$1/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" kubeflow.org_pytorchjobs.yaml
+  stamp_extra=""
+}
+
+build() {  # build NAME
+  local name="$1" start rc tmpdir
+  operator_vars "$name"
+  log="$logdir/$binary-v$version.log"
+  tmpdir="$(mktemp -d "${TMPDIR:-/tmp}/troupe-$name-build.XXXXXX")"
+  mkdir -p "$dir/bin" "$dir/crds" "$logdir"
+  rm -f "$dir/.built"
+  : >"$log"
+  echo "==> building $binary v$version ($package@v$version) with $(go version | awk '{print $3}')"
+  echo "    $packages packages, $minutes min on 2 cores the first time; log: $log"
+  start=$SECONDS
+  set +e
+  # go install PACKAGE@VERSION builds with the module's own go.mod/go.sum (neither
+  # has replace directives); the downloads are checked against the checksum database.
+  GOBIN="$tmpdir" go install -v -trimpath -ldflags "-s -w" "$package@v$version" 2>&1 | progress "$binary" "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  if (( rc != 0 )) || [[ ! -x "$tmpdir/$binary" ]]; then
+    rm -rf "$tmpdir"
+    echo "error: building $binary v$version failed (exit $rc); full log: $log" >&2
+    tail -n 30 "$log" >&2
+    echo "    it needs the Go module proxy (GOPROXY=$(go env GOPROXY)) for the first build;" \
+      "run 'make operators' again once it is reachable" >&2
+    exit 1
+  fi
+  "$copy_crds" "$(moddir "$module" "v$version")"
+  mv -f "$tmpdir/$binary" "$dir/bin/$binary"
+  rm -rf "$tmpdir"
+  { echo "$module@v$version"; [[ -z "$stamp_extra" ]] || echo "$stamp_extra"
+    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) with $(go version | awk '{print $3}')"; } >"$dir/.built"
+  built_ok "$name" || { echo "error: the freshly built $dir/bin/$binary does not carry $module v$version in its build info" >&2; exit 1; }
+  echo "==> $binary v$version built in $(fmt_time $((SECONDS - start))) ($(du -h "$dir/bin/$binary" | cut -f1)) -> $dir/bin/$binary"
+  echo "    CRDs (${crd_files[*]}) -> $dir/crds"
 }
 
 command -v go >/dev/null || {
   echo "error: go is not on PATH (need Go >= 1.24 to build KubeRay v$KUBERAY_VERSION; the control plane needs >= 1.26)" >&2
   exit 1; }
 
-if (( !force )) && built_ok; then
-  echo "==> ray-operator v$KUBERAY_VERSION: up to date ($dir)"
-  exit 0
-fi
+todo=()
+for name in ray-operator training-operator; do
+  if (( !force )) && built_ok "$name"; then
+    echo "==> $binary v$version: up to date ($dir)"
+  else
+    todo+=("$name")
+  fi
+done
+(( ${#todo[@]} )) || exit 0
 
 # One build at a time per cache, shared with hack/build-controlplane.sh (2-core machines).
 mkdir -p "$cache"
@@ -80,61 +167,12 @@ exec 9>"$cache/.build.lock"
 if ! flock -n 9; then
   echo "==> another build holds $cache/.build.lock; waiting for it"
   flock 9
-  if (( !force )) && built_ok; then
-    echo "==> ray-operator v$KUBERAY_VERSION: up to date ($dir)"
-    exit 0
-  fi
 fi
-
-tmpdir="$(mktemp -d "${TMPDIR:-/tmp}/troupe-kuberay-build.XXXXXX")"
-trap 'rm -rf "$tmpdir"' EXIT
 trap 'echo "interrupted" >&2; exit 130' INT TERM
-mkdir -p "$dir/bin" "$crds" "$logdir"
-rm -f "$stamp"
-: >"$log"
-
-echo "==> building ray-operator v$KUBERAY_VERSION ($KUBERAY_MODULE@v$KUBERAY_VERSION) with $(go version | awk '{print $3}')"
-echo "    ~900 packages, ~2 min on 2 cores the first time (45 MB); log: $log"
-start=$SECONDS
-set +e
-# go install MODULE@VERSION builds with the module's own go.mod/go.sum (it has no
-# replace directives); the downloads are checked against the checksum database.
-GOBIN="$tmpdir" go install -v -trimpath -ldflags "-s -w" "$KUBERAY_MODULE@v$KUBERAY_VERSION" 2>&1 |
-  progress ray-operator "$log"
-rc=${PIPESTATUS[0]}
-set -e
-if (( rc != 0 )) || [[ ! -x "$tmpdir/ray-operator" ]]; then
-  echo "error: building ray-operator v$KUBERAY_VERSION failed (exit $rc); full log: $log" >&2
-  tail -n 30 "$log" >&2
-  echo "    it needs the Go module proxy (GOPROXY=$(go env GOPROXY)) for the first build;" \
-    "run 'make operators' again once it is reachable" >&2
-  exit 1
-fi
-
-# The CRDs, from the module cache the build just filled.
-moddir() {  # moddir MODULE VERSION -> the module's directory in the module cache
-  local out
-  out="$(go mod download -json "$1@$2" 2>>"$log")" || {
-    echo "error: go mod download $1@$2 failed; full log: $log" >&2; exit 1; }
-  printf '%s\n' "$out" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p'
-}
-kuberay_dir="$(moddir "$KUBERAY_MODULE" "v$KUBERAY_VERSION")"
-# The scheduler-plugins version KubeRay requires (a `require` block line or a single-line require).
-sp_version="$(awk -v m="$SCHEDULER_PLUGINS_MODULE" '($1 == m && $2 ~ /^v/) {print $2; exit} ($1 == "require" && $2 == m) {print $3; exit}' \
-  "$kuberay_dir/go.mod")"
-[[ -n "$sp_version" ]] || { echo "error: $kuberay_dir/go.mod does not require $SCHEDULER_PLUGINS_MODULE" >&2; exit 1; }
-sp_dir="$(moddir "$SCHEDULER_PLUGINS_MODULE" "$sp_version")"
-copy_crd() {  # copy_crd SRC NAME: into crds/ (the cache is read-only: no mode bits copied)
-  [[ -s "$1" ]] || { echo "error: $1 not found in the module cache" >&2; exit 1; }
-  cp "$1" "$crds/.$2.tmp" && chmod 644 "$crds/.$2.tmp" && mv -f "$crds/.$2.tmp" "$crds/$2"
-}
-for f in ray.io_rayclusters.yaml ray.io_rayjobs.yaml ray.io_rayservices.yaml; do
-  copy_crd "$kuberay_dir/config/crd/bases/$f" "$f"
+for name in "${todo[@]}"; do
+  if (( !force )) && built_ok "$name"; then  # built meanwhile, by the holder of the lock
+    echo "==> $binary v$version: up to date ($dir)"
+    continue
+  fi
+  build "$name"
 done
-copy_crd "$sp_dir/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" scheduling.x-k8s.io_podgroups.yaml
-
-mv -f "$tmpdir/ray-operator" "$bin"
-{ want_stamp; echo "$SCHEDULER_PLUGINS_MODULE@$sp_version"; echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) with $(go version | awk '{print $3}')"; } >"$stamp"
-built_ok || { echo "error: the freshly built $bin does not carry $KUBERAY_MODULE v$KUBERAY_VERSION in its build info" >&2; exit 1; }
-echo "==> ray-operator v$KUBERAY_VERSION built in $(fmt_time $((SECONDS - start))) ($(du -h "$bin" | cut -f1)) -> $bin"
-echo "    CRDs ($KUBERAY_MODULE v$KUBERAY_VERSION, $SCHEDULER_PLUGINS_MODULE $sp_version) -> $crds"

@@ -222,7 +222,15 @@ def _parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource]) -> PodIn
         group=group,
         task=membership.task if membership is not None else "",
         group_size=membership.group_size if membership is not None else 0,
+        owners=_owner_names(meta) if group is not None else (),
     )
+
+
+def _owner_names(meta: Mapping[str, Any]) -> tuple[str, ...]:
+    refs = meta.get("ownerReferences")
+    if not isinstance(refs, list):
+        return ()
+    return tuple(str(r.get("name") or "") for r in refs if isinstance(r, Mapping))
 
 
 def _pod_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[PodClaim, ...]:

@@ -269,6 +269,7 @@ class PodInfo:
     group: GroupKey | None = None  # the PodGroup the pod belongs to (api/sources)
     task: str = ""  # the pod's task within its group, where the source has tasks (Volcano's minTaskMember)
     group_size: int = 0  # the group size the pod itself declares (a source with no group object: Kueue)
+    owners: tuple[str, ...] = ()  # a group member's ownerReferences' names (scheduler-plugins' occupiedBy)
 
     @property
     def may_preempt(self) -> bool:

@@ -243,9 +243,12 @@ class ClusterCache:
     def member_counts(self, key: GroupKey) -> MemberCounts:
         """The group's pods as a source's status counts them (one pass)."""
         pods = bound = running = succeeded = failed = 0
+        occupied_by = ""
         for uid in self._members.get(key, ()):
             p = self.pods[uid]
             pods += 1
+            if not occupied_by and p.owners:
+                occupied_by = ",".join(sorted(f"{p.namespace}/{name}" for name in p.owners))
             if p.phase == "Running":
                 running += 1
             elif p.phase == "Succeeded":
@@ -254,7 +257,7 @@ class ClusterCache:
                 failed += 1
             if not p.terminal and (p.node_name or uid in self.assumed):
                 bound += 1
-        return MemberCounts(pods, bound, running, succeeded, failed)
+        return MemberCounts(pods, bound, running, succeeded, failed, occupied_by)
 
     def placed_member_count(self, key: GroupKey) -> int:
         """Pods of the group bound or assumed to a node, and still running."""

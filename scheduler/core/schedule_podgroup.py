@@ -21,7 +21,7 @@ decision.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -92,9 +92,26 @@ class GroupDecision:
         return f"pod {self.unplaced[0][0].key}" if self.unplaced else "pod"
 
 
-def order_pods(pods: Sequence[PodInfo], first_seen: dict[str, float]) -> list[PodInfo]:
-    """Priority high first, then first seen, then name (so the order is total)."""
-    return sorted(pods, key=lambda p: (-p.priority, first_seen.get(p.uid, 0.0), p.namespace, p.name))
+def order_pods(
+    pods: Sequence[PodInfo], first_seen: dict[str, float], min_per_task: Mapping[str, int] | None = None
+) -> list[PodInfo]:
+    """Priority high first, then first seen, then name (so the order is total).
+    Where the group asks a minimum per task (Volcano's minTaskMember), the
+    first pods of each task up to its minimum go before all others, so that
+    spare pods of one task do not take the room another task's minimum needs."""
+    ordered = sorted(pods, key=lambda p: (-p.priority, first_seen.get(p.uid, 0.0), p.namespace, p.name))
+    if not min_per_task:
+        return ordered
+    left = dict(min_per_task)
+    needed: list[PodInfo] = []
+    spare: list[PodInfo] = []
+    for p in ordered:
+        if left.get(p.task, 0) > 0:
+            left[p.task] -= 1
+            needed.append(p)
+        else:
+            spare.append(p)
+    return needed + spare
 
 
 def error_decision(group_key: GroupKey | None, pods: Sequence[PodInfo], message: str) -> GroupDecision:

@@ -204,7 +204,7 @@ class Scheduler(EventHandlers):
                     f"({', '.join(names)}); a group is placed by one scheduler",
                 )
         fwk = self.frameworks[pods[0].scheduler_name]
-        ordered = order_pods(pods, popped.first_seen)
+        ordered = order_pods(pods, popped.first_seen, group.min_per_task if group is not None else None)
         snapshot = self.cache.snapshot()
         self._hold_nominated(snapshot, ordered)
         return fwk, schedule_group(fwk, snapshot, group_key, group, ordered, len(placed_nodes), placed_nodes)

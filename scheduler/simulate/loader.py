@@ -38,7 +38,7 @@ from ..api.parse import parse_node, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error
 from ..api.records import GroupKey, ObjectError, PodClaim
 from ..api.resources import PODS
-from ..api.sources import coscheduling, native, parse_group, parse_workload, volcano
+from ..api.sources import coscheduling, is_implied, native, parse_group, parse_workload, volcano
 from .jobs import expand_job
 
 # Kinds the simulation feeds to the scheduler, and whether they are namespaced.
@@ -350,7 +350,7 @@ def _check(inp: SimulationInput) -> None:
             raise fail(obj, f"cannot read: {exc}") from None
         if pod.node_name and pod.node_name not in nodes:
             raise fail(obj, f"spec.nodeName: no Node named {pod.node_name} in the input")
-        if pod.group is not None and pod.group not in groups:
+        if pod.group is not None and pod.group not in groups and not is_implied(pod.group):  # Kueue: no object
             inp.warnings.append(
                 f"{src}: {obj.label}: warning: names {pod.group}, which is not in the "
                 f"input: the pod waits for it to be created"

@@ -44,7 +44,7 @@ from ..api.dra import (
 )
 from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, PodInfo
-from ..api.sources import export_conditions, has_object, pod_group
+from ..api.sources import export_conditions, has_object, is_implied, pod_group
 from ..cluster.cache import InvalidObject
 from ..core.eventhandlers import group_key_of
 from ..core.schedule_podgroup import GroupDecision
@@ -98,11 +98,10 @@ class Recorder:
         self.disrupted: dict[GroupKey, str] = {}  # victim PodGroup -> DisruptionTarget message
 
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
-        if not has_object(group.api_version):
-            return  # a group made of its pods' labels (Kueue): its pods show it
         cond = GroupCondition(status, reason, message)
         self.groups[group.key] = cond
-        self.status_writes.append((group.key, cond))
+        if has_object(group.api_version):  # a group made of its pods' labels (Kueue) has no status to feed back
+            self.status_writes.append((group.key, cond))
 
     def group_members(self, group: PodGroup) -> None:
         pass  # a source's pod counts: the output's pods say them
@@ -619,8 +618,9 @@ def _group_results(
     placements: dict[GroupKey, str],
 ) -> list[GroupResult]:
     out = []
-    for obj in inp.of_kind("PodGroup"):
-        key = group_key_of(obj.body)
+    keys = [group_key_of(obj.body) for obj in inp.of_kind("PodGroup")]
+    keys += [key for key in sched.cache.groups if is_implied(key)]  # Kueue: a group made of its pods
+    for key in keys:
         group = sched.cache.groups.get(key)
         members = [p for p in sched.cache.members(key) if not p.terminal]
         placed = sum(1 for p in members if sched.cache.placed_node(p.uid))
@@ -636,8 +636,8 @@ def _group_results(
                     condition = GroupCondition(own.status, own.reason, own.message)
         out.append(
             GroupResult(
-                obj.namespace,
-                obj.name,
+                key.namespace,
+                key.name,
                 policy,
                 min_count,
                 len(members),

@@ -18,7 +18,7 @@
   (kubectl and etcd as above, no kube-controller-manager), installed likewise.
 - `operator_cluster`: another session control plane (v1.37.2, like `cluster`)
   for the real operators of tests/integration/operators.py, installed like
-  `installed` plus KubeRay's CRDs, the scheduler-plugins PodGroup CRD
+  `installed` plus KubeRay's CRDs, the PyTorchJob CRD, the scheduler-plugins PodGroup CRD
   (scheduling.x-k8s.io) and Volcano's (tests/crds/), all before any scheduler
   starts. Started on first use only.
 - `namespace_in(cluster)`: a fresh namespace in any of them, cleaned like
@@ -53,7 +53,7 @@ for p in (ROOT, ROOT / "hack", INTEGRATION_DIR):  # ROOT: bench/ (its fake kubel
 import localcluster  # noqa: E402
 from localcluster import ControlPlaneNotBuilt, LocalCluster  # noqa: E402
 from objects import create, node  # noqa: E402
-from operators import OperatorNotBuilt, install_operator_crds, kuberay_build  # noqa: E402
+from operators import OperatorNotBuilt, install_operator_crds, kuberay_build, training_operator_build  # noqa: E402
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -173,15 +173,16 @@ def native_cluster_136(request: pytest.FixtureRequest, controlplane_binaries) ->
 @pytest.fixture(scope="session")
 def operator_cluster(request: pytest.FixtureRequest, controlplane_binaries) -> LocalCluster:
     """v1.37.2 with crds/ and manifests/ applied, plus the CRDs of the operators
-    that tests/integration/operators.py runs (KubeRay's, scheduler-plugins'
-    PodGroup, Volcano's PodGroup), Established before any scheduler starts."""
+    that tests/integration/operators.py runs (KubeRay's, the training
+    operator's PyTorchJob, scheduler-plugins' PodGroup, Volcano's PodGroup),
+    Established before any scheduler starts."""
     try:
-        kuberay = kuberay_build()
+        kuberay, training = kuberay_build(), training_operator_build()
     except OperatorNotBuilt as e:
         pytest.fail(str(e), pytrace=False)
     for c in _running_cluster(request, "operator control plane"):
         install(c)
-        install_operator_crds(c, kuberay)
+        install_operator_crds(c, kuberay, training)
         yield c
 
 

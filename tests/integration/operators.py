@@ -1,11 +1,12 @@
-"""Real operators for the integration tests: KubeRay's ray-operator, built from
-its Go module by `make operators` (hack/build-operators.sh), run as a process
-against a LocalCluster, and the CRDs it and the gang schedulers it writes for
-need.
+"""Real operators for the integration tests: KubeRay's ray-operator and
+Kubeflow's training-operator, built from their Go modules by `make operators`
+(hack/build-operators.sh), run as processes against a LocalCluster, and the
+CRDs they and the gang schedulers they write for need.
 
-    kuberay = kuberay_build()          # OperatorNotBuilt (says: make operators) if missing
-    install_operator_crds(cluster, kuberay)
+    kuberay, training = kuberay_build(), training_operator_build()  # OperatorNotBuilt (says: make operators)
+    install_operator_crds(cluster, kuberay, training)
     op = RayOperator(kuberay, cluster.admin_kubeconfig, tmp_path, "scheduler-plugins", ns).start()
+    op = TrainingOperator(training, cluster, tmp_path, "troupe-scheduler", ns).start()
     ...
     op.stop()
 
@@ -15,12 +16,20 @@ all three controllers whatever it is asked to do, and each waits for its kind)
 and, for the batch scheduler it is given, the PodGroup CRD it writes
 (scheduling.x-k8s.io for scheduler-plugins, from the scheduler-plugins module
 KubeRay requires; scheduling.volcano.sh for volcano, vendored in tests/crds/).
-It runs as the admin (system:masters): its RBAC is not what is tested.
+The training-operator also needs what its Deployment gives it: its webhook
+server's certificate (it generates one into a Secret and waits, as for a
+kubelet, until the file appears at a fixed path; the harness writes it there)
+and the ValidatingWebhookConfiguration it injects the CA into (here one whose
+rule matches nothing: the webhooks are not what is tested).
+Each runs as the admin (system:masters): its RBAC is not what is tested.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -49,6 +58,20 @@ SCHEDULER_PLUGINS_PG = "podgroups.scheduling.x-k8s.io"
 VOLCANO_PG = "podgroups.scheduling.volcano.sh"
 RAYCLUSTERS = "rayclusters.ray.io"
 CLUSTER_LABEL = "ray.io/cluster"  # on every pod KubeRay makes for a RayCluster
+
+
+# What the Kubeflow training-operator v1.8.1 writes with --gang-scheduler-name=<name>
+# (pkg/controller.v1/common/job.go, control/podgroup_control.go).
+PYTORCHJOBS = "pytorchjobs.kubeflow.org"
+TRAINING_OPERATOR_VERSION = "1.8.1"
+TRAINING_OPERATOR_CRD_FILES = ("kubeflow.org_pytorchjobs.yaml",)
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+# Its webhook certificate: generated into this Secret, read from this directory
+# (pkg/cert/cert.go), injected into this ValidatingWebhookConfiguration.
+TRAINING_WEBHOOK_SECRET = "training-operator-webhook-cert"
+TRAINING_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+TRAINING_WEBHOOK_CONFIG = "validator.training-operator.kubeflow.org"
 
 
 class OperatorNotBuilt(FileNotFoundError):
@@ -91,16 +114,54 @@ def kuberay_build(directory: Path | None = None) -> KubeRayBuild:
     )
 
 
-def install_operator_crds(cluster, kuberay: KubeRayBuild, volcano: bool = True) -> None:
-    """Apply KubeRay's CRDs, the scheduler-plugins PodGroup CRD and (``volcano``)
-    Volcano's PodGroup CRD, server-side (KubeRay's exceed the last-applied
-    annotation of a client-side apply), and wait until they are Established."""
-    files = [*kuberay.crds, kuberay.scheduler_plugins_crd, *([VOLCANO_CRD] if volcano else [])]
+@dataclass(frozen=True)
+class TrainingOperatorBuild:
+    binary: Path
+    crds: tuple[Path, ...]  # its PyTorchJob CRD
+
+
+def default_training_operator_dir() -> Path:
+    """Where `make operators` puts training-operator.v1 ($TROUPE_TRAINING_OPERATOR_DIR or the build cache)."""
+    env = os.environ.get("TROUPE_TRAINING_OPERATOR_DIR", "")
+    return Path(env) if env else _cache_home() / "troupe" / f"training-operator-v{TRAINING_OPERATOR_VERSION}"
+
+
+def training_operator_build(directory: Path | None = None) -> TrainingOperatorBuild:
+    """The built training-operator and its CRD, or OperatorNotBuilt saying how to build them."""
+    d = Path(directory) if directory else default_training_operator_dir()
+    binary = d / "bin" / "training-operator.v1"
+    crds = tuple(d / "crds" / f for f in TRAINING_OPERATOR_CRD_FILES)
+    missing = [p for p in (binary, *crds) if not (p.is_file() and (p != binary or os.access(p, os.X_OK)))]
+    if missing:
+        raise OperatorNotBuilt(
+            f"Kubeflow training-operator v{TRAINING_OPERATOR_VERSION} is not built "
+            f"({', '.join(map(str, missing))} missing): run `make operators` (hack/build-operators.sh builds it "
+            f"from its Go module into the cache), or point TROUPE_TRAINING_OPERATOR_DIR at a directory with "
+            f"bin/training-operator.v1 and crds/"
+        )
+    return TrainingOperatorBuild(binary=binary, crds=crds)
+
+
+def install_operator_crds(
+    cluster, kuberay: KubeRayBuild, training: TrainingOperatorBuild | None = None, volcano: bool = True
+) -> None:
+    """Apply KubeRay's CRDs, the scheduler-plugins PodGroup CRD, the training
+    operator's PyTorchJob CRD and (``volcano``) Volcano's PodGroup CRD,
+    server-side (KubeRay's exceed the last-applied annotation of a client-side
+    apply), and wait until they are Established."""
+    files = [
+        *kuberay.crds,
+        kuberay.scheduler_plugins_crd,
+        *(training.crds if training else ()),
+        *([VOLCANO_CRD] if volcano else []),
+    ]
     args: list[str] = []
     for f in files:
         args += ["-f", str(f)]
     cluster.kubectl("apply", "--server-side", "--force-conflicts", *args, timeout=180)
     names = ["crd/rayclusters.ray.io", "crd/rayjobs.ray.io", "crd/rayservices.ray.io", f"crd/{SCHEDULER_PLUGINS_PG}"]
+    if training:
+        names.append(f"crd/{PYTORCHJOBS}")
     if volcano:
         names.append(f"crd/{VOLCANO_PG}")
     cluster.kubectl("wait", "--for=condition=Established", *names, "--timeout=90s", timeout=120)
@@ -112,46 +173,32 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class RayOperator:
-    """KubeRay's ray-operator as a subprocess: one batch scheduler, one watched
-    namespace (so operators of several tests never reconcile each other's
-    RayClusters), no leader election, no metrics server, its probe port on a
-    free loopback port, console-encoded logs in ``workdir``."""
+class OperatorProcess:
+    """An operator's manager as a subprocess (controller-runtime): its probe
+    port on a free loopback port, its log in ``log_path``; ready when /readyz
+    answers 200."""
 
-    def __init__(
-        self,
-        build: KubeRayBuild,
-        kubeconfig: Path,
-        workdir: Path,
-        batch_scheduler: str,
-        watch_namespace: str,
-        extra_args: tuple[str, ...] = (),
-    ) -> None:
-        self.build = build
+    name = "operator"
+
+    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
         self.kubeconfig = Path(kubeconfig)
-        self.batch_scheduler = batch_scheduler
-        self.watch_namespace = watch_namespace
-        self.extra_args = tuple(extra_args)
-        self.log_path = Path(workdir) / f"ray-operator-{batch_scheduler}.log"
+        self.log_path = log_path
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
 
     def command(self) -> list[str]:
-        return [
-            str(self.build.binary),
-            f"--batch-scheduler={self.batch_scheduler}",
-            f"--watch-namespace={self.watch_namespace}",
-            "--enable-leader-election=false",
-            "--metrics-addr=0",  # controller-runtime: "0" serves no metrics
-            f"--health-probe-bind-address=127.0.0.1:{self.port}",
-            "--log-stdout-encoder=console",
-            *self.extra_args,
-        ]
+        raise NotImplementedError
 
-    def start(self, timeout: float = 30.0) -> RayOperator:
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+
+    def while_starting(self) -> None:
+        """Called while waiting for /readyz: what a kubelet would do meanwhile."""
+
+    def start(self, timeout: float = 30.0) -> OperatorProcess:
         """Start it and return once /readyz answers 200 (RuntimeError with the log tail otherwise)."""
         self.port = _free_port()
-        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+        env = self.environment()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 self.command(),
@@ -165,12 +212,13 @@ class RayOperator:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"ray-operator exited with {self.proc.returncode}:\n{self.log_tail()}")
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log_tail()}")
             if self._get("/readyz") == 200:
                 return self
+            self.while_starting()
             time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"ray-operator not ready after {timeout}s:\n{self.log_tail()}")
+        raise RuntimeError(f"{self.name} not ready after {timeout}s:\n{self.log_tail()}")
 
     def _get(self, path: str) -> int:
         try:
@@ -198,6 +246,124 @@ class RayOperator:
     def log_tail(self, lines: int = 60) -> str:
         text = self.log_text()
         return "\n".join(text.splitlines()[-lines:]) if text else "(no log)"
+
+
+class RayOperator(OperatorProcess):
+    """KubeRay's ray-operator: one batch scheduler, one watched namespace (so
+    operators of several tests never reconcile each other's RayClusters), no
+    leader election, no metrics server, console-encoded logs in ``workdir``."""
+
+    name = "ray-operator"
+
+    def __init__(
+        self,
+        build: KubeRayBuild,
+        kubeconfig: Path,
+        workdir: Path,
+        batch_scheduler: str,
+        watch_namespace: str,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(kubeconfig, Path(workdir) / f"ray-operator-{batch_scheduler}.log")
+        self.build = build
+        self.batch_scheduler = batch_scheduler
+        self.watch_namespace = watch_namespace
+        self.extra_args = tuple(extra_args)
+
+    def command(self) -> list[str]:
+        return [
+            str(self.build.binary),
+            f"--batch-scheduler={self.batch_scheduler}",
+            f"--watch-namespace={self.watch_namespace}",
+            "--enable-leader-election=false",
+            "--metrics-addr=0",  # controller-runtime: "0" serves no metrics
+            f"--health-probe-bind-address=127.0.0.1:{self.port}",
+            "--log-stdout-encoder=console",
+            *self.extra_args,
+        ]
+
+
+class TrainingOperator(OperatorProcess):
+    """Kubeflow's training-operator: PyTorchJobs of one namespace (its cache and
+    its webhook Secret there), ``--gang-scheduler-name`` as given, no leader
+    election, no metrics server, the webhook server on a free port. Start it
+    once at a time: its certificate directory is fixed."""
+
+    name = "training-operator"
+
+    def __init__(self, build: TrainingOperatorBuild, cluster, workdir: Path, gang_scheduler: str, namespace: str):
+        super().__init__(cluster.admin_kubeconfig, Path(workdir) / f"training-operator-{gang_scheduler}.log")
+        self.build = build
+        self.cluster = cluster
+        self.gang_scheduler = gang_scheduler
+        self.namespace = namespace
+
+    def command(self) -> list[str]:
+        return [
+            str(self.build.binary),
+            f"--gang-scheduler-name={self.gang_scheduler}",
+            f"--namespace={self.namespace}",
+            "--enable-scheme=pytorchjob",
+            "--metrics-bind-address=0",
+            f"--health-probe-bind-address=127.0.0.1:{self.port}",
+            f"--webhook-server-port={_free_port()}",
+            "--zap-log-level=info",
+        ]
+
+    def environment(self) -> dict[str, str]:
+        return dict(super().environment(), MY_POD_NAMESPACE=self.namespace)
+
+    def start(self, timeout: float = 60.0) -> TrainingOperator:
+        """What its Deployment's manifests make first: the (empty) webhook
+        Secret and the webhook configuration; then start it, and put the
+        certificate it generates where the Secret would be mounted."""
+        shutil.rmtree(TRAINING_CERT_DIR, ignore_errors=True)
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": TRAINING_WEBHOOK_SECRET, "namespace": self.namespace},
+        }
+        webhook = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": TRAINING_WEBHOOK_CONFIG},
+            "webhooks": [
+                {
+                    "name": "nothing.training-operator.troupe.test",
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "failurePolicy": "Ignore",
+                    "clientConfig": {"url": "https://127.0.0.1:1/never"},
+                    "rules": [
+                        {
+                            "apiGroups": ["troupe.test"],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["nothing"],
+                        }
+                    ],
+                }
+            ],
+        }
+        self.cluster.kubectl(
+            "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [secret, webhook]})
+        )
+        super().start(timeout)
+        return self
+
+    def while_starting(self) -> None:
+        if (TRAINING_CERT_DIR / "tls.crt").exists():
+            return
+        data = (self.cluster.get_json("secret", "-n", self.namespace, TRAINING_WEBHOOK_SECRET) or {}).get("data") or {}
+        if data.get("tls.crt") and data.get("tls.key"):
+            TRAINING_CERT_DIR.mkdir(parents=True, exist_ok=True)
+            for key in ("tls.key", "tls.crt"):  # tls.crt last: its existence is what the operator waits for
+                (TRAINING_CERT_DIR / key).write_bytes(base64.b64decode(data[key]))
+
+    def stop(self) -> int | None:
+        rc = super().stop()
+        self.cluster.kubectl("delete", "validatingwebhookconfiguration", TRAINING_WEBHOOK_CONFIG, check=False)
+        return rc
 
 
 def raycluster(
@@ -245,4 +411,36 @@ def raycluster(
                 }
             ],
         },
+    }
+
+
+def pytorchjob(ns: str, name: str, workers: int = 3, cpu: str = "1", memory: str = "1Gi") -> dict:
+    """A PyTorchJob as the training-operator's examples/pytorch/simple.yaml writes one: a Master and
+    ``workers`` Workers, each container requesting (and limited to) ``cpu``
+    and ``memory``; the operator adds its gang PodGroup, label and scheduler."""
+
+    def replica(replicas: int) -> dict:
+        res = {"cpu": cpu, "memory": memory}
+        return {
+            "replicas": replicas,
+            "restartPolicy": "OnFailure",
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "pytorch",
+                            "image": "docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727",
+                            "command": ["python3", "/opt/pytorch-mnist/mnist.py", "--epochs=1"],
+                            "resources": {"requests": dict(res), "limits": dict(res)},
+                        }
+                    ]
+                }
+            },
+        }
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}},
     }

@@ -1,14 +1,19 @@
-"""troupe schedules the PodGroups a real operator writes: KubeRay's ray-operator
-v1.5.0, built from its Go module (`make operators`) and run as a process
-against the real kube-apiserver, with `--batch-scheduler=scheduler-plugins`
-(scheduling.x-k8s.io/v1alpha1 PodGroups, pods labelled
-scheduling.x-k8s.io/pod-group, schedulerName scheduler-plugins-scheduler) and
-`--batch-scheduler=volcano` (scheduling.volcano.sh/v1beta1 PodGroups, pods
-annotated scheduling.k8s.io/group-name, schedulerName volcano).
+"""troupe schedules the PodGroups real operators write, each built from its Go
+module (`make operators`) and run as a process against the real
+kube-apiserver:
+
+- KubeRay's ray-operator v1.5.0 with `--batch-scheduler=scheduler-plugins`
+  (scheduling.x-k8s.io/v1alpha1 PodGroups, pods labelled
+  scheduling.x-k8s.io/pod-group, schedulerName scheduler-plugins-scheduler)
+  and `--batch-scheduler=volcano` (scheduling.volcano.sh/v1beta1 PodGroups,
+  pods annotated scheduling.k8s.io/group-name, schedulerName volcano);
+- Kubeflow's training-operator v1.8.1 with
+  `--gang-scheduler-name=troupe-scheduler` (scheduler-plugins PodGroups and
+  label, schedulerName troupe-scheduler): PyTorchJobs of 1 master + 3 workers.
 
 troupe is the real process too, with examples/config-ecosystem.yaml (a profile
-under each of those scheduler names). Two RayClusters of a head and 3 workers
-(1 CPU each) and room for one of them (2 nodes of 2 CPU): one is bound whole,
+under each of those scheduler names). Two RayClusters (PyTorchJobs) of a head
+and 3 workers (1 CPU each) and room for one of them (2 nodes of 2 CPU): one is bound whole,
 the other waits whole (never 2 + 2) and says why; when the first goes, the
 second is bound whole. The PodGroup status troupe writes is checked in each
 API's own vocabulary (scheduler-plugins' PodGroup controller, Volcano's
@@ -20,7 +25,7 @@ force-deleted (the garbage collector's deletes are graceful).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +34,10 @@ from objects import create, node
 from operators import (
     CLUSTER_LABEL,
     GANG_LABEL,
+    JOB_NAME_LABEL,
+    PYTORCHJOBS,
     RAYCLUSTERS,
+    REPLICA_TYPE_LABEL,
     SCHEDULER_PLUGINS_GROUP_LABEL,
     SCHEDULER_PLUGINS_PG,
     SCHEDULER_PLUGINS_SCHEDULER,
@@ -37,15 +45,20 @@ from operators import (
     VOLCANO_PG,
     VOLCANO_SCHEDULER,
     VOLCANO_TASK_ANNOTATION,
+    OperatorProcess,
     RayOperator,
+    TrainingOperator,
     kuberay_build,
+    pytorchjob,
     raycluster,
+    training_operator_build,
 )
 from troupe_process import ROOT, TroupeProcess, supervised
 from wait import wait_for
 
 WORKERS = 3
-MEMBERS = WORKERS + 1  # the head too
+MEMBERS = WORKERS + 1  # the head (the master) too
+TROUPE_SCHEDULER = "troupe-scheduler"
 
 
 # ------------------------------------------------------------------ fixtures
@@ -71,58 +84,83 @@ def room_for_one(operator_cluster):
     c.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
 
 
+def _stop_all(started: list[OperatorProcess]) -> None:
+    """Stop each (its log tail printed); each must not have died on its own meanwhile."""
+    for op in started:
+        alive = op.running
+        op.stop()
+        print(f"--- {op.log_path} (tail)\n{op.log_tail(80)}")
+        assert alive, f"{op.name} exited during the test:\n{op.log_tail()}"
+
+
 @pytest.fixture
-def ray_operator(operator_cluster, tmp_path: Path) -> Callable[[str, str], RayOperator]:
+def ray_operator(operator_cluster, tmp_path: Path) -> Iterator[Callable[[str, str], OperatorProcess]]:
     """``ray_operator(batch_scheduler, namespace)`` starts KubeRay's operator for
     that namespace; it is stopped after the test (its log tail printed), and
     must not have died on its own meanwhile. (Request it after `namespace_in`:
     it then stops before the namespace is emptied, instead of recreating the
     pods being deleted.)"""
     build = kuberay_build()
-    started: list[RayOperator] = []
+    started: list[OperatorProcess] = []
 
-    def start(batch_scheduler: str, ns: str) -> RayOperator:
+    def start(batch_scheduler: str, ns: str) -> OperatorProcess:
         op = RayOperator(build, operator_cluster.admin_kubeconfig, tmp_path, batch_scheduler, ns)
         started.append(op)
         return op.start()
 
     yield start
-    for op in started:
-        alive = op.running
-        op.stop()
-        print(f"--- {op.log_path} (tail)\n{op.log_tail(80)}")
-        assert alive, f"ray-operator ({op.batch_scheduler}) exited during the test:\n{op.log_tail()}"
+    _stop_all(started)
+
+
+@pytest.fixture
+def training_operator(operator_cluster, tmp_path: Path) -> Iterator[Callable[[str], OperatorProcess]]:
+    """``training_operator(namespace)``: Kubeflow's training-operator for that
+    namespace with ``--gang-scheduler-name=troupe-scheduler``, stopped like
+    ``ray_operator``."""
+    build = training_operator_build()
+    started: list[OperatorProcess] = []
+
+    def start(ns: str) -> OperatorProcess:
+        op = TrainingOperator(build, operator_cluster, tmp_path, TROUPE_SCHEDULER, ns)
+        started.append(op)
+        return op.start()
+
+    yield start
+    _stop_all(started)
 
 
 # ------------------------------------------------------------------- helpers
 
 
-def pods_of(c, ns: str, cluster: str) -> list[dict[str, Any]]:
-    return c.get_json("pods", "-n", ns, "-l", f"{CLUSTER_LABEL}={cluster}")["items"]
+# The pods of one RayCluster (or, with label=JOB_NAME_LABEL, of one PyTorchJob).
 
 
-def bound_by_cluster(c, ns: str, clusters: tuple[str, ...]) -> dict[str, int]:
+def pods_of(c, ns: str, cluster: str, label: str = CLUSTER_LABEL) -> list[dict[str, Any]]:
+    return c.get_json("pods", "-n", ns, "-l", f"{label}={cluster}")["items"]
+
+
+def bound_by_cluster(c, ns: str, clusters: tuple[str, ...], label: str = CLUSTER_LABEL) -> dict[str, int]:
     items = c.get_json("pods", "-n", ns)["items"]
     return {
-        rc: sum(
-            1 for p in items if p["metadata"].get("labels", {}).get(CLUSTER_LABEL) == rc and p["spec"].get("nodeName")
-        )
+        rc: sum(1 for p in items if p["metadata"].get("labels", {}).get(label) == rc and p["spec"].get("nodeName"))
         for rc in clusters
     }
 
 
-def wait_one_whole(c, ns: str, clusters: tuple[str, str], timeout: float = 30) -> tuple[str, str]:
-    """Waits until one RayCluster has all MEMBERS pods bound, failing at once if
-    both ever have bound pods (2 + 2); returns (winner, loser)."""
+def wait_one_whole(
+    c, ns: str, clusters: tuple[str, str], timeout: float = 30, label: str = CLUSTER_LABEL
+) -> tuple[str, str]:
+    """Waits until one RayCluster (job) has all MEMBERS pods bound, failing at
+    once if both ever have bound pods (2 + 2); returns (winner, loser)."""
     seen: list[dict[str, int]] = []
 
     def check():
-        counts = bound_by_cluster(c, ns, clusters)
+        counts = bound_by_cluster(c, ns, clusters, label)
         seen.append(counts)
         return (all(counts.values()) or MEMBERS in counts.values()) and counts
 
-    counts = wait_for(check, timeout=timeout, message=f"one RayCluster's {MEMBERS} pods bound")
-    assert not all(counts.values()), f"both RayClusters partly bound (not gang-scheduled): {counts}; history {seen}"
+    counts = wait_for(check, timeout=timeout, message=f"one of {clusters}: {MEMBERS} pods bound")
+    assert not all(counts.values()), f"both partly bound (not gang-scheduled): {counts}; history {seen}"
     winner = next(rc for rc, n in counts.items() if n == MEMBERS)
     return winner, next(rc for rc in clusters if rc != winner)
 
@@ -131,11 +169,13 @@ def pod_scheduled(pod: dict[str, Any]) -> dict[str, Any] | None:
     return next((x for x in pod.get("status", {}).get("conditions") or () if x["type"] == "PodScheduled"), None)
 
 
-def wait_all_unschedulable(c, ns: str, cluster: str, mentions: str, timeout: float = 30) -> list[dict[str, Any]]:
+def wait_all_unschedulable(
+    c, ns: str, cluster: str, mentions: str, timeout: float = 30, label: str = CLUSTER_LABEL
+) -> list[dict[str, Any]]:
     """Every pod of ``cluster`` is PodScheduled=False/Unschedulable with a message naming ``mentions``."""
 
     def check():
-        pods = pods_of(c, ns, cluster)
+        pods = pods_of(c, ns, cluster, label)
         conds = [pod_scheduled(p) for p in pods]
         ok = len(pods) == MEMBERS and all(
             x and x["status"] == "False" and x.get("reason") == "Unschedulable" and mentions in x.get("message", "")
@@ -214,17 +254,19 @@ def test_kuberay_scheduler_plugins_one_raycluster_whole(
     assert bound_by_cluster(c, ns, clusters)[loser] == 0
 
     # status as scheduler-plugins' controller computes it: >= minMember pods
-    # exist, none Running (no kubelet) -> Scheduling; scheduleStartTime once tried.
+    # exist, none Running (no kubelet) -> Scheduling; scheduleStartTime once
+    # tried; occupiedBy the pods' owner (the RayCluster).
     for rc in clusters:
         pg = wait_for(
             lambda rc=rc: (
                 (s := (pg := c.get_json(SCHEDULER_PLUGINS_PG, "-n", ns, rc)).get("status") or {}).get("phase")
                 == "Scheduling"
                 and s.get("scheduleStartTime")
+                and s.get("occupiedBy") == f"{ns}/{rc}"
                 and pg
             ),
             timeout=30,
-            message=f"PodGroup {rc}: phase Scheduling, scheduleStartTime set",
+            message=f"PodGroup {rc}: phase Scheduling, scheduleStartTime set, occupiedBy {ns}/{rc}",
         )
         assert pg["status"].get("running", 0) == 0, pg["status"]
 
@@ -295,3 +337,73 @@ def test_kuberay_volcano_one_raycluster_whole(operator_cluster, troupe, room_for
         message=f"{loser} bound whole after {winner} left",
     )
     wait_for(volcano_status(loser, ("Running",), "Scheduled"), timeout=30, message=f"{loser}: Running, Scheduled")
+
+
+# ------------------------------------------------- Kubeflow training-operator
+
+
+def test_training_operator_pytorchjobs_one_whole_the_other_waits_whole(
+    operator_cluster, troupe, room_for_one, namespace_in, training_operator
+):
+    """--gang-scheduler-name=troupe-scheduler: the training-operator v1.8.1
+    writes a scheduling.x-k8s.io PodGroup per PyTorchJob (named after the job,
+    minMember = 1 master + 3 workers, minResources their requests), labels its
+    pods with it and gives them schedulerName troupe-scheduler. troupe binds
+    one job whole; the other waits whole and says why (minResources: the
+    cluster has no room left); its PodGroup reads as scheduler-plugins'
+    controller would write it; once the first job is deleted, the second is
+    bound whole."""
+    c = operator_cluster
+    ns = namespace_in(c)
+    training_operator(ns)
+    jobs = ("job-a", "job-b")
+    create(c, *[pytorchjob(ns, j, workers=WORKERS) for j in jobs])
+
+    pgs = {
+        j: wait_for(lambda j=j: c.get_json(SCHEDULER_PLUGINS_PG, "-n", ns, j), timeout=30, message=f"PodGroup {j}")
+        for j in jobs
+    }
+    pods = {
+        j: wait_for(
+            lambda j=j: len(p := pods_of(c, ns, j, JOB_NAME_LABEL)) == MEMBERS and p,
+            timeout=30,
+            message=f"the training-operator made {MEMBERS} pods for {j}",
+        )
+        for j in jobs
+    }
+    for j, pg in pgs.items():
+        assert pg["apiVersion"] == "scheduling.x-k8s.io/v1alpha1", pg
+        assert pg["spec"]["minMember"] == MEMBERS, pg
+        assert pg["spec"]["minResources"]["cpu"] == str(MEMBERS), pg
+        owner = pg["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"]) == ("PyTorchJob", j), pg
+        roles = sorted(p["metadata"]["labels"][REPLICA_TYPE_LABEL] for p in pods[j])
+        assert roles == ["master"] + ["worker"] * WORKERS, roles
+        for p in pods[j]:
+            assert p["spec"]["schedulerName"] == TROUPE_SCHEDULER, p["metadata"]["name"]
+            assert p["metadata"]["labels"][SCHEDULER_PLUGINS_GROUP_LABEL] == j, p["metadata"]
+
+    winner, loser = wait_one_whole(c, ns, jobs, label=JOB_NAME_LABEL)
+    conds = wait_all_unschedulable(c, ns, loser, mentions=f"{ns}/{loser}", label=JOB_NAME_LABEL)
+    assert all("minResources" in x["message"] for x in conds), conds
+    assert bound_by_cluster(c, ns, jobs, JOB_NAME_LABEL)[loser] == 0
+
+    for j in jobs:  # >= minMember pods, none Running (no kubelet): Scheduling; started; the job occupies it
+        wait_for(
+            lambda j=j: (
+                (s := c.get_json(SCHEDULER_PLUGINS_PG, "-n", ns, j).get("status") or {}).get("phase") == "Scheduling"
+                and s.get("scheduleStartTime")
+                and s.get("occupiedBy") == f"{ns}/{j}"
+            ),
+            timeout=30,
+            message=f"PodGroup {j}: phase Scheduling, scheduleStartTime, occupiedBy {ns}/{j}",
+        )
+
+    # The first job goes (a kubelet would finish its pods: force-deleted here).
+    c.kubectl("delete", PYTORCHJOBS, "-n", ns, winner, "--wait=true", timeout=60)
+    c.kubectl("delete", "pods", "-n", ns, "-l", f"{JOB_NAME_LABEL}={winner}", "--grace-period=0", "--force")
+    wait_for(
+        lambda: bound_by_cluster(c, ns, (loser,), JOB_NAME_LABEL)[loser] == MEMBERS,
+        timeout=30,
+        message=f"{loser} bound whole after {winner} left",
+    )

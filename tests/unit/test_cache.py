@@ -4,6 +4,8 @@ isolation; plus a random-operation property test against a plain recount."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -320,6 +322,14 @@ def test_group_member_counts():
     cache.remove_pod(c.uid)
     assert cache.live_member_count(G) == 0
     assert list(cache.members(G)) == []
+
+
+def test_group_member_counts_name_the_first_member_with_owners():
+    cache = make_cache([make_node("n")], groups=[make_group("g", 2)])
+    cache.upsert_pod(make_pod("a", "100m", group="g"))
+    assert cache.member_counts(G).occupied_by == ""
+    cache.upsert_pod(dataclasses.replace(make_pod("b", "100m", group="g"), owners=("job", "cm")))
+    assert cache.member_counts(G).occupied_by == "default/cm,default/job"
 
 
 def test_group_label_change_moves_membership():

@@ -6,6 +6,8 @@ groups made of their pods), through `troupe simulate`."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from scheduler.api import constants as C
@@ -21,8 +23,9 @@ from scheduler.api.sources import (
     pod_group,
     volcano,
 )
+from scheduler.core.schedule_podgroup import order_pods
 
-from .test_simulate import node, run_json
+from .test_simulate import node, run, run_json
 
 SP = "scheduling.x-k8s.io/v1alpha1"
 VC = "scheduling.volcano.sh/v1beta1"
@@ -153,6 +156,22 @@ def test_scheduler_plugins_status_has_no_conditions_and_a_start_time_once():
     assert "scheduleStartTime" not in export_status(g, None, MemberCounts(pods=2), NOW)  # counts only
 
 
+def test_scheduler_plugins_occupied_by_is_the_first_pods_owners_once_the_group_is_whole():
+    """As fillOccupiedObj: "ns/owner" of each ownerReference, sorted, set once on Pending -> Scheduling."""
+    body = sp_pod("w0", "g")
+    body["metadata"] |= {"uid": "u0", "ownerReferences": [{"kind": "PyTorchJob", "name": "job"}, {"name": "a"}]}
+    assert parse_pod(body).owners == ("job", "a")
+    alone = sp_pod("x", "")  # no group: owners are not kept
+    alone["metadata"] |= {"uid": "u1", "labels": {}, "ownerReferences": [{"name": "rs"}]}
+    assert parse_pod(alone).owners == ()
+    g = parse_group(group(SP, minMember=2))
+    whole = MemberCounts(pods=2, occupied_by="ns/a,ns/job")
+    assert export_status(g, None, whole, NOW)["occupiedBy"] == "ns/a,ns/job"
+    assert "occupiedBy" not in export_status(g, None, MemberCounts(pods=1, occupied_by="ns/a"), NOW)  # Pending
+    taken = parse_group(group(SP, minMember=2, status={"occupiedBy": "ns/first"}))
+    assert "occupiedBy" not in export_status(taken, None, whole, NOW)  # never rewritten
+
+
 # ------------------------------------------------------------------- Volcano
 
 
@@ -261,6 +280,30 @@ def test_min_task_member_holds_each_task_to_its_minimum(capsys, tmp_path):
     assert "task head: needs 1, 0 fit" in pg["message"]
 
 
+def test_min_task_member_is_filled_before_spare_pods_of_another_task(capsys, tmp_path):
+    # Room for 3 pods; 3 workers come first. Placing them first would leave no
+    # room for the head, so the gang would wait though head + 2 workers fit.
+    docs = [node("n1", cpu="3"), group(VC, "g", minMember=3, minTaskMember={"head": 1, "worker": 2})]
+    docs += [vc_pod("w0", "g", "worker"), vc_pod("w1", "g", "worker"), vc_pod("w2", "g", "worker")]
+    docs += [vc_pod("h", "g", "head")]
+    placed = _placed(run_json(capsys, tmp_path, docs))
+    assert placed["h"] == "n1"
+    assert sorted(n for n, node_ in placed.items() if node_) == ["h", "w0", "w1"]
+
+
+def test_order_pods_puts_each_task_minimum_first():
+    def parsed(name: str, task: str):
+        body = vc_pod(name, "g", task)
+        body["metadata"]["uid"] = name
+        return parse_pod(body)
+
+    pods = [parsed(f"w{i}", "worker") for i in range(3)]
+    head = parsed("h", "head")
+    seen = {"w0": 1.0, "w1": 2.0, "w2": 3.0, "h": 4.0}
+    assert [p.name for p in order_pods([*pods, head], seen)] == ["w0", "w1", "w2", "h"]
+    assert [p.name for p in order_pods([*pods, head], seen, {"head": 1, "worker": 2})] == ["w0", "w1", "h", "w2"]
+
+
 def test_kueue_pods_wait_for_their_whole_group(capsys, tmp_path):
     docs: list[dict[str, Any]] = [node("n1", cpu="4")]
     docs += [kueue_pod(f"q{i}", "q", "3") for i in range(2)]  # 2 of 3 exist
@@ -274,3 +317,32 @@ def test_kueue_pods_without_a_count_say_why():
     body = kueue_pod("q0", "q", None)
     body["metadata"]["uid"] = "1"
     assert parse_pod(body).group_size == 0
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "simulate-operators.yaml"
+
+
+def test_simulate_reads_every_source_in_one_file(capsys, tmp_path):
+    """examples/simulate-operators.yaml: troupe, native, scheduler-plugins,
+    Volcano and Kueue groups side by side; every one whole or not at all."""
+    rc, out, err = run(capsys, tmp_path, EXAMPLE.read_text(), "--output", "json")
+    assert rc == 0 and "warning" not in err, err  # a Kueue group has no object: nothing is missing
+    doc = json.loads(out)
+    groups = {g["name"]: g for g in doc["podGroups"]}
+    assert {name: g["apiGroup"] for name, g in groups.items()} == {
+        "own": "scheduling.troupe.dev",
+        "native": "scheduling.k8s.io",
+        "pytorch-a": "scheduling.x-k8s.io",
+        "pytorch-b": "scheduling.x-k8s.io",
+        "lws-0-5d8f7b9c4": "scheduling.volcano.sh",
+        "batch": "kueue.x-k8s.io",
+    }
+    placed = _placed(doc)
+    prefix = {"lws-0-5d8f7b9c4": "lws-0-", "batch": "kueue-"}
+    for name, g in groups.items():
+        members = [node_ for pod_, node_ in placed.items() if pod_.startswith(prefix.get(name, name + "-"))]
+        bound = sum(1 for node_ in members if node_)
+        assert len(members) >= 2 and bound in (0, len(members)), (name, members)
+        assert g["reason"] == ("Unschedulable" if name == "pytorch-b" else "Scheduled"), g
+    assert "minResources" in groups["pytorch-b"]["message"]
+    assert placed["kueue-0"] == placed["kueue-1"] == "node-3"  # the flavor's node selector Kueue injected

@@ -84,4 +84,7 @@ def export_status(
     out: dict[str, Any] = {"phase": phase(group, counts), **foreign.count_fields(counts)}
     if conditions is not None and not group.source_status.get("scheduleStartTime"):
         out["scheduleStartTime"] = now  # the first time troupe tried (and reported on) the group
+    if counts.occupied_by and not group.source_status.get("occupiedBy") and out["phase"] != "Pending":
+        # Set once, when the group has its minMember pods: who the group is for ("ns/owner").
+        out["occupiedBy"] = counts.occupied_by
     return out

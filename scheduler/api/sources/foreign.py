@@ -19,6 +19,7 @@ class MemberCounts(NamedTuple):
     running: int = 0  # status.phase Running
     succeeded: int = 0
     failed: int = 0
+    occupied_by: str = ""  # the first member's owners, as scheduler-plugins' controller writes them
 
 
 def gang_policy(min_member: Any, where: str) -> tuple[dict[str, Any], list[str]]:
