@@ -151,13 +151,13 @@ command -v go >/dev/null || {
   echo "error: go is not on PATH (need Go >= 1.24 to build KubeRay v$KUBERAY_VERSION; the control plane needs >= 1.26)" >&2
   exit 1; }
 
+up_to_date() {  # up_to_date NAME: built already (and not --force); says so
+  (( !force )) && built_ok "$1" && echo "==> $binary v$version: up to date ($dir)"
+}
+
 todo=()
 for name in ray-operator training-operator; do
-  if (( !force )) && built_ok "$name"; then
-    echo "==> $binary v$version: up to date ($dir)"
-  else
-    todo+=("$name")
-  fi
+  up_to_date "$name" || todo+=("$name")
 done
 (( ${#todo[@]} )) || exit 0
 
@@ -170,9 +170,5 @@ if ! flock -n 9; then
 fi
 trap 'echo "interrupted" >&2; exit 130' INT TERM
 for name in "${todo[@]}"; do
-  if (( !force )) && built_ok "$name"; then  # built meanwhile, by the holder of the lock
-    echo "==> $binary v$version: up to date ($dir)"
-    continue
-  fi
-  build "$name"
+  up_to_date "$name" || build "$name"  # (built meanwhile, by the holder of the lock)
 done

@@ -186,35 +186,61 @@ def wait_all_unschedulable(
     return wait_for(check, timeout=timeout, message=f"{cluster}'s pods Unschedulable, naming {mentions}")
 
 
-def wait_operator_objects(c, ns: str, clusters: tuple[str, ...], pg_resource: str, pg_name: Callable[[str], str]):
-    """Waits until KubeRay made each RayCluster's PodGroup and its MEMBERS pods; returns (podgroups, pods)."""
+def wait_operator_objects(
+    c,
+    ns: str,
+    clusters: tuple[str, ...],
+    pg_resource: str,
+    pg_name: Callable[[str], str],
+    label: str = CLUSTER_LABEL,
+):
+    """Waits until the operator made each RayCluster's (job's) PodGroup and its
+    MEMBERS pods; returns (podgroups, pods)."""
     pgs = {
         rc: wait_for(
             lambda rc=rc: c.get_json(pg_resource, "-n", ns, pg_name(rc)),
             timeout=30,
-            message=f"KubeRay made {pg_resource} {pg_name(rc)}",
+            message=f"the operator made {pg_resource} {pg_name(rc)}",
         )
         for rc in clusters
     }
     pods = {
         rc: wait_for(
-            lambda rc=rc: len(p := pods_of(c, ns, rc)) == MEMBERS and p,
+            lambda rc=rc: len(p := pods_of(c, ns, rc, label)) == MEMBERS and p,
             timeout=30,
-            message=f"KubeRay made {MEMBERS} pods for {rc}",
+            message=f"the operator made {MEMBERS} pods for {rc}",
         )
         for rc in clusters
     }
     return pgs, pods
 
 
-def remove_raycluster(c, ns: str, name: str) -> None:
-    """Delete a RayCluster and finish what a kubelet would: its pods (bound, so
-    graceful deletes would leave them Terminating) are force-deleted."""
-    c.kubectl("delete", RAYCLUSTERS, "-n", ns, name, "--wait=true", timeout=60)
-    c.kubectl(
-        "delete", "pods", "-n", ns, "-l", f"{CLUSTER_LABEL}={name}", "--grace-period=0", "--force", "--wait=false"
+def remove_owner(c, ns: str, name: str, resource: str = RAYCLUSTERS, label: str = CLUSTER_LABEL) -> None:
+    """Delete a RayCluster (a job) and finish what a kubelet would: its pods
+    (bound, so graceful deletes would leave them Terminating) are force-deleted."""
+    c.kubectl("delete", resource, "-n", ns, name, "--wait=true", timeout=60)
+    c.kubectl("delete", "pods", "-n", ns, "-l", f"{label}={name}", "--grace-period=0", "--force", "--wait=false")
+    wait_for(lambda: not pods_of(c, ns, name, label), timeout=30, message=f"{name}'s pods gone")
+
+
+def wait_scheduler_plugins_scheduling(c, ns: str, name: str) -> dict[str, Any]:
+    """The status scheduler-plugins' controller computes for a PodGroup whose
+    minMember pods exist, none Running (no kubelet): phase Scheduling,
+    scheduleStartTime once tried, occupiedBy the pods' owner (named like the
+    PodGroup by both operators here); no pod counted running."""
+    pg = wait_for(
+        lambda: (
+            (s := (pg := c.get_json(SCHEDULER_PLUGINS_PG, "-n", ns, name)).get("status") or {}).get("phase")
+            == "Scheduling"
+            and s.get("scheduleStartTime")
+            and s.get("occupiedBy") == f"{ns}/{name}"
+            and pg
+        ),
+        timeout=30,
+        message=f"PodGroup {name}: phase Scheduling, scheduleStartTime set, occupiedBy {ns}/{name}",
     )
-    wait_for(lambda: not pods_of(c, ns, name), timeout=30, message=f"{name}'s pods gone")
+    assert pg["status"].get("running", 0) == 0, pg["status"]
+    return pg
 
 
 def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
@@ -253,25 +279,11 @@ def test_kuberay_scheduler_plugins_one_raycluster_whole(
     wait_all_unschedulable(c, ns, loser, mentions=f"{ns}/{loser}")
     assert bound_by_cluster(c, ns, clusters)[loser] == 0
 
-    # status as scheduler-plugins' controller computes it: >= minMember pods
-    # exist, none Running (no kubelet) -> Scheduling; scheduleStartTime once
-    # tried; occupiedBy the pods' owner (the RayCluster).
-    for rc in clusters:
-        pg = wait_for(
-            lambda rc=rc: (
-                (s := (pg := c.get_json(SCHEDULER_PLUGINS_PG, "-n", ns, rc)).get("status") or {}).get("phase")
-                == "Scheduling"
-                and s.get("scheduleStartTime")
-                and s.get("occupiedBy") == f"{ns}/{rc}"
-                and pg
-            ),
-            timeout=30,
-            message=f"PodGroup {rc}: phase Scheduling, scheduleStartTime set, occupiedBy {ns}/{rc}",
-        )
-        assert pg["status"].get("running", 0) == 0, pg["status"]
+    for rc in clusters:  # status as scheduler-plugins' controller computes it
+        wait_scheduler_plugins_scheduling(c, ns, rc)
 
     # The winner goes: the waiting RayCluster is bound whole.
-    remove_raycluster(c, ns, winner)
+    remove_owner(c, ns, winner)
     wait_for(
         lambda: bound_by_cluster(c, ns, (loser,))[loser] == MEMBERS,
         timeout=30,
@@ -330,7 +342,7 @@ def test_kuberay_volcano_one_raycluster_whole(operator_cluster, troupe, room_for
         message=f"{loser}: Pending/Inqueue, Unschedulable",
     )
 
-    remove_raycluster(c, ns, winner)
+    remove_owner(c, ns, winner)
     wait_for(
         lambda: bound_by_cluster(c, ns, (loser,))[loser] == MEMBERS,
         timeout=30,
@@ -359,18 +371,7 @@ def test_training_operator_pytorchjobs_one_whole_the_other_waits_whole(
     jobs = ("job-a", "job-b")
     create(c, *[pytorchjob(ns, j, workers=WORKERS) for j in jobs])
 
-    pgs = {
-        j: wait_for(lambda j=j: c.get_json(SCHEDULER_PLUGINS_PG, "-n", ns, j), timeout=30, message=f"PodGroup {j}")
-        for j in jobs
-    }
-    pods = {
-        j: wait_for(
-            lambda j=j: len(p := pods_of(c, ns, j, JOB_NAME_LABEL)) == MEMBERS and p,
-            timeout=30,
-            message=f"the training-operator made {MEMBERS} pods for {j}",
-        )
-        for j in jobs
-    }
+    pgs, pods = wait_operator_objects(c, ns, jobs, SCHEDULER_PLUGINS_PG, lambda j: j, JOB_NAME_LABEL)
     for j, pg in pgs.items():
         assert pg["apiVersion"] == "scheduling.x-k8s.io/v1alpha1", pg
         assert pg["spec"]["minMember"] == MEMBERS, pg
@@ -388,20 +389,10 @@ def test_training_operator_pytorchjobs_one_whole_the_other_waits_whole(
     assert all("minResources" in x["message"] for x in conds), conds
     assert bound_by_cluster(c, ns, jobs, JOB_NAME_LABEL)[loser] == 0
 
-    for j in jobs:  # >= minMember pods, none Running (no kubelet): Scheduling; started; the job occupies it
-        wait_for(
-            lambda j=j: (
-                (s := c.get_json(SCHEDULER_PLUGINS_PG, "-n", ns, j).get("status") or {}).get("phase") == "Scheduling"
-                and s.get("scheduleStartTime")
-                and s.get("occupiedBy") == f"{ns}/{j}"
-            ),
-            timeout=30,
-            message=f"PodGroup {j}: phase Scheduling, scheduleStartTime, occupiedBy {ns}/{j}",
-        )
+    for j in jobs:
+        wait_scheduler_plugins_scheduling(c, ns, j)
 
-    # The first job goes (a kubelet would finish its pods: force-deleted here).
-    c.kubectl("delete", PYTORCHJOBS, "-n", ns, winner, "--wait=true", timeout=60)
-    c.kubectl("delete", "pods", "-n", ns, "-l", f"{JOB_NAME_LABEL}={winner}", "--grace-period=0", "--force")
+    remove_owner(c, ns, winner, PYTORCHJOBS, JOB_NAME_LABEL)
     wait_for(
         lambda: bound_by_cluster(c, ns, (loser,), JOB_NAME_LABEL)[loser] == MEMBERS,
         timeout=30,
