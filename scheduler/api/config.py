@@ -276,6 +276,16 @@ class LeaderElection(_Strict):
 
 GroupSourceName = Literal["native", "scheduler-plugins", "volcano", "kueue"]
 GROUP_SOURCE_NAMES: tuple[GroupSourceName, ...] = ("native", "scheduler-plugins", "volcano", "kueue")
+# The schedulerName operators hard-code on pods whose PodGroups they write for
+# another gang scheduler (KubeRay v1.5.0 controllers/ray/batchscheduler; the
+# training-operator's --gang-scheduler-name), and the group source that reads
+# those PodGroups: a troupe profile of that name needs the source on, or it
+# would place the operator's gangs one pod at a time (README "Profiles for
+# operators that hard-code a scheduler name", examples/config-ecosystem.yaml).
+OPERATOR_SCHEDULER_NAMES: dict[str, GroupSourceName] = {
+    "scheduler-plugins-scheduler": "scheduler-plugins",
+    "volcano": "volcano",
+}
 
 
 class SchedulerConfiguration(_Strict):
@@ -313,6 +323,20 @@ class SchedulerConfiguration(_Strict):
                     first=("profiles", first[p.scheduler_name]),
                 )
             first[p.scheduler_name] = i
+        return self
+
+    @model_validator(mode="after")
+    def _operator_profiles_read_their_groups(self) -> SchedulerConfiguration:
+        for i, p in enumerate(self.profiles):
+            source = OPERATOR_SCHEDULER_NAMES.get(p.scheduler_name)
+            if source is not None and source not in self.group_sources:
+                raise _named_error(
+                    f"{{at}}: {p.scheduler_name!r} is the schedulerName operators set on pods whose PodGroups "
+                    f"the group source {source!r} reads, but {{sources}} leaves it out: this profile would place "
+                    f"those pods one at a time, not as gangs; add {source!r} to {{sources}} or remove this profile",
+                    at=("profiles", i, "schedulerName"),
+                    sources=("groupSources",),
+                )
         return self
 
 

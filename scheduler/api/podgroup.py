@@ -170,6 +170,15 @@ class PodGroup(_Model):
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.status.conditions if c.type == type_), None)
 
+    def priority_in(self, classes: Mapping[str, int]) -> int | None:
+        """The group's own priority: `spec.priority`, else the value of its
+        `priorityClassName` (None while no such PriorityClass is known), else
+        None: its pods keep their own."""
+        if self.spec.priority is not None:
+            return self.spec.priority
+        name = self.spec.priority_class_name
+        return classes.get(name) if name else None
+
 
 class PodGroupTemplate(_Model):
     name: str

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from .constants import GROUP, POD_GROUP_LABEL
@@ -270,10 +270,23 @@ class PodInfo:
     task: str = ""  # the pod's task within its group, where the source has tasks (Volcano's minTaskMember)
     group_size: int = 0  # the group size the pod itself declares (a source with no group object: Kueue)
     owners: tuple[str, ...] = ()  # a group member's ownerReferences' names (scheduler-plugins' occupiedBy)
+    # `priority` is the pod's PodGroup's where the group has one (its pods
+    # then all share it: queue, holds, preemption, reservations); this keeps
+    # the pod's own `spec.priority` then (None: `priority` is the pod's own).
+    own_priority: int | None = None
 
     @property
     def may_preempt(self) -> bool:
         return self.preemption_policy != "Never"
+
+    def with_group_priority(self, priority: int | None) -> PodInfo:
+        """The pod with its group's priority (None: the group has none, the
+        pod's own applies); the same object where nothing changes."""
+        own = self.priority if self.own_priority is None else self.own_priority
+        effective, kept = (own, None) if priority is None or priority == own else (priority, own)
+        if effective == self.priority and kept == self.own_priority:
+            return self
+        return replace(self, priority=effective, own_priority=kept)
 
     @property
     def key(self) -> str:

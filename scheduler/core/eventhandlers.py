@@ -20,6 +20,7 @@ from ..api.parse import parse_node, parse_pdb, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error
 from ..api.records import GroupKey, ObjectError, PodInfo
 from ..api.sources import GroupSource, implied_group, is_implied, parse_group, parse_workload
+from ..api.sources.kueue import declared_size
 from ..cluster.cache import ClusterCache, InvalidObject
 from ..framework import events as E
 from ..framework.framework import Framework
@@ -56,6 +57,45 @@ class EventHandlers:
         """The pod is bound, gone or no longer nominated: its held room is free."""
         self.nominated.pop(uid, None)
         self.reserved.pop(uid, None)
+
+    def release_room(self, group: GroupKey | None, uid: str = "") -> None:
+        """The unit of `group` (or the lone pod `uid`) is deleted, lost a pod or
+        waits at its gate: the room nominated to its pods (a preemption's or a
+        reservation's) is let go at once, and their nominatedNodeName cleared,
+        so that nothing is held for a unit that cannot use it."""
+        if not self.nominated:
+            return
+        released = False
+        for nominee, (_, pod) in list(self.nominated.items()):
+            if (pod.group == group) if group is not None else nominee == uid:
+                self.drop_nomination(nominee)
+                released = True
+                current = self.cache.pods.get(nominee)
+                if current is not None:
+                    self.writer.nominate(current, "")
+        if released:
+            self._cluster_event(E.ASSIGNED_POD_DELETE)  # room freed, as if its pods had run there and gone
+
+    def with_group_priority(self, pod: PodInfo) -> PodInfo:
+        """The pod with its PodGroup's priority, where the group has one."""
+        group = self.cache.groups.get(pod.group) if pod.group is not None else None
+        priority = group.priority_in(self.cache.priority_classes) if isinstance(group, PodGroup) else None
+        return pod.with_group_priority(priority)
+
+    def _group_priority_changed(self, key: GroupKey) -> None:
+        """The group's priority may have changed (the group or its
+        PriorityClass changed, or it is gone): its pods take it everywhere
+        (queue order, nominated room, preemption as preemptor and victim)."""
+        for pod in list(self.cache.members(key)):
+            updated = self.with_group_priority(pod)
+            if updated is pod:
+                continue
+            self.cache.upsert_pod(updated)
+            held = self.nominated.get(updated.uid)
+            if held is not None:
+                self.nominated[updated.uid] = (held[0], updated)
+            if self.is_pending(updated):
+                self.queue.add(updated)
 
     def is_ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.frameworks
@@ -103,13 +143,20 @@ class EventHandlers:
             return
         if pod.group is not None:
             self._imply_group(pod)
+            pod = self.with_group_priority(pod)
         old = self.cache.upsert_pod(pod)
         for event in E.pod_update_events(old, pod):
             self._cluster_event(event)
         if self.is_pending(pod):
-            if pod.nominated_node_name and pod.uid not in self.nominated:
+            if (
+                pod.nominated_node_name
+                and pod.uid not in self.nominated
+                and (old is None or old.nominated_node_name != pod.nominated_node_name)
+            ):
                 # Nominated by an earlier leader (a preemptor's or a reservation's
                 # room): held again, as upstream's nominator does after a restart.
+                # Only when the API's value is new: an update that still shows a
+                # nomination this process has just let go is not one.
                 self.nominated[pod.uid] = (pod.nominated_node_name, pod)
             for claim_key in _claim_keys(pod):  # DynamicResources' PreEnqueue may hold it for one
                 self.claim_waiters.setdefault(claim_key, set()).add(pod.uid)
@@ -131,22 +178,46 @@ class EventHandlers:
         ):
             self._members_changed(pod.group)
 
-    def _imply_group(self, pod: PodInfo) -> None:
+    def _imply_group(self, pod: PodInfo, gone: bool = False) -> None:
         """A source with no group object (Kueue): the group is what its pods
-        declare, made with its first pod and kept while a pod of it exists."""
-        assert pod.group is not None
-        if not is_implied(pod.group):
+        declare together (`declared_size`: Kueue's rule, whatever order the
+        events come in), made with its first pod and kept while a pod of it
+        exists. `pod` has just changed (`gone`: been deleted) and the cache
+        does not show it yet. A change requeues the group's unit: no other
+        event says that its size or its problem changed."""
+        key = pod.group
+        assert key is not None
+        if not is_implied(key):
             return  # the source has group objects of its own
-        current = self.cache.groups.get(pod.group)
-        if (
-            isinstance(current, PodGroup)
-            and not current.problem
-            and (pod.group_size <= 0 or current.min_count == pod.group_size)
-        ):
-            return  # as declared already (a pod without the count does not undo it)
-        made = implied_group(pod.group, pod.group_size, pod.creation_timestamp)
-        if made is not None:
-            self.cache.upsert_group(pod.group, made)
+        current = self.cache.groups.get(key)
+        old = None if gone else self.cache.pods.get(pod.uid)
+        if isinstance(current, PodGroup) and not gone:
+            says = (pod.phase == "Failed", pod.group_size)  # what declared_size reads of a pod
+            if old is not None and old.group == key and (old.phase == "Failed", old.group_size) == says:
+                return  # what this pod declares is in the group already
+            if old is None and not current.problem and says == (False, current.min_count):
+                return  # one more pod that agrees: O(1) per pod while a large group arrives
+        members = [p for p in self.cache.members(key) if p.uid != pod.uid]
+        if not gone:
+            members.append(pod)
+        if not members:
+            return  # its last pod is gone: on_pod_deleted drops the group
+        size, problem = declared_size(members)
+        created = current.metadata.creation_timestamp if isinstance(current, PodGroup) else pod.creation_timestamp
+        made = implied_group(key, size, created)
+        if made is None:
+            return
+        if problem is not None:
+            made = made.model_copy(update={"problem": problem})
+        if isinstance(current, PodGroup) and (current.min_count, current.problem) == (made.min_count, made.problem):
+            return
+        self.cache.upsert_group(key, made)
+        if current is not None:
+            # Waiting (gated, unschedulable, backing off after the problem) for
+            # this size or this fix: judged again now, as for a Workload that appears.
+            unit = group_unit(key)
+            self.queue.activate(unit, skip_backoff=True)
+            self.reporter.report_if_gated(unit)
 
     def _members_changed(self, key: GroupKey) -> None:
         group = self.cache.groups.get(key)
@@ -177,6 +248,8 @@ class EventHandlers:
         if held_room and not old.terminal:
             self._cluster_event(E.ASSIGNED_POD_DELETE)
         if old.group is not None:
+            self._imply_group(old, gone=True)  # the size the pods left declare (Kueue)
+            self.release_room(old.group)  # a gang that lost a pod is placed anew
             key = group_unit(old.group)
             self.queue.regate(key)
             self.reporter.report_if_gated(key)
@@ -225,6 +298,8 @@ class EventHandlers:
         if isinstance(group, PodGroup) and group.problem and not (isinstance(old, PodGroup) and old.problem):
             log.warning("%s is not scheduled: %s", key, group.problem)
         self.cache.upsert_group(key, group)
+        if _priority_of(old, self.cache.priority_classes) != _priority_of(group, self.cache.priority_classes):
+            self._group_priority_changed(key)
         if isinstance(group, PodGroup) and self.synced.is_set():
             self._make_group_claims(group)
         if isinstance(old, PodGroup) and isinstance(group, PodGroup) and old.spec == group.spec:
@@ -234,7 +309,11 @@ class EventHandlers:
 
     def on_podgroup_deleted(self, body: Mapping[str, Any]) -> None:
         key = group_key_of(body)
+        old = self.cache.groups.get(key)
         self.cache.remove_group(key)
+        if _priority_of(old, self.cache.priority_classes) is not None:
+            self._group_priority_changed(key)  # its pods have their own again
+        self.release_room(key)
         self.queue.regate(group_unit(key))
         self.reporter.report_if_gated(group_unit(key))
         uid = str((body.get("metadata") or {}).get("uid") or "")
@@ -313,6 +392,7 @@ class EventHandlers:
 
     def on_priority_class(self, body: Mapping[str, Any], deleted: bool = False) -> None:
         name = str((body.get("metadata") or {}).get("name") or "")
+        before = self.cache.priority_classes.get(name)
         if deleted:
             self.cache.priority_classes.pop(name, None)
         else:
@@ -320,6 +400,11 @@ class EventHandlers:
                 self.cache.priority_classes[name] = int(body.get("value") or 0)
             except (TypeError, ValueError):
                 log.warning("ignoring PriorityClass %s: value is not an integer", name)
+        if self.cache.priority_classes.get(name) != before:
+            # PodGroups that name the class (rare objects: a scan is fine).
+            for key, group in list(self.cache.groups.items()):
+                if isinstance(group, PodGroup) and group.spec.priority_class_name == name:
+                    self._group_priority_changed(key)
 
     # ------------------------------------------------ PodDisruptionBudgets
 
@@ -527,6 +612,10 @@ def _claim_keys(pod: PodInfo) -> list[tuple[str, str]]:
         elif ref.template_name and pod.group is not None:
             keys.append((pod.namespace, group_claim_name(pod.group.name, ref.name)))
     return keys
+
+
+def _priority_of(group: PodGroup | InvalidObject | None, classes: Mapping[str, int]) -> int | None:
+    return group.priority_in(classes) if isinstance(group, PodGroup) else None
 
 
 def _object_key(body: Mapping[str, Any]) -> tuple[str, str]:

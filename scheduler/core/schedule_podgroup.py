@@ -28,11 +28,10 @@ import numpy as np
 
 from ..api.constants import REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE
 from ..api.podgroup import PodGroup
-from ..api.quantity import format_units
 from ..api.records import GroupKey, PodInfo
-from ..api.resources import PODS
 from ..cluster.snapshot import Mark, Snapshot
 from ..framework.framework import Framework
+from ..framework.groupfit import min_resources_shortfall
 from ..framework.interface import Code, CycleState, GroupContext, Reservation, Status
 from .group_search import Assignment, SearchBudget, Trial, place_group, reaches, unreserve
 from .placement import choose_placement, is_whole_cluster, no_placement_message
@@ -160,18 +159,8 @@ def schedule_group(
 def _min_resources_shortfall(snapshot: Snapshot, group: PodGroup, min_count: int) -> str:
     """Why the cluster's free room cannot hold the group's `minResources`
     (and `minCount` pod slots), or "" where it can or none are asked."""
-    if not group.min_resources:
-        return ""
-    wanted = {**group.min_resources, PODS: max(min_count, group.min_resources.get(PODS, 0))}
-    free = snapshot.free_total()
-    short = [
-        f"{r} {format_units(r, amount)} (free {format_units(r, free.get(r, 0))})"
-        for r, amount in sorted(wanted.items())
-        if amount > free.get(r, 0)
-    ]
-    if not short:
-        return ""
-    return "minResources: the cluster's free room cannot hold the group, it needs " + ", ".join(short)
+    short = min_resources_shortfall(snapshot, group, min_count)
+    return f"minResources: the cluster's free room cannot hold the group, it needs {short}" if short else ""
 
 
 def _decide(
@@ -344,38 +333,68 @@ def trial_place(
     pods: Sequence[PodInfo],
     allowed: np.ndarray | None,
     group: GroupContext | None = None,
+    reasons: list[str] | None = None,
 ) -> list[tuple[PodInfo, int]]:
     """The Handle's `place`: where `pods` would go in `snapshot` (within
     `allowed`), without Reserve, the snapshot restored afterwards. With the
     group's context, as its cycle would place them: within its placements
-    (e.g. one topology domain) and with the search."""
+    (e.g. one topology domain), with the search, and only if the cycle would
+    bind them: its `minResources` fit the free room and Permit allows them
+    (minCount, minTaskMember); otherwise nothing, and why in `reasons`."""
     ctx = group if group is not None else GroupContext(GroupKey("", ""), pods, 1, False, 0)
     if group is not None:
         ctx = replace(group, pods=pods)
+        if group.group is not None and not group.placed_before:
+            short = _min_resources_shortfall(snapshot, group.group, group.min_count)
+            if short:
+                if reasons is not None:
+                    reasons.append(short)
+                return []
     # Preemption asks this for many victim sets: the search gets room for the
     # other orders, not for a deep backtracking each time.
     budget = SearchBudget(min(fwk.search_steps, PREEMPTION_SEARCH_ORDERS * len(pods)))
     mark = snapshot.mark()
     try:
-        if group is None or not fwk.placement_algorithm:
-            trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=allowed, budget=budget)
-            return [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)]
-        placements, status = fwk.run_placement_generate(CycleState(), ctx, snapshot)
-        best: list[tuple[PodInfo, int]] = []
-        for placement in sorted(placements, key=lambda p: p.rank):
-            if placement.pruned:
-                continue
-            nodes = placement.nodes if allowed is None else placement.nodes & allowed
-            inner = snapshot.mark()
-            trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=nodes, budget=budget)
-            snapshot.restore(inner)
-            if len(trial.assignments) > len(best):
-                best = [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)]
-                if reaches(ctx, trial):
-                    break
-        return best if status.ok else []
+        placed = _trial(fwk, snapshot, ctx, allowed, budget, in_placements=group is not None)
     finally:
         snapshot.restore(mark)
+    if group is None or not placed:
+        return placed
+    permit = fwk.run_permit(replace(ctx, placed_now=len(placed), placed_pods=tuple(p for p, _ in placed)))
+    if not permit.ok:
+        if reasons is not None:
+            reasons.append(f"{permit.plugin}: {permit.message}" if permit.plugin else permit.message)
+        return []
+    return placed
+
+
+def _trial(
+    fwk: Framework,
+    snapshot: Snapshot,
+    ctx: GroupContext,
+    allowed: np.ndarray | None,
+    budget: SearchBudget,
+    in_placements: bool,
+) -> list[tuple[PodInfo, int]]:
+    """trial_place's placing: the best of the group's placements (or the
+    whole cluster), as (pod, row)."""
+    if not in_placements or not fwk.placement_algorithm:
+        trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=allowed, budget=budget)
+        return [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)]
+    placements, status = fwk.run_placement_generate(CycleState(), ctx, snapshot)
+    best: list[tuple[PodInfo, int]] = []
+    for placement in sorted(placements, key=lambda p: p.rank):
+        if placement.pruned:
+            continue
+        nodes = placement.nodes if allowed is None else placement.nodes & allowed
+        inner = snapshot.mark()
+        trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=nodes, budget=budget)
+        snapshot.restore(inner)
+        if len(trial.assignments) > len(best):
+            best = [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)]
+            if reaches(ctx, trial):
+                break
+    return best if status.ok else []
 
 
 # ------------------------------------------------------------------ placements

@@ -71,11 +71,16 @@ class Scheduler(EventHandlers):
         self.config = config
         self.sources = enabled_sources(config.group_sources)
         self.cache = ClusterCache()
+        # Preemptors waiting for their victims, and pods nominated to reserved
+        # room: uid -> (node, pod). Their room is held in later cycles of other
+        # units of no higher priority (as upstream).
+        self.nominated: dict[str, tuple[str, PodInfo]] = {}
         self.frameworks: dict[str, Framework] = {}
         for p in config.profiles:
             handle = Handle(self.cache, clock)  # one per profile: `place` runs that profile's plugins
             fwk = self.frameworks[p.scheduler_name] = Framework(p, registry, handle)
             handle.place = partial(trial_place, fwk)
+            handle.nominated = self.nominated
         q = config.queue
         self.queue = SchedulingQueue(
             self._gate,
@@ -103,9 +108,6 @@ class Scheduler(EventHandlers):
         # Pods reserved by Reserve plugins and not yet bound: uid -> (framework, assignment),
         # so that a failed bind or a deletion runs Unreserve.
         self._reserved: dict[str, tuple[Framework, Assignment]] = {}
-        # Preemptors waiting for their victims: uid -> (node, pod). Their room is
-        # held in later cycles of other units of no higher priority (as upstream).
-        self.nominated: dict[str, tuple[str, PodInfo]] = {}
         # Nominated pods whose room is a reservation (PostFilter's Reservation):
         # uid -> when the pods in the way on its node end at the latest (wall
         # clock; None: unknown), for backfill; and when it was reserved.
@@ -128,6 +130,8 @@ class Scheduler(EventHandlers):
             status = fwk.run_pre_enqueue(pod)
             if not status.ok:
                 self.reporter.held(key, status)
+                if self.synced.is_set():  # before, a gate may judge on a partial listing
+                    self.release_room(key.group_key, key.name)
                 return status.message
         self.reporter.admitted(key)
         return None

@@ -121,8 +121,10 @@ class PlaceFn(Protocol):
     """Places `pods` (in order) by the scheduler's algorithm in `snapshot`,
     within the rows `allowed` (a mask; None: all), and returns (pod, row) for
     those placed; the snapshot is left as it was. With `group`, as the
-    group's cycle would: within its placements (e.g. one topology domain).
-    Preemption asks it "would these fit?"."""
+    group's cycle would: within its placements (e.g. one topology domain),
+    and nothing unless the cycle would bind them (its minResources and
+    Permit; why not is appended to `reasons`). PostFilters ask it "would
+    these fit?"."""
 
     def __call__(
         self,
@@ -130,6 +132,7 @@ class PlaceFn(Protocol):
         pods: Sequence[PodInfo],
         allowed: np.ndarray | None,
         group: GroupContext | None = None,
+        reasons: list[str] | None = None,
     ) -> list[tuple[PodInfo, int]]: ...
 
 
@@ -162,6 +165,9 @@ class Handle:
         self.clock = clock  # the scheduler's monotonic clock (a fake one in tests and simulate)
         self.place: PlaceFn | None = None
         self.claim_writer: ClaimWriter | None = None
+        # The scheduler's nominated pods: uid -> (node, pod). Room is held for
+        # them; a PostFilter's own record of that room lives only while they do.
+        self.nominated: Mapping[str, tuple[str, PodInfo]] = {}
 
 
 class Plugin:

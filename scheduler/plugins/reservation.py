@@ -199,9 +199,12 @@ class Reservation(PostFilterPlugin):
 
         choice = self._choose(pods, need, group, snapshot, avoid)
         if choice is None:
-            return None, Status.unschedulable(
-                f"no room can be reserved: {need} pod(s) do not fit even with every running pod gone", plugin=self.name
-            )
+            why = f"{need} pod(s) do not fit even with every running pod gone"
+            reasons: list[str] = []
+            self._fit(np.flatnonzero(snapshot.valid).tolist(), pods, need, group, snapshot, reasons)
+            if reasons:  # its pods fit, but its own cycle would still not bind it
+                why = f"the group could not bind even with every running pod gone: {reasons[0]}"
+            return None, Status.unschedulable(f"no room can be reserved: {why}", plugin=self.name)
         refused = self._over_share(key, choice, snapshot)
         if refused:
             return None, Status.unschedulable(refused, plugin=self.name)
@@ -302,26 +305,34 @@ class Reservation(PostFilterPlugin):
         return found
 
     def _fit(
-        self, rows: Sequence[int], pods: list[PodInfo], need: int, group: GroupContext | None, snapshot: Snapshot
+        self,
+        rows: Sequence[int],
+        pods: list[PodInfo],
+        need: int,
+        group: GroupContext | None,
+        snapshot: Snapshot,
+        reasons: list[str] | None = None,
     ) -> _Choice | None:
         """Where the unit goes within `rows` with their running pods gone, and
-        which of those pods it must wait for (the others are reprieved)."""
+        which of those pods it must wait for (the others are reprieved).
+        Only where its cycle would bind it there (`place` says why not, into
+        `reasons`): room is never held for a group that could not use it."""
         place = self.handle.place
         assert place is not None
         mask = np.zeros(len(snapshot), dtype=bool)
         mask[list(rows)] = True
         running = [p for row in rows for p in snapshot.pods_on_row(row) if snapshot.node_of(p.uid) is not None]
 
-        def without(gone: Sequence[PodInfo]) -> list[tuple[PodInfo, int]]:
+        def without(gone: Sequence[PodInfo], reasons: list[str] | None = None) -> list[tuple[PodInfo, int]]:
             mark = snapshot.mark()
             try:
                 for pod in gone:
                     snapshot.remove_pod(pod)
-                return place(snapshot, pods, mask, group)
+                return place(snapshot, pods, mask, group, reasons)
             finally:
                 snapshot.restore(mark)
 
-        placed = without(running)
+        placed = without(running, reasons)
         if len(placed) < need:
             return None
         used = {row for _, row in placed}
@@ -365,7 +376,14 @@ class Reservation(PostFilterPlugin):
         return ""
 
     def _prune(self, now: float) -> None:
-        """Forget units none of whose pods is still pending (bound, or gone)."""
+        """Forget reservations whose pods are no longer all nominated (the
+        scheduler lets a unit's room go when it is bound, deleted, loses a pod
+        or waits at its gate): they hold nothing, and must not count toward
+        `maxReservedShare`. Now and then, forget units none of whose pods is
+        still pending (bound, or gone)."""
+        nominated = self.handle.nominated
+        for key in [k for k, h in self._held.items() if not all(uid in nominated for uid in h.uids)]:
+            del self._held[key]
         if now - self._pruned_at < PRUNE_EVERY_SECONDS:
             return
         self._pruned_at = now
@@ -376,5 +394,3 @@ class Reservation(PostFilterPlugin):
 
         for key in [k for k, (_, uids) in self._since.items() if not pending(uids)]:
             del self._since[key]
-        for key in [k for k, h in self._held.items() if not pending(h.uids)]:
-            del self._held[key]

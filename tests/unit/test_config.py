@@ -169,6 +169,27 @@ profiles:
     assert placed == {"spread": "n1", "first": "n0"}
 
 
+def test_operator_profiles_load_with_their_group_sources_on(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "config-ecosystem.yaml"
+    names = [p.scheduler_name for p in load_config(example).profiles]  # every source on by default
+    assert names == ["troupe-scheduler", "scheduler-plugins-scheduler", "volcano"]
+    config = load_config(write(tmp_path, HEADER + "groupSources: [volcano]\nprofiles:\n- schedulerName: volcano\n"))
+    assert (config.group_sources, [p.scheduler_name for p in config.profiles]) == (["volcano"], ["volcano"])
+
+
+def test_simulate_refuses_an_operator_profile_whose_group_source_is_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scheduler.cli import main
+
+    config = write(tmp_path, HEADER + "groupSources: [native]\nprofiles:\n- schedulerName: volcano\n")
+    assert main(["simulate", "--config", str(config), str(write(tmp_path, "", "in.yaml"))]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"troupe: {config}: invalid configuration:\n  profiles[0].schedulerName: 'volcano' is ")
+    assert "add 'volcano' to groupSources or remove this profile" in err
+
+
 @pytest.mark.parametrize(
     "plugins, point, want",
     [
@@ -488,6 +509,25 @@ TOP_KEYS = "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientC
                 "(already configured by profiles[1].pluginConfig[0])"
             ],
             id="repeated-plugin-config",
+        ),
+        pytest.param(
+            "groupSources: [native, kueue]\nprofiles:\n- {}\n- schedulerName: volcano\n",
+            [
+                "profiles[1].schedulerName: 'volcano' is the schedulerName operators set on pods whose PodGroups "
+                "the group source 'volcano' reads, but groupSources leaves it out: this profile would place those "
+                "pods one at a time, not as gangs; add 'volcano' to groupSources or remove this profile"
+            ],
+            id="operator-profile-source-off",
+        ),
+        pytest.param(
+            "groupSources: []\nprofiles:\n- schedulerName: scheduler-plugins-scheduler\n",
+            [
+                "profiles[0].schedulerName: 'scheduler-plugins-scheduler' is the schedulerName operators set on "
+                "pods whose PodGroups the group source 'scheduler-plugins' reads, but groupSources leaves it out: "
+                "this profile would place those pods one at a time, not as gangs; add 'scheduler-plugins' to "
+                "groupSources or remove this profile"
+            ],
+            id="operator-profile-no-sources",
         ),
         pytest.param(
             "apiVersion: v1\n",
@@ -855,6 +895,16 @@ BAD_FILES: dict[str, tuple[str | None, list[str]]] = {
         [
             r"^troupe: duplicate-name\.yaml: invalid configuration:$",
             r"^  profiles\[2\]\.schedulerName: duplicate value 'alpha' \(already the schedulerName of profiles\[0\]\)$",
+        ],
+    ),
+    "operator-profile-source-off": (
+        HEADER + "groupSources: [native, kueue]\nprofiles:\n- schedulerName: troupe-scheduler\n"
+        "- schedulerName: scheduler-plugins-scheduler\n",
+        [
+            r"\Atroupe: operator-profile-source-off\.yaml: invalid configuration:\n"
+            r"  profiles\[1\]\.schedulerName: 'scheduler-plugins-scheduler' is the schedulerName operators set on "
+            r"pods whose PodGroups the group source 'scheduler-plugins' reads, but groupSources leaves it out: .*; "
+            r"add 'scheduler-plugins' to groupSources or remove this profile\n\Z",
         ],
     ),
     "repeated-plugin-config": (

@@ -30,12 +30,14 @@ def config(**args: Any) -> SchedulerConfiguration:
     )
 
 
-def make(clock: Any, **args: Any) -> tuple[Scheduler, Recorder]:
+def make(clock: Any, start: bool = True, **args: Any) -> tuple[Scheduler, Recorder]:
+    """A scheduler; `start=False`: still listing (call `start_scheduling()` when the listing is in)."""
     rec = Recorder()
     sched = Scheduler(config(**args), in_tree_registry(), binder=rec, writer=rec, clock=clock, report_delay=0)
     sched.wall = lambda: WALL + clock.now
     reservation(sched).wall = sched.wall
-    sched.start_scheduling()
+    if start:
+        sched.start_scheduling()
     return sched, rec
 
 
@@ -355,8 +357,8 @@ def test_a_new_leader_holds_the_nominated_room_and_keeps_the_reservation(clock: 
     starve(sched, clock)
     nominated = held_nodes(sched)
 
-    # A new process: the same cluster, the pods with their status.nominatedNodeName.
-    new, rec2 = make(clock)
+    # A new process: the same cluster listed, the pods with their status.nominatedNodeName.
+    new, rec2 = make(clock, start=False)
     new.on_node(node("a", cpu="4"))
     new.on_node(node("b", cpu="4"))
     for n in "ab":
@@ -367,6 +369,7 @@ def test_a_new_leader_holds_the_nominated_room_and_keeps_the_reservation(clock: 
         body = pod(name, cpu="4", group="big")
         body["status"] = {"nominatedNodeName": node_name}
         new.on_pod(body)
+    new.start_scheduling()  # the listing is in
     assert held_nodes(new) == nominated  # held before any cycle
     delete(new, "a0")
     new.on_pod(small("next"))

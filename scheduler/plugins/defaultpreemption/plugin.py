@@ -15,6 +15,7 @@ from ...api.config import PluginArgs
 from ...api.records import GroupKey, PodInfo
 from ...cluster.snapshot import Snapshot
 from ...framework.diagnosis import Diagnosis
+from ...framework.groupfit import min_resources_shortfall
 from ...framework.interface import (
     Code,
     CycleState,
@@ -25,7 +26,7 @@ from ...framework.interface import (
     PostFilterResult,
     Status,
 )
-from .search import best, search_group, search_pod
+from .search import best, search_group, search_pod, without
 from .victims import Unit, budgets, group_priority, victim_units
 
 
@@ -138,6 +139,16 @@ class DefaultPreemption(PostFilterPlugin):
             return None, Status.unschedulable(
                 "not eligible: the PodGroup's preemptionPolicy is Never", plugin=self.name
             )
+        cache = self.handle.cache
+        priority = group_priority(group.group, pods, cache.priority_classes)
+        units = victim_units(cache, snapshot, priority, exclude=group.key)
+        short = self._min_resources_without(snapshot, group, units)
+        if short:  # evicting could not make the group feasible: nothing is evicted
+            return None, Status.unschedulable(
+                f"minResources: even with every lower-priority pod removed the cluster's free room cannot "
+                f"hold the group, it needs {short}",
+                plugin=self.name,
+            )
         if not group.is_gang:
             # A basic group's pods are independent: preempt for its first unplaced pod, as for a lone pod.
             for pod in pods:
@@ -161,19 +172,18 @@ class DefaultPreemption(PostFilterPlugin):
                 GroupPostFilterResult(waiting.nominations, message=_waiting_message(self._left(waiting))),
                 Status.success(),
             )
-        cache = self.handle.cache
-        priority = group_priority(group.group, pods, cache.priority_classes)
-        units = victim_units(cache, snapshot, priority, exclude=group.key)
         needed = max(group.min_count - group.placed_before, 1)
         if not units:
             return None, Status.skip(self.name)  # nothing to evict: the fit error says it all
         pdbs = budgets(cache)
         choice = search_group(snapshot, place, pods, needed, units, pdbs, group=group)
         if choice is None:
-            return None, Status.unschedulable(
-                f"the gang does not fit ({needed} pods) even with every lower-priority pod removed",
-                plugin=self.name,
-            )
+            why = f"the gang does not fit ({needed} pods) even with every lower-priority pod removed"
+            reasons: list[str] = []
+            without(snapshot, units, lambda: place(snapshot, pods, None, group, reasons))
+            if reasons:  # its pods fit, but the group would still not bind (e.g. minTaskMember)
+                why = f"the gang could not bind even with every lower-priority pod removed: {reasons[0]}"
+            return None, Status.unschedulable(why, plugin=self.name)
         nominations = {pod.uid: snapshot.names[row] for pod, row in choice.placed}
         victims = choice.pods
         self._remember(key, victims, nominations)
@@ -186,6 +196,14 @@ class DefaultPreemption(PostFilterPlugin):
             ),
             Status.success(),
         )
+
+    def _min_resources_without(self, snapshot: Snapshot, group: GroupContext, units: list[Unit]) -> str:
+        """What of the group's minResources the free room lacks with every
+        candidate victim gone ("" where it would hold them)."""
+        if group.group is None or not group.group.min_resources or group.placed_before:
+            return ""
+        found = group.group
+        return without(snapshot, units, lambda: min_resources_shortfall(snapshot, found, group.min_count))
 
     # --------------------------------------------------------- waiting victims
 

@@ -26,8 +26,9 @@ the preference order instead, so the choice is the best one.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -35,6 +36,8 @@ from ...api.records import PodInfo
 from ...cluster.snapshot import Snapshot
 from ...framework.interface import GroupContext, PlaceFn
 from .victims import Budget, Unit, more_important_first, pdb_violations
+
+_T = TypeVar("_T")
 
 EXACT_UNITS = 10  # up to 2**10 subsets, ranked without trials; most are never tried
 
@@ -73,16 +76,21 @@ class _Trials:
         self.count = 0
 
     def without(self, units: Iterable[Unit], allowed: np.ndarray | None) -> list[tuple[PodInfo, int]]:
-        snapshot = self.snapshot
-        mark = snapshot.mark()
-        try:
-            for unit in units:
-                for pod in unit.pods:
-                    snapshot.remove_pod(pod)
-            self.count += 1
-            return self.place(snapshot, self.pods, allowed, self.group)
-        finally:
-            snapshot.restore(mark)
+        self.count += 1
+        return without(self.snapshot, units, lambda: self.place(self.snapshot, self.pods, allowed, self.group))
+
+
+def without(snapshot: Snapshot, units: Iterable[Unit], ask: Callable[[], _T]) -> _T:
+    """`ask` answered on `snapshot` with every pod of `units` removed (the
+    snapshot restored afterwards)."""
+    mark = snapshot.mark()
+    try:
+        for unit in units:
+            for pod in unit.pods:
+                snapshot.remove_pod(pod)
+        return ask()
+    finally:
+        snapshot.restore(mark)
 
 
 def _by_row(units: Iterable[Unit]) -> dict[int, list[Unit]]:

@@ -42,13 +42,8 @@ class Unit:
 def group_priority(group: PodGroup | None, pods: Iterable[PodInfo], classes: Mapping[str, int]) -> int:
     """A PodGroup's priority: `spec.priority`, else its `priorityClassName`'s
     value, else the highest priority among its pods (0 without any)."""
-    if group is not None:
-        if group.spec.priority is not None:
-            return group.spec.priority
-        name = group.spec.priority_class_name
-        if name and name in classes:
-            return classes[name]
-    return max((p.priority for p in pods), default=0)
+    own = group.priority_in(classes) if group is not None else None
+    return own if own is not None else max((p.priority for p in pods), default=0)
 
 
 def taken_whole(group: PodGroup) -> bool:
