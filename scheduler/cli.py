@@ -26,8 +26,8 @@ two jobs competing for the same room cannot deadlock each other.
 
 A batch/v1 Job needs no PodGroup of its own: with the annotation
 `{JOB_POLICY_ANNOTATION}: gang` (or `basic`) in its pod template, troupe
-makes its Workload and PodGroup (a gang of `parallelism`), owned by the Job,
-and the Job's pods join it.
+makes its Workload and PodGroup (a gang of the pods it runs at once), owned
+by the Job, and the Job's pods join it.
 
 Where the cluster serves the native Workload API (scheduling.k8s.io
 PodGroups: v1beta1, v1alpha3 or v1alpha2), a pod with `spec.schedulingGroup`
@@ -40,7 +40,8 @@ scheduling.x-k8s.io/pod-group), Volcano (scheduling.volcano.sh, annotation
 scheduling.k8s.io/group-name), and Kueue's plain pod groups (label
 kueue.x-k8s.io/pod-group-name). For operators that hard-code a scheduler
 name (KubeRay): --config examples/config-ecosystem.yaml adds profiles named
-scheduler-plugins-scheduler and volcano (README "Operators").
+scheduler-plugins-scheduler and volcano (README "Using troupe with your
+operator").
 """
 
 RUN_EPILOG = """\
@@ -145,8 +146,9 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=300.0,
         metavar="S",
-        help="every S seconds, list pods, nodes, PodGroups and Workloads (metadata only) and drop cached objects "
-        "the API no longer has, in case a watch gap hid their deletion; 0 disables (default: 300)",
+        help="every S seconds, list Workloads and PodDisruptionBudgets (metadata only) and drop cached ones the "
+        "API no longer has, in case a watch gap hid their deletion (pods, nodes and PodGroups need not: their "
+        "informers relist); 0 disables (default: 300)",
     )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="default: info")
     simulate = sub.add_parser(
