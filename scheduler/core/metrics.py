@@ -64,6 +64,13 @@ BIND_DURATION = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 GROUP_DECISIONS = Counter("troupe_podgroup_decisions_total", "PodGroup cycle outcomes.", ["outcome"])
+GROUP_STATUS_WRITES = Counter(
+    "troupe_group_status_writes_total",
+    "PodGroup status patches sent to the API server (retries included; writes that would change nothing are "
+    "not sent), by the group's API group (source) and what they write: 'conditions' for a decision (and "
+    "preemption's DisruptionTarget), 'counts' for the member counts and phase some sources keep.",
+    ["source", "write"],
+)
 RESERVED_PODS = Gauge(
     "troupe_reserved_pods", "Pending pods nominated to reserved room (Reservation), waiting for running pods to finish."
 )

@@ -4,7 +4,8 @@ pod conditions and Events.
 Writes are queued and done by a few workers so they never block the
 scheduling loop; a newer write to the same object replaces a queued older
 one; writes that would change nothing are skipped (as upstream, which patches
-a pod condition only when it changes). Preemption victims are written here
+a pod condition only when it changes; a PodGroup's compared as its own kind
+keeps it, after the watch's round trip: `_shown`). Preemption victims are written here
 too: their DisruptionTarget condition, then their deletion.
 """
 
@@ -26,6 +27,7 @@ from ..api import sources
 from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, PodInfo
 from ..api.sources import MemberCounts
+from ..core import metrics
 from . import failpoints, outage
 from .apitime import now_rfc3339
 from .binder import REQUEST_TIMEOUT_SECONDS
@@ -54,8 +56,8 @@ URGENT = frozenset({"preempt", "nominate"})
 POD_CONDITION_TRIES = 3
 
 
-# The victim is not there any more: 404, or 409 when the uid precondition
-# names an older pod of that name.
+# The victim (or the nominated pod) is not there any more: 404, or 409 when
+# the uid precondition names an older pod of that name.
 _VICTIM_GONE = (404, 409)
 
 
@@ -75,6 +77,24 @@ def _same(condition: dict[str, Any], status: str, reason: str, message: str) -> 
     return (
         condition.get("status") == status and condition.get("reason") == reason and condition.get("message") == message
     )
+
+
+def _shown(group: PodGroup, condition: dict[str, Any]) -> list[dict[str, Any]]:
+    """`condition` as the group's object keeps it: in its source's vocabulary
+    and with only the fields its kind has (api/sources). Volcano's conditions
+    have no observedGeneration, and its CRD, having no status subresource,
+    bumps metadata.generation with every status write; scheduler-plugins'
+    PodGroup has no conditions at all. lastTransitionTime is not part of a
+    decision."""
+    exported = sources.export_status(group, [condition], MemberCounts(), "").get("conditions") or ()
+    return [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in exported]
+
+
+def _unchanged(group: PodGroup, current: dict[str, Any] | None, condition: dict[str, Any]) -> bool:
+    """Writing `condition` would change nothing the group's object shows:
+    compared as the source keeps both, after the watch's round trip (the
+    source's import of what troupe wrote, or troupe's own record of it)."""
+    return current is not None and _shown(group, current) == _shown(group, condition)
 
 
 class StatusWriter:
@@ -216,50 +236,39 @@ class StatusWriter:
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
         if not sources.has_object(group.api_version):
             return  # a group made of its pods' labels (Kueue): its pods say it
-        generation = group.metadata.generation
-        message = message[:MAX_MESSAGE]
         current = self._group_current(group, C.POD_GROUP_SCHEDULED)
-        if (
-            current is not None
-            and _same(current, status, reason, message)
-            and current.get("observedGeneration") == generation
-        ):
-            return
         transition = (
             current.get("lastTransitionTime") if current is not None and current.get("status") == status else None
         )
-        self._group_write(
-            group,
-            {
-                "type": C.POD_GROUP_SCHEDULED,
-                "status": status,
-                "reason": reason,
-                "message": message,
-                "observedGeneration": generation,
-                "lastTransitionTime": transition or now_rfc3339(),
-            },
-        )
+        condition = {
+            "type": C.POD_GROUP_SCHEDULED,
+            "status": status,
+            "reason": reason,
+            "message": message[:MAX_MESSAGE],
+            "observedGeneration": group.metadata.generation,
+            "lastTransitionTime": transition or now_rfc3339(),
+        }
+        if not _unchanged(group, current, condition):
+            self._group_write(group, condition)
 
     def group_disrupted(self, group: PodGroup, message: str) -> None:
         """DisruptionTarget=True (PreemptionByScheduler) in the PodGroup's
         status, next to its PodGroupScheduled condition, and a Preempted Event."""
         message = message[:MAX_MESSAGE]
         current = self._group_current(group, C.DISRUPTION_TARGET)
-        if current is None or not _same(current, "True", C.REASON_PREEMPTION_BY_SCHEDULER, message):
-            transition = (
-                current.get("lastTransitionTime") if current is not None and current.get("status") == "True" else None
-            )
-            self._group_write(
-                group,
-                {
-                    "type": C.DISRUPTION_TARGET,
-                    "status": "True",
-                    "reason": C.REASON_PREEMPTION_BY_SCHEDULER,
-                    "message": message,
-                    "observedGeneration": group.metadata.generation,
-                    "lastTransitionTime": transition or now_rfc3339(),
-                },
-            )
+        transition = (
+            current.get("lastTransitionTime") if current is not None and current.get("status") == "True" else None
+        )
+        condition = {
+            "type": C.DISRUPTION_TARGET,
+            "status": "True",
+            "reason": C.REASON_PREEMPTION_BY_SCHEDULER,
+            "message": message,
+            "observedGeneration": group.metadata.generation,
+            "lastTransitionTime": transition or now_rfc3339(),
+        }
+        if not _unchanged(group, current, condition):
+            self._group_write(group, condition)
         self.group_event(group, "Normal", C.EVENT_PREEMPTED, message, "Preempting")
 
     def _group_owned(self, group: PodGroup) -> dict[str, dict[str, Any]]:
@@ -321,17 +330,22 @@ class StatusWriter:
             if sources.counts_members(group.api_version):
                 cached, counts = self.members(key)
             status = sources.export_status(cached or group, conditions, counts, now)
-            self._note_source_fields(cached or group, status)
+            if "conditions" not in status and not self._fields_changed(cached or group, status):
+                return  # the kind keeps no conditions (scheduler-plugins'), and its fields are as they are
+            noted = self._note_source_fields(cached or group, status)
             body = encode({"status": status})
+            metrics.GROUP_STATUS_WRITES.labels(source=key.source, write="conditions").inc()
             try:
                 await self._rest.patch(path, body, MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS)
             except ApiException as exc:
                 if exc.status == 404:  # deleted meanwhile: nothing to report on
                     return
+                self._unnote_source_fields(key, noted)
                 if exc.status != 429:  # 429: the worker writes it again
                     self._forget_group_write(key, condition)
                 raise
             except BaseException:
+                self._unnote_source_fields(key, noted)
                 self._forget_group_write(key, condition)
                 raise
 
@@ -353,17 +367,18 @@ class StatusWriter:
             fields = sources.export_status(cached, None, counts, now_rfc3339())
             if not self._fields_changed(cached, fields):
                 return
-            self._note_source_fields(cached, fields)
+            noted = self._note_source_fields(cached, fields)
+            metrics.GROUP_STATUS_WRITES.labels(source=key.source, write="counts").inc()
             try:
                 await self._rest.patch(path, encode({"status": fields}), MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS)
             except ApiException as exc:
                 if exc.status == 404:
                     return
-                if exc.status != 429:
-                    self._source_fields.pop(key, None)
+                # Not written (429 included: written again, and then compared with what the API has).
+                self._unnote_source_fields(key, noted)
                 raise
             except BaseException:
-                self._source_fields.pop(key, None)
+                self._unnote_source_fields(key, noted)
                 raise
 
         self._enqueue(("podgroup-members", *key), write)
@@ -374,14 +389,22 @@ class StatusWriter:
         base = written[1] if written is not None and written[0] == group.metadata.uid else group.source_status
         return any(base.get(k) != v for k, v in fields.items() if k != "conditions")
 
-    def _note_source_fields(self, group: PodGroup, status: dict[str, Any]) -> None:
+    def _note_source_fields(self, group: PodGroup, status: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        """Remember the source fields (phase, counts) of a write being sent;
+        what is remembered, for `_unnote_source_fields` if it fails."""
         fields = {k: v for k, v in status.items() if k not in ("conditions", "resourceClaimStatuses")}
         if not fields:
-            return
-        self._source_fields[group.key] = (group.metadata.uid, fields)
+            return None
+        noted = self._source_fields[group.key] = (group.metadata.uid, fields)
         self._source_fields.move_to_end(group.key)
         while len(self._source_fields) > MAX_GROUP_RECORDS:
             self._source_fields.popitem(last=False)
+        return noted
+
+    def _unnote_source_fields(self, key: GroupKey, noted: tuple[str, dict[str, Any]] | None) -> None:
+        """The write did not land: compare with the cache again (unless a later write noted its own)."""
+        if noted is not None and self._source_fields.get(key) is noted:
+            del self._source_fields[key]
 
     def _forget_group_write(self, key: GroupKey, condition: dict[str, Any]) -> None:
         """A group write failed: the condition it set is not in the API, so the
@@ -467,16 +490,24 @@ class StatusWriter:
         return str(meta.get("resourceVersion") or "") or None
 
     def nominate(self, pod: PodInfo, node: str) -> None:
-        """status.nominatedNodeName: PostFilter made room for the pod on `node`."""
-        body = encode({"status": {"nominatedNodeName": node}})
+        """status.nominatedNodeName: PostFilter made room for the pod on `node`
+        ("": the nomination is dropped).
+
+        Only for this incarnation of the pod: the patch carries its uid, which
+        the API refuses (422 on metadata.uid) once the name belongs to another
+        pod. A replacement of the same name would otherwise be nominated, and
+        hold room, for a decision about a pod that is gone (and a scheduler
+        started later adopts what it finds)."""
+        body = encode({"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": node}})
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
 
         async def write() -> None:
             try:
                 await self._rest.patch(path, body, STRATEGIC_MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS)
             except ApiException as exc:
-                if exc.status != 404:
-                    raise
+                if exc.status in _VICTIM_GONE or _uid_refused(exc):
+                    return  # gone, or the name belongs to another pod now
+                raise
 
         self._enqueue(("nominate", pod.uid), write)
 

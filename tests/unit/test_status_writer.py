@@ -38,6 +38,10 @@ class FakeAPI:
         self.causes: list[dict[str, str]] = []  # details.causes of error answers
         self.bodies: dict[str, dict[str, Any]] = {}  # GET path -> the object answered
         self.delay = 0.0  # seconds each answer is held
+        self.hold: asyncio.Event | None = None  # answers wait for it while it is set here
+        self.arrived = asyncio.Event()  # set by every request
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most requests unanswered at once
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -54,8 +58,16 @@ class FakeAPI:
                 "body": json.loads(raw) if raw else None,
             }
         )
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        self.arrived.set()
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            if self.hold is not None:
+                await self.hold.wait()
+        finally:
+            self.in_flight -= 1
         if request.method == "GET" and request.path in self.bodies:
             return web.json_response(self.bodies[request.path])
         answers = self.script.get((request.method, request.path))
@@ -389,6 +401,44 @@ async def test_preemption_does_not_wait_for_binds(api, monkeypatch):
         await api_client.close()
 
 
+# ------------------------------------------------------------ nominations
+
+NOMINEE_PATH = "/api/v1/namespaces/team/pods/preemptor"
+
+
+def preemptor():
+    return make_pod("preemptor", namespace="team", uid="uid-preemptor", priority=100)
+
+
+@pytest.mark.parametrize("node", ["n1", ""])
+async def test_a_nomination_is_written_for_that_incarnation_of_the_pod_only(api, writer, node):
+    """nominatedNodeName (or its clearing) carries the pod's uid: the API
+    refuses it if the name belongs to another pod by then."""
+    writer.nominate(preemptor(), node)
+    await writer.flush()
+    [patch] = api.requests
+    assert (patch["method"], patch["path"], patch["content_type"]) == (
+        "PATCH",
+        NOMINEE_PATH + "/status",
+        STRATEGIC_MERGE_PATCH,
+    )
+    assert patch["body"] == {"metadata": {"uid": "uid-preemptor"}, "status": {"nominatedNodeName": node}}
+
+
+@pytest.mark.parametrize("status", [404, 409, 422])
+async def test_a_nomination_for_a_pod_gone_or_replaced_is_dropped_quietly(api, writer, caplog, status):
+    """404: gone; 422 on metadata.uid (what the real API answers: see
+    tests/integration/test_status_writes.py) or 409: another pod has the
+    name now. Sent once, nothing logged."""
+    api.script[("PATCH", NOMINEE_PATH + "/status")] = [status]
+    api.causes = [{"reason": "FieldValueInvalid", "message": "field is immutable", "field": "metadata.uid"}]
+    with caplog.at_level(logging.WARNING):
+        writer.nominate(preemptor(), "n1")
+        await writer.flush()
+    assert api.calls() == [("PATCH", NOMINEE_PATH + "/status")]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
 # ---------------------------------------------- conditions never made stale
 
 WAITING_PATH = "/api/v1/namespaces/team/pods/waiting"
@@ -437,14 +487,16 @@ async def test_a_pod_changed_but_still_waiting_gets_its_condition_under_the_new_
 async def test_a_group_scheduled_while_its_unschedulable_write_is_in_flight_ends_scheduled(api, writer):
     # Writes to one PodGroup never run at once: the later one is sent after
     # the earlier one's answer, so the last to land is the last decided.
-    api.delay = 0.2
+    api.hold = asyncio.Event()  # the API answers nothing until it is set
     pg = group()
     writer.group_condition(pg, "False", C.REASON_UNSCHEDULABLE, "0/2 nodes are available")
-    await asyncio.sleep(0.05)  # the first write is in flight
+    await asyncio.wait_for(api.arrived.wait(), timeout=5)  # the first write is in flight, unanswered
     writer.group_condition(pg, "True", C.REASON_SCHEDULED, "2 pod(s) placed")
+    api.hold.set()
     await writer.flush()
     sent = [r["body"]["status"]["conditions"][0]["status"] for r in api.requests if r["method"] == "PATCH"]
     assert sent == ["False", "True"]
+    assert api.max_in_flight == 1
 
 
 async def test_a_pod_that_changed_on_every_try_gets_the_same_condition_at_its_next_attempt(api, writer):

@@ -186,8 +186,16 @@ def parse_workload(body: Mapping[str, Any]) -> Workload:
 
 
 def export_conditions(api_version: str, conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """troupe's PodGroupScheduled under the served version's name."""
+    """troupe's PodGroupScheduled under the served version's name, and an
+    observedGeneration of 0 left out as the API server leaves it out
+    (metav1.Condition's omitempty; a native PodGroup has no
+    metadata.generation): what troupe writes is what it reads back."""
     theirs = scheduled_condition(api_version.partition("/")[2])
-    if theirs == C.POD_GROUP_SCHEDULED:
-        return conditions
-    return [{**c, "type": theirs} if c.get("type") == C.POD_GROUP_SCHEDULED else c for c in conditions]
+    out = []
+    for c in conditions:
+        if c.get("type") == C.POD_GROUP_SCHEDULED and theirs != C.POD_GROUP_SCHEDULED:
+            c = {**c, "type": theirs}
+        if "observedGeneration" in c and not c["observedGeneration"]:
+            c = {k: v for k, v in c.items() if k != "observedGeneration"}
+        out.append(c)
+    return out

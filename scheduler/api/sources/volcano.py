@@ -103,7 +103,7 @@ def parse_group(body: Mapping[str, Any]) -> PodGroup:
             "apiVersion": body.get("apiVersion"),
             "metadata": body.get("metadata") or {},
             "spec": out,
-            "status": {"conditions": _import_conditions(status)},
+            "status": {"conditions": _import_conditions(status, tuple(ignored))},
             "problem": "; ".join(problems) or None,
             "min_resources": resources,
             "min_per_task": per_task,
@@ -113,18 +113,28 @@ def parse_group(body: Mapping[str, Any]) -> PodGroup:
     )
 
 
-def _import_conditions(status: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Volcano's conditions as troupe's: Scheduled=True is PodGroupScheduled
-    True, Unschedulable=True is PodGroupScheduled False; others as they are."""
+def _import_conditions(status: Mapping[str, Any], ignored: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Volcano's conditions as troupe's, the inverse of `export_status`, so
+    that what troupe reads back is what it wrote (the StatusWriter compares
+    them to skip writes that would change nothing): Scheduled=True is
+    PodGroupScheduled True; Unschedulable=True is PodGroupScheduled False
+    with its reason (NotEnoughResources is troupe's Unschedulable) and the
+    message without the notes on `ignored` fields troupe appends; others as
+    they are."""
     out = []
     for c in status.get("conditions") or ():
         if not isinstance(c, Mapping):
             continue
         kept = {k: c[k] for k in ("status", "reason", "message", "lastTransitionTime") if k in c}
+        if c.get("type") in (SCHEDULED, UNSCHEDULABLE) and "message" in kept:
+            kept["message"] = _without_notes(str(kept["message"]), ignored)
         if c.get("type") == SCHEDULED and c.get("status") == "True":
             out.append({**kept, "type": C.POD_GROUP_SCHEDULED, "reason": C.REASON_SCHEDULED})
         elif c.get("type") == UNSCHEDULABLE and c.get("status") == "True":
-            out.append({**kept, "type": C.POD_GROUP_SCHEDULED, "status": "False", "reason": C.REASON_UNSCHEDULABLE})
+            reason = str(c.get("reason") or "")
+            if reason in ("", NOT_ENOUGH_RESOURCES):
+                reason = C.REASON_UNSCHEDULABLE
+            out.append({**kept, "type": C.POD_GROUP_SCHEDULED, "status": "False", "reason": reason})
         elif c.get("type") not in (SCHEDULED, UNSCHEDULABLE):
             out.append({**kept, "type": c.get("type")})
     return out
@@ -144,6 +154,13 @@ def phase(group: PodGroup, counts: MemberCounts, unschedulable: bool, tried: boo
 
 def _notes(group: PodGroup, message: str) -> str:
     return "; ".join((message, *group.ignored)) if group.ignored else message
+
+
+def _without_notes(message: str, ignored: tuple[str, ...]) -> str:
+    """`message` as troupe wrote it, before `_notes` (the same notes: the
+    spec, hence `ignored`, has not changed since)."""
+    suffix = "; " + "; ".join(ignored) if ignored else ""
+    return message[: -len(suffix)] if suffix and message.endswith(suffix) else message
 
 
 def export_status(
