@@ -131,7 +131,7 @@ class Scheduler(EventHandlers):
             if not status.ok:
                 self.reporter.held(key, status)
                 if self.synced.is_set():  # before, a gate may judge on a partial listing
-                    self.release_room(key.group_key, key.name)
+                    self.release_room(key.group_key, "" if key.is_group else key.name)
                 return status.message
         self.reporter.admitted(key)
         return None
