@@ -1,8 +1,9 @@
 """`make image` and `make image-check`: no control plane needed.
 
-`make image` builds with whichever of docker, podman and buildah can: here it
-either builds and tags the image, or refuses and says what is missing. Fake
-builders on PATH check both paths on any machine. `make image-check` installs
+`make image` builds with whichever of docker, podman and buildah can: where an
+engine answers (asked by the test itself) it must build and tag the image,
+where none does it must refuse with exit status 2 and say what is missing.
+Fake builders on PATH check both paths on any machine. `make image-check` installs
 the wheel into a fresh venv and runs `troupe --version` as uid 65532 (root
 only: it uses setpriv)."""
 
@@ -69,34 +70,92 @@ def only_tools(bin_dir: Path) -> str:
 # ------------------------------------------------------------------ make image, for real
 
 
-def test_make_image_builds_or_says_what_is_missing() -> None:
-    done = subprocess.run(
-        ["make", "--no-print-directory", "image"], cwd=ROOT, capture_output=True, text=True, timeout=1800
+def usable_builder(path: str) -> str | None:
+    """The first of BUILDERS on `path` whose engine answers `<tool> info`, asked
+    here rather than read from the script's output: what `make image` must use."""
+    for tool in BUILDERS:
+        found = shutil.which(tool, path=path)
+        if found is None:
+            continue
+        try:
+            if subprocess.run([found, "info"], capture_output=True, timeout=30).returncode == 0:
+                return tool
+        except subprocess.TimeoutExpired:
+            continue
+    return None
+
+
+def make_image(path: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": path}
+    for name in ("TROUPE_IMAGE", "TROUPE_IMAGE_BUILDERS"):
+        env.pop(name, None)
+    return subprocess.run(
+        ["make", "--no-print-directory", "image"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800
     )
+
+
+def test_make_image_does_what_this_machine_allows() -> None:
+    """Where an engine answers, `make image` builds and tags the image with it;
+    where none does (here: a docker client without a daemon), it refuses with
+    exit status 2 and says what each builder lacks. Which case applies is
+    decided by asking the builders, not by how `make image` ended."""
+    path = os.environ["PATH"]
+    tool = usable_builder(path)
+    done = make_image(path)
     out = done.stdout + done.stderr
-    if done.returncode == 0:
-        built = re.search(r"building (\S+) from Dockerfile with (\w+)", out)
-        assert built and built.group(1) == IMAGE, out
-        tool = built.group(2)
+    if tool is not None:
+        assert done.returncode == 0, out
+        assert f"make image: building {IMAGE} from Dockerfile with {tool} (" in done.stdout, out
         if tool == "buildah":
             listed = subprocess.run(["buildah", "images", "--quiet", IMAGE], capture_output=True, text=True)
             assert listed.returncode == 0 and listed.stdout.strip(), out
         else:
             inspect = subprocess.run([tool, "image", "inspect", IMAGE], capture_output=True, text=True)
             assert inspect.returncode == 0, inspect.stderr
-        assert f"built {IMAGE}" in out
+        assert f"make image: built {IMAGE} (" in done.stdout, out
         return
-    # Refused: the script's exit status 2 (make reports it), and each builder's lack named.
+    # No engine answers: the script's exit status 2 (make reports it), and each builder's lack named.
+    assert done.returncode == 2, out
     assert re.search(r"\[Makefile:\d+: image\] Error 2", done.stderr), out
-    assert f"cannot build {IMAGE}: no usable container builder" in out
-    for tool in BUILDERS:
-        if shutil.which(tool) is None:
-            assert f"  {tool}: not installed" in out, out
+    assert "building" not in done.stdout, out  # no builder was asked to build
+    assert f"make image: cannot build {IMAGE}: no usable container builder." in done.stderr, out
+    lacks = [line for line in done.stderr.splitlines() if line.startswith("  ")]
+    expected = []
+    for name in BUILDERS:
+        found = shutil.which(name, path=path)
+        if found is None:
+            expected.append(f"  {name}: not installed")
+        elif name == "docker":
+            expected.append(f"  docker: installed ({found}), but no engine answers (docker info: ")
         else:
-            assert re.search(rf"  {tool}: installed \(.*\), but (no engine answers|cannot run)", out), out
-    if shutil.which("docker"):
-        assert "no engine answers (docker info: " in out
+            expected.append(f"  {name}: installed ({found}), but cannot run ({name} info: ")
+    assert len(lacks) == len(expected) and all(line.startswith(want) for line, want in zip(lacks, expected)), lacks
     assert "Start the Docker daemon" in out and "install podman or buildah" in out
+
+
+def test_make_image_builds_with_an_engine_that_answers(tmp_path: Path) -> None:
+    """A docker whose engine answers, first on PATH (a fake that logs its
+    calls): `make image` asks it `info`, builds the repository's Dockerfile
+    with the tag manifests/04-deployment.yaml names, and checks that the tag
+    names an image."""
+    bin_dir = tmp_path / "bin"
+    fake_builder(
+        bin_dir,
+        "docker",
+        'case "$1" in info) exit 0;; build) echo "STEP 1/2: FROM python";; image) echo "sha256:0123abcd";; esac',
+    )
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    assert usable_builder(path) == "docker"
+    (bin_dir / "docker.log").unlink()  # the probe's own `info`
+    done = make_image(path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (bin_dir / "docker.log").read_text().splitlines() == [
+        f"{ROOT} info",
+        f"{ROOT} build --tag {IMAGE} --file Dockerfile .",
+        f"{ROOT} image inspect --format {{{{.Id}}}} {IMAGE}",
+    ]
+    assert f"make image: building {IMAGE} from Dockerfile with docker ({bin_dir}/docker)" in done.stdout
+    assert f"make image: built {IMAGE} (sha256:0123abcd) in " in done.stdout
 
 
 # ------------------------------------------------------------------ hack/image.sh, with fake builders

@@ -12,6 +12,11 @@ gang never binds; bench/starvation.py measures that side by side.
 `starvationSeconds` is 5 here. A gang attempt that fails backs off (up to
 `podMaxBackoffSeconds`, 10 s by default), so the bound the tests hold the
 gang to is starvationSeconds + the small pods' runtime + one backoff.
+
+The other tests hold the cluster still instead of streaming: nodes filled by
+pods bound up front (nobody's to preempt), which end only when the test ends
+them as a kubelet would (force-deleted), so that where a reservation goes,
+who takes its room and when it is let go are each one observable step.
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from objects import GROUP_LABEL, create, events_for, podgroup
+from objects import GROUP_LABEL, bound, create, events_for, force_delete, pod, podgroup, wait_pod_unschedulable
 from troupe_process import TroupeProcess, supervised
-from wait import wait_for
+from wait import holds, wait_for
 
 from bench.e2e_kube import Credentials, Kube
 from bench.kubelet import FakeKubelet, PodStream, pod_body
@@ -38,7 +43,10 @@ STARVATION = 5.0
 RUNTIME = 3.0
 BACKOFF = 10.0  # podMaxBackoffSeconds, the default
 NODE_CPU = 4000
-HIGH = "troupe-test-reservation-high"
+# Higher than the gangs and the running pods, but never preempting: such a
+# gang can only start in room that frees, so binding first proves it took the
+# reserved room rather than making room of its own.
+HIGH = "troupe-test-reservation-high-never-preempts"
 
 CONFIG = f"""
 profiles:
@@ -47,6 +55,9 @@ profiles:
   - name: Reservation
     args: {{starvationSeconds: {STARVATION:g}}}
 """
+# The release tests measure how soon a let-go reservation's room is used:
+# the waiting pod's own backoff (up to 10 s by default) must not be what is measured.
+RELEASE_CONFIG = CONFIG + "queue: {podMaxBackoffSeconds: 1}\n"
 LEADER_CONFIG = (
     CONFIG
     + """
@@ -175,17 +186,102 @@ def test_a_gang_of_the_whole_cluster_starts_behind_a_stream_of_small_pods(instal
     assert_never_overcommitted(cluster)
 
 
-def test_a_higher_priority_gang_takes_the_reserved_room_first(installed, busy, namespace):
-    c, ns, cluster = installed, namespace, busy
-    body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": HIGH}, "value": 1000}
+def running(ns: str, name: str, node_name: str, cpu: str, deadline: int | None = None) -> dict[str, Any]:
+    """A pod bound to `node_name` up front (placed by someone else), running
+    until the test deletes it; `deadline`: its activeDeadlineSeconds, which
+    tells the Reservation plugin when it ends at the latest."""
+    body = pod(ns, name, cpu=cpu, node_name=node_name)
+    if deadline is not None:
+        body["spec"]["activeDeadlineSeconds"] = deadline
+    return body
+
+
+def gang_pods(ns: str, name: str, size: int, cpu: str, priority_class: str | None = None) -> list[dict[str, Any]]:
+    pods = [pod(ns, f"{name}-{i}", group=name, cpu=cpu) for i in range(size)]
+    if priority_class:
+        for body in pods:
+            body["spec"]["priorityClassName"] = priority_class
+    return pods
+
+
+def nominations(c, ns: str, group: str) -> dict[str, str]:
+    """The group's pods by name: their status.nominatedNodeName ("" if none)."""
+    items = c.get_json("pods", "-n", ns, "-l", f"{GROUP_LABEL}={group}")["items"]
+    return {p["metadata"]["name"]: p.get("status", {}).get("nominatedNodeName") or "" for p in items}
+
+
+def reserved_events(c, ns: str, name: str) -> list[dict[str, Any]]:
+    return [e for e in events_for(c, ns, name) if e.get("reason") == "Reserved"]
+
+
+def assert_nothing_evicted(c, ns: str, troupe: TroupeProcess, running_names: set[str]) -> None:
+    """No victim chosen, none marked, none deleted (the running pods the test did not end are all there)."""
+    assert troupe.metric("scheduler_preemption_victims_count") == 0
+    pods = c.get_json("pods", "-n", ns)["items"]
+    assert running_names <= {p["metadata"]["name"] for p in pods}
+    marked = [
+        p["metadata"]["name"]
+        for p in pods
+        if any(x["type"] == "DisruptionTarget" for x in p.get("status", {}).get("conditions", []))
+    ]
+    assert marked == [], marked
+    preempted = [e for e in c.get_json("events.v1.events.k8s.io", "-n", ns)["items"] if e.get("reason") == "Preempted"]
+    assert preempted == [], preempted
+
+
+def test_a_higher_priority_gang_takes_the_reserved_room_first(installed, troupe, nodes, namespace):
+    """Four full 4-CPU nodes; the pods on n3 and n4 end first (by their
+    activeDeadlineSeconds). The low gang (two 4-CPU pods) starves and reserves
+    n3 and n4. A gang of higher priority that never preempts (two 2-CPU pods)
+    arrives; n3's pod ends; the high gang binds there, in the low gang's
+    reserved room. When n4's pod ends too, the low gang's reservation is
+    chosen again away from n3 (n4, now empty, and another node). Nothing is
+    evicted."""
+    c, ns = installed, namespace
+    body = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": HIGH},
+        "value": 1000,
+        "preemptionPolicy": "Never",
+    }
     c.kubectl("apply", "-f", "-", input=json.dumps(body))
-    big_gang(c, ns, "low")
-    wait_for(lambda: reserved_event(c, ns, "low"), timeout=STARVATION + BACKOFF + 10, message="low Reserved")
-    big_gang(c, ns, "high", priority_class=HIGH)
-    high = wait_for(lambda: gang_bound(cluster, "high"), timeout=30, message="high bound whole")
-    low = wait_for(lambda: gang_bound(cluster, "low"), timeout=60, message="low bound whole, after high")
-    assert high < low, (high, low)
-    assert_never_overcommitted(cluster)
+    for n in ("n1", "n2", "n3", "n4"):
+        nodes(n, cpu="4")
+    deadlines = {"n1": 3600, "n2": 3600, "n3": 600, "n4": 600}
+    create(c, *[running(ns, f"run-{n}", n, "4", deadline) for n, deadline in deadlines.items()])
+    create(c, podgroup(ns, "low", 2), *gang_pods(ns, "low", 2, "4"))
+    event = wait_for(lambda: reserved_event(c, ns, "low"), timeout=STARVATION + BACKOFF + 10, message="low Reserved")
+    assert event["note"].startswith("reserved node(s) n") and "for 2 pod(s)" in event["note"], event
+    first = wait_for(
+        lambda: sorted((n := nominations(c, ns, "low")).values()) == ["n3", "n4"] and n,
+        timeout=10,
+        message="low nominated to n3 and n4",
+    )
+
+    create(c, podgroup(ns, "high", 2), *gang_pods(ns, "high", 2, "2", priority_class=HIGH))
+    wait_pod_unschedulable(c, ns, "high-0")  # no room yet, and it makes none
+    force_delete(c, ns, "run-n3")  # n3's pod ends (its kubelet)
+
+    # Where the high gang bound: n3, the room reserved for low.
+    placed = wait_for(
+        lambda: len(b := bound(c, ns, "high-")) == 2 and b, timeout=BACKOFF + 10, message="high bound whole"
+    )
+    assert set(placed.values()) == {"n3"}, placed
+    # n4's pod ends: the low gang, woken, finds n3 taken and its reservation
+    # moves off it, with an Event saying where to.
+    force_delete(c, ns, "run-n4")
+    moved = wait_for(
+        lambda: (n := nominations(c, ns, "low")) != first and all(n.values()) and n,
+        timeout=BACKOFF + 10,
+        message="low's reservation chosen again",
+    )
+    assert "n3" not in moved.values() and "n4" in moved.values() and len(set(moved.values())) == 2, moved
+    again = wait_for(lambda: len(e := reserved_events(c, ns, "low")) >= 2 and e, timeout=10, message="a new Reserved")
+    note = again[-1]["note"]
+    assert note.startswith("reserved node(s) ") and all(n in note for n in moved.values()) and "n3" not in note, again
+    assert bound(c, ns, "low-") == {}
+    assert_nothing_evicted(c, ns, troupe, {"run-n1", "run-n2"})
 
 
 def test_a_reservation_survives_a_leader_failover_without_double_booking(installed, nodes, namespace, tmp_path):
@@ -222,3 +318,51 @@ def failover(c, ns: str, cluster: Cluster, a: TroupeProcess, b: TroupeProcess) -
     assert bound - resumed <= RUNTIME + BACKOFF + 2
     assert (b.metric("troupe_pod_bindings_total", result="bound") or 0) >= 2
     assert_never_overcommitted(cluster)
+
+
+# ---------------------------------------------------------- room let go at once
+
+
+@pytest.fixture
+def releasing_troupe(installed, tmp_path) -> Iterator[TroupeProcess]:
+    yield from supervised(TroupeProcess(installed.scheduler_kubeconfig, tmp_path, config=RELEASE_CONFIG))
+
+
+@pytest.mark.parametrize("deleted", ["podgroup", "member"])
+def test_a_deleted_group_frees_its_reservation_at_once(installed, releasing_troupe, nodes, namespace, deleted):
+    """Two 4-CPU nodes, each running a 3-CPU pod that never ends; the gang
+    (two 4-CPU pods) starves and reserves both, so a 1-CPU pod waits although
+    each node has a CPU free. Then the gang goes: its PodGroup deleted (its
+    pods still there), or one of its two pods deleted (the other waits at the
+    gang's gate). Its room is let go at once: the small pod binds within
+    seconds, the gang's remaining pods lose their nominatedNodeName, and the
+    scheduler reports no room reserved."""
+    c, ns = installed, namespace
+    nodes("n1", cpu="4")
+    nodes("n2", cpu="4")
+    create(c, running(ns, "run-n1", "n1", "3"), running(ns, "run-n2", "n2", "3"))
+    create(c, podgroup(ns, "big", 2), *gang_pods(ns, "big", 2, "4"))
+    wait_for(lambda: reserved_event(c, ns, "big"), timeout=STARVATION + BACKOFF + 10, message="big Reserved")
+    wait_for(lambda: sorted(nominations(c, ns, "big").values()) == ["n1", "n2"], timeout=10, message="big nominated")
+    create(c, pod(ns, "small", cpu="1"))
+    wait_pod_unschedulable(c, ns, "small")  # the reservation holds the free CPU of both nodes
+    holds(lambda: "small" not in bound(c, ns), 2, message="small waits while big's reservation stands")
+
+    if deleted == "podgroup":
+        c.kubectl("delete", "podgroup", "-n", ns, "big")
+        left = ["big-0", "big-1"]
+    else:
+        force_delete(c, ns, "big-1")
+        left = ["big-0"]
+    gone = time.monotonic()
+    where = wait_for(lambda: bound(c, ns, "small"), timeout=5, message="small bound on the room big held")
+    print(f"small bound {time.monotonic() - gone:.1f}s after big's {deleted} was deleted")
+    assert where["small"] in ("n1", "n2"), where
+    wait_for(
+        lambda: nominations(c, ns, "big") == dict.fromkeys(left, ""),
+        timeout=5,
+        message=f"{left}: nominatedNodeName cleared",
+    )
+    assert bound(c, ns, "big-") == {}
+    assert releasing_troupe.metric("troupe_reserved_pods") == 0
+    assert releasing_troupe.metric("troupe_reserved_room", resource="cpu") == 0

@@ -69,5 +69,11 @@ def test_every_compat_field_says_what_troupe_does_with_it(compat_name: str, _: s
 
 
 def test_default_install_does_not_apply_compat() -> None:
-    """`kubectl apply -f crds/` is not recursive: crds/compat/ is applied only by hand."""
-    assert all(p.parent.name == "compat" for p in (ROOT / "crds").rglob("podgroups.scheduling.[xv]*.yaml"))
+    """`kubectl apply -f crds/` is not recursive: crds/compat/ is applied only by hand.
+    What it applies (crds/*.yaml) defines troupe's own kinds, none of the compat ones."""
+    crds = ROOT / "crds"
+    assert sorted(p.relative_to(crds).as_posix() for p in crds.rglob("podgroups.scheduling.[xv]*.yaml")) == sorted(
+        f"compat/{compat}" for compat, _ in PAIRS
+    )
+    applied = {load(p)["spec"]["group"] for p in crds.glob("*.yaml")}
+    assert applied == {"scheduling.troupe.dev"}, applied

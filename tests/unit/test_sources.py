@@ -14,6 +14,7 @@ from scheduler.api import constants as C
 from scheduler.api.parse import parse_pod
 from scheduler.api.records import GroupKey
 from scheduler.api.sources import export_conditions, parse_group, parse_workload, pod_group
+from scheduler.cluster.cache import ClusterCache
 
 from .test_simulate import node, priority_class, run, run_json
 
@@ -75,8 +76,26 @@ def test_a_native_member_is_labelled_for_default_spreading_without_touching_its_
 
 
 def test_same_name_in_two_sources_are_two_groups():
-    assert GroupKey("ns", "g") != GroupKey("ns", "g", "scheduling.k8s.io")
-    assert str(GroupKey("ns", "g")) == "PodGroup ns/g"
+    """A troupe PodGroup and a native one, both ns/g, each with its own pod:
+    the cache keeps two groups, each with only its own member."""
+    labelled = worker("t", "g")
+    del labelled["spec"]["schedulingGroup"]
+    labelled["metadata"] |= {"uid": "t", "labels": {C.POD_GROUP_LABEL: "g"}}
+    troupe_pod = parse_pod(labelled)
+    native_pod = parse_pod({**worker("n", "g"), "metadata": {"name": "n", "namespace": "ns", "uid": "n"}})
+    cache = ClusterCache()
+    for p in (troupe_pod, native_pod):
+        cache.upsert_pod(p)
+    troupe_group = {**native("v1alpha2"), "apiVersion": C.API_VERSION}
+    for body in (troupe_group, native("v1beta1")):
+        group = parse_group(body)
+        cache.upsert_group(group.key, group)
+    troupe_key, native_key = GroupKey("ns", "g"), GroupKey("ns", "g", "scheduling.k8s.io")
+    assert (troupe_pod.group, native_pod.group) == (troupe_key, native_key)
+    assert set(cache.groups) == {troupe_key, native_key}
+    assert [p.name for p in cache.members(troupe_key)] == ["t"]
+    assert [p.name for p in cache.members(native_key)] == ["n"]
+    assert str(troupe_key) == "PodGroup ns/g" and str(native_key) == "PodGroup ns/g (scheduling.k8s.io)"
 
 
 # --------------------------------------------------------------- versions

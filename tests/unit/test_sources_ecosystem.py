@@ -25,6 +25,7 @@ from scheduler.api.sources import (
 )
 from scheduler.core.schedule_podgroup import order_pods
 
+from .test_runtime_scheduler import drain, sched  # noqa: F401  (fixture)
 from .test_simulate import node, run, run_json
 
 SP = "scheduling.x-k8s.io/v1alpha1"
@@ -313,10 +314,24 @@ def test_kueue_pods_wait_for_their_whole_group(capsys, tmp_path):
     assert None not in set(_placed(run_json(capsys, tmp_path, docs)).values())
 
 
-def test_kueue_pods_without_a_count_say_why():
-    body = kueue_pod("q0", "q", None)
-    body["metadata"]["uid"] = "1"
-    assert parse_pod(body).group_size == 0
+def test_kueue_pods_without_a_count_say_why(sched):  # noqa: F811
+    """No count, or one that is not a number: the group's size is unknown, so
+    nothing binds and each pod's condition (a Kueue group has no object) names
+    the annotation."""
+    s, rec = sched
+    s.on_node(node("n1", cpu="4"))
+    for i, total in enumerate((None, "three")):
+        body = kueue_pod(f"q{i}", "q", total)
+        body["metadata"]["uid"] = str(i)
+        assert parse_pod(body).group_size == 0
+        s.on_pod(body)
+    drain(s)
+    assert set(rec.pods) == {"q0", "q1"}, rec.pods
+    for message in rec.pods.values():
+        assert message.startswith("PodGroup ns/q (kueue.x-k8s.io): "), message
+        assert "kueue.x-k8s.io/pod-group-total-count" in message, message
+        assert "missing or not a positive count" in message, message
+    assert rec.binds == []
 
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "simulate-operators.yaml"
