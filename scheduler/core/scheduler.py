@@ -30,7 +30,7 @@ from ..cluster.snapshot import Snapshot
 from ..framework.framework import Framework
 from ..framework.interface import Handle
 from ..framework.registry import Registry
-from ..queue.scheduling_queue import PoppedUnit, SchedulingQueue, UnitKey
+from ..queue.scheduling_queue import PoppedUnit, SchedulingQueue, UnitKey, unit_of
 from . import metrics
 from .eventhandlers import EventHandlers
 from .outputs import Binder, ClaimLifecycle, NullBinder, NullWriter, StatusWriter
@@ -213,6 +213,16 @@ class Scheduler(EventHandlers):
         self._hold_nominated(snapshot, ordered)
         return fwk, schedule_group(fwk, snapshot, group_key, group, ordered, len(placed_nodes), placed_nodes)
 
+    def _wake_displaced(self, assignments: list[Assignment]) -> None:
+        """Pods placed (by higher priority, or beside) on nodes nominated to
+        other units: those units are tried again now, so that a reservation
+        whose room was taken moves at once rather than at the next cluster
+        event (no event comes for room taken by a bind)."""
+        nodes = {a.node for a in assignments}
+        for node, pod in list(self.nominated.values()):
+            if node in nodes:
+                self.queue.activate(unit_of(pod))
+
     def _hold_nominated(self, snapshot: Snapshot, pods: list[PodInfo]) -> None:
         """Count the room of other units' nominated pods (waiting for their
         victims) as used, unless this unit's priority is higher."""
@@ -268,6 +278,8 @@ class Scheduler(EventHandlers):
         for a in assignments:
             self.cache.assume(a.pod.uid, a.node)
             self.drop_nomination(a.pod.uid)
+        if self.nominated and assignments:
+            self._wake_displaced(assignments)
         if fwk is not None and fwk.reserve:
             for a in assignments:
                 if fwk.reserves(a.state):

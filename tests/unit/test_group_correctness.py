@@ -393,3 +393,28 @@ def test_priority_cases_for_every_source(clock: Any, source: str, case: str) -> 
     assert all(sched.cache.pods[f"uid-g-{i}"].group is not None for i in range(2))
     assert {sched.cache.pods[f"uid-g-{i}"].priority for i in range(2)} == {expected}
     assert list(rec.preempted) == (["running"] if expected > 600 else [])
+
+
+def test_a_reservation_whose_room_a_higher_unit_took_moves_at_once(clock: Any) -> None:
+    # a, b, c each run a pod with no end; the low gang reserves a and b. A
+    # higher pod then takes a's free room: no cluster event follows, and the
+    # low gang must not stay nominated to room it can no longer have.
+    sched, rec = make(clock)
+    for n in "abc":
+        sched.on_node(node(n, cpu="4"))
+    sched.on_pod(running("a0", "a"))
+    sched.on_pod(running("b0", "b"))
+    sched.on_pod(running("c0", "c", cpu="2"))
+    sched.on_podgroup(gang("big", 2))
+    for i in range(2):
+        sched.on_pod(pod(f"big-{i}", cpu="4", group="big"))
+    drain(sched)
+    starve(sched, clock)
+    assert set(held_nodes(sched).values()) == {"a", "b"}
+    sched.on_pod(pod("vip", cpu="3", priority=1000))
+    drain(sched)
+    (taken,) = [n for name, n in rec.binds if name == "vip"]
+    clock.now += 1  # the gang's backoff after its last attempt
+    drain(sched)
+    now_held = set(held_nodes(sched).values())
+    assert taken not in now_held and len(now_held) == 2, (taken, now_held)
