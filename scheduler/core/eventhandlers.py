@@ -20,7 +20,6 @@ from ..api.parse import parse_node, parse_pdb, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error
 from ..api.records import GroupKey, ObjectError, PodInfo
 from ..api.sources import GroupSource, implied_group, is_implied, parse_group, parse_workload
-from ..api.sources.kueue import declared_size
 from ..cluster.cache import ClusterCache, InvalidObject
 from ..framework import events as E
 from ..framework.framework import Framework
@@ -202,13 +201,10 @@ class EventHandlers:
             members.append(pod)
         if not members:
             return  # its last pod is gone: on_pod_deleted drops the group
-        size, problem = declared_size(members)
         created = current.metadata.creation_timestamp if isinstance(current, PodGroup) else pod.creation_timestamp
-        made = implied_group(key, size, created)
+        made = implied_group(key, members, created)
         if made is None:
             return
-        if problem is not None:
-            made = made.model_copy(update={"problem": problem})
         if isinstance(current, PodGroup) and (current.min_count, current.problem) == (made.min_count, made.problem):
             return
         self.cache.upsert_group(key, made)

@@ -237,12 +237,21 @@ def test_volcano_conditions_are_read_back_as_troupes():
 # --------------------------------------------------------------------- Kueue
 
 
+def _kueue_members(*totals: str | None) -> list[Any]:
+    members = []
+    for i, total in enumerate(totals):
+        body = kueue_pod(f"q{i}", "q", total)
+        body["metadata"]["uid"] = str(i)
+        members.append(parse_pod(body))
+    return members
+
+
 def test_kueue_group_is_made_of_what_its_pods_declare():
-    made = implied_group(GroupKey("ns", "q", "kueue.x-k8s.io"), 3, NOW)
+    made = implied_group(GroupKey("ns", "q", "kueue.x-k8s.io"), _kueue_members("3", "3"), NOW)
     assert made is not None and made.min_count == 3 and made.problem is None
-    bad = implied_group(GroupKey("ns", "q", "kueue.x-k8s.io"), 0, NOW)
+    bad = implied_group(GroupKey("ns", "q", "kueue.x-k8s.io"), _kueue_members("3", None), NOW)
     assert bad is not None and "pod-group-total-count" in (bad.problem or "")
-    assert implied_group(GroupKey("ns", "q", "scheduling.volcano.sh"), 3, NOW) is None
+    assert implied_group(GroupKey("ns", "q", "scheduling.volcano.sh"), _kueue_members("3"), NOW) is None
 
 
 # ----------------------------------------------- the core, through simulate

@@ -12,6 +12,7 @@ own parsers, as the watch does."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -249,9 +250,12 @@ async def test_a_kueue_groups_pods_get_their_condition_once(api, world):
     """A Kueue group has no object: nothing is written for the group, and each
     pod's condition once per changed message."""
     _, writer = world
-    group = sources.implied_group(GroupKey("ns", "q", "kueue.x-k8s.io"), 2, "2026-01-01T00:00:00Z")
-    assert group is not None
-    pods = [make_pod(f"q-{i}", namespace="ns", uid=f"uid-q-{i}", resource_version="5") for i in range(2)]
+    pods = [
+        replace(make_pod(f"q-{i}", namespace="ns", uid=f"uid-q-{i}", resource_version="5"), group_size=2)
+        for i in range(2)
+    ]
+    group = sources.implied_group(GroupKey("ns", "q", "kueue.x-k8s.io"), pods, "2026-01-01T00:00:00Z")
+    assert group is not None and group.min_count == 2
     for message in (WAITING, WAITING, WAITING, "0/3 nodes are available: 3 Insufficient cpu."):
         writer.group_condition(group, "False", C.REASON_UNSCHEDULABLE, message)
         for p in pods:

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple, Protocol
 
 from ..config import GROUP_SOURCE_NAMES
 from ..podgroup import PodGroup, Workload
-from ..records import GroupKey
+from ..records import GroupKey, PodInfo
 from . import coscheduling, jobs, kueue, native, troupe, volcano
 from .foreign import MemberCounts
 
@@ -114,11 +114,11 @@ def is_implied(key: GroupKey) -> bool:
     return key.source == kueue.GROUP
 
 
-def implied_group(key: GroupKey, size: int, creation_timestamp: str) -> PodGroup | None:
-    """The PodGroup a source with no group object makes of its pods (Kueue),
-    or None where the source has objects of its own."""
+def implied_group(key: GroupKey, members: Sequence[PodInfo], creation_timestamp: str) -> PodGroup | None:
+    """The PodGroup a source with no group object makes of its pods (Kueue:
+    the size they all declare), or None where the source has objects of its own."""
     if is_implied(key):
-        return kueue.implied_group(key, size, creation_timestamp)
+        return kueue.implied_group(key, members, creation_timestamp)
     return None
 
 

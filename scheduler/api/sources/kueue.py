@@ -77,13 +77,10 @@ def declared_size(pods: Sequence[PodInfo]) -> tuple[int, str | None]:
     return first.group_size, None
 
 
-def implied_group(key: GroupKey, size: int, creation_timestamp: str) -> PodGroup:
-    """The gang the pods of `key` declare (`size` 0: the annotation is
-    missing or not a count, said as the group's problem; `declared_size`
-    says why more precisely)."""
-    problem = None
-    if size <= 0:
-        problem = f"annotation {TOTAL_COUNT}: missing or not a positive count on the group's pods"
+def implied_group(key: GroupKey, members: Sequence[PodInfo], creation_timestamp: str) -> PodGroup:
+    """The gang the pods of `key` declare together (`declared_size`); where
+    they declare no one size, that is the group's problem."""
+    size, problem = declared_size(members)
     return PodGroup.model_validate(
         {
             "apiVersion": API_VERSION,
