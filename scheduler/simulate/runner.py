@@ -171,7 +171,7 @@ class GroupResult:
     victims: tuple[str, ...] = ()  # pods (ns/name) this group's preemption evicted
     preempted_by: str | None = None  # taken whole by this preemptor (DisruptionTarget)
     placement: str | None = None  # the domain its last placing cycle chose (`key=value`), if any
-    api_group: str = C.GROUP  # of its kind: troupe's, or scheduling.k8s.io for a native PodGroup
+    api_group: str = C.GROUP  # of its kind (GroupKey.source): troupe's, scheduling.k8s.io, scheduling.x-k8s.io, ...
     workload: str | None = None  # "<workload>/<template>" a native PodGroup names (display only)
 
     @property

@@ -6,7 +6,7 @@ KubeRay write when told to use scheduler-plugins.
 | field | troupe |
 | --- | --- |
 | `minMember` | a gang's `minCount` (0 or unset: basic) |
-| `minResources` | the group is not tried while the cluster's free room (summed over nodes, as coscheduling's PreFilter) cannot hold it, plus `minMember` pods |
+| `minResources` | the group is not placed while the cluster's free room (summed over nodes, as coscheduling's PreFilter) cannot hold it, plus `minMember` pods; preemption and reservations act for it only where it would then bind |
 | `scheduleTimeoutSeconds` | how long coscheduling lets pods placed one by one hold their nodes at Permit while their siblings are placed; troupe places a gang in one cycle and binds it whole or not at all, so no pod ever holds room while its gang waits: the timeout is always met, and nothing is released or backed off for it |
 
 Status, as scheduler-plugins' PodGroup controller computes it

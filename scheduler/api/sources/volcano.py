@@ -6,7 +6,7 @@ LeaderWorkerSet, the Spark operator and Kubeflow write for Volcano.
 | --- | --- |
 | `minMember` | a gang's `minCount` (0 or unset: basic) |
 | `minTaskMember` | at least that many pods of each task bound with the gang; a pod's task is its `volcano.sh/task-spec` annotation or label (as Volcano's scheduler reads it) |
-| `minResources` | the group is not tried while the cluster's free room cannot hold it |
+| `minResources` | the group is not placed while the cluster's free room cannot hold it; preemption and reservations act for it only where it would then bind |
 | `priorityClassName` | the group's priority |
 | `queue` (other than `default`), `networkTopology`, `subGroupPolicy` | not honoured: named in every status message of the group |
 
