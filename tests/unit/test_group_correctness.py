@@ -15,7 +15,7 @@ import pytest
 from scheduler.api.jobs import JOB_POLICY_ANNOTATION, parse_job
 
 from .test_preemption import NS, gang, pod
-from .test_reservation import STARVE, busy_cluster, delete, held_nodes, make, running, small, starve
+from .test_reservation import busy_cluster, delete, held_nodes, make, running, small, starve, three_starving_gangs
 from .test_runtime_scheduler import drain, node
 from .test_simulate import run_json
 
@@ -243,18 +243,7 @@ def test_deleting_one_member_of_a_starving_gang_frees_its_room_at_once(clock: An
 
 
 def test_a_dead_reservation_does_not_count_toward_the_reserved_share(clock: Any) -> None:
-    sched, rec = make(clock, maxReservedShare=0.5)
-    for n in "abcd":
-        sched.on_node(node(n, cpu="4"))
-        sched.on_pod(running(f"{n}0", n))
-    for g in ("g1", "g2", "g3"):
-        sched.on_podgroup(gang(g, 1))
-        sched.on_pod(pod(f"{g}-0", cpu="4", group=g))
-    drain(sched)
-    clock.now += STARVE + 1
-    for u in list(sched.queue.units()):
-        sched.queue.activate(u.key)
-    drain(sched)
+    sched, _ = three_starving_gangs(clock)
     holders = {name.split("-")[0] for name in held_nodes(sched)}
     assert len(holders) == 2
     (left_out,) = {"g1", "g2", "g3"} - holders

@@ -328,7 +328,9 @@ def test_room_that_can_never_hold_the_gang_is_not_reserved(s: Any, clock: Any) -
     )
 
 
-def test_later_reservations_stop_at_the_reserved_share(clock: Any) -> None:
+def three_starving_gangs(clock: Any) -> tuple[Scheduler, Recorder]:
+    """Four 4-CPU nodes, each running a 1-CPU pod; gangs g1, g2, g3 of one
+    4-CPU pod each, starved, with maxReservedShare 0.5."""
     sched, rec = make(clock, maxReservedShare=0.5)
     for n in "abcd":
         sched.on_node(node(n, cpu="4"))
@@ -341,6 +343,11 @@ def test_later_reservations_stop_at_the_reserved_share(clock: Any) -> None:
     for u in list(sched.queue.units()):
         sched.queue.activate(u.key)
     drain(sched)
+    return sched, rec
+
+
+def test_later_reservations_stop_at_the_reserved_share(clock: Any) -> None:
+    sched, rec = three_starving_gangs(clock)
     # 16 CPU: the first two reservations hold 8 (50 %); the third would pass it.
     assert len(held_nodes(sched)) == 2
     waiting = [rec.pods[f"{g}-0"] for g in ("g1", "g2", "g3")]
