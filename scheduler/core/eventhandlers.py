@@ -509,6 +509,24 @@ class EventHandlers:
             if isinstance(group, PodGroup):
                 self._make_group_claims(group)
 
+    def sweep_nominations(self) -> None:
+        """On taking the lead: the room held is what the API shows, less what
+        this replica let go while it could not write (a standby, or a leader
+        that lost its lease, cannot clear a nomination: a group deleted or a
+        unit gated meanwhile). Nominations this replica adopted are brought to
+        the API's last word (a leader may have moved or cleared them since),
+        and those it let go are cleared in the API, so that no later leader
+        adopts them."""
+        for uid, (node, _) in list(self.nominated.items()):
+            pod = self.cache.pods.get(uid)
+            if pod is None or not self.is_pending(pod) or not pod.nominated_node_name:
+                self.drop_nomination(uid)
+            elif pod.nominated_node_name != node:
+                self.nominated[uid] = (pod.nominated_node_name, pod)
+        for pod in list(self.cache.pods.values()):
+            if pod.nominated_node_name and pod.uid not in self.nominated and self.is_pending(pod):
+                self.writer.nominate(pod, "")
+
     def sweep_group_status(self) -> None:
         """After the initial listing: a PodGroup whose pods were bound but
         whose PodGroupScheduled=True was not written yet (status writes wait

@@ -66,8 +66,9 @@ BIND_DURATION = Histogram(
 GROUP_DECISIONS = Counter("troupe_podgroup_decisions_total", "PodGroup cycle outcomes.", ["outcome"])
 GROUP_STATUS_WRITES = Counter(
     "troupe_group_status_writes_total",
-    "PodGroup status patches sent to the API server (retries included; writes that would change nothing are "
-    "not sent), by the group's API group (source) and what they write: 'conditions' for a decision (and "
+    "PodGroup status patches the API server accepted (a standby's refused writes and failed tries are not "
+    "counted; writes that would change nothing are not sent), by the group's API group (source) and what they "
+    "write: 'conditions' for a decision (and "
     "preemption's DisruptionTarget), 'counts' for the member counts and phase some sources keep.",
     ["source", "write"],
 )

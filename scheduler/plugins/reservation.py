@@ -240,10 +240,13 @@ class Reservation(PostFilterPlugin):
         )
 
     def _adopt(self, key: str, pods: list[PodInfo], snapshot: Snapshot, now: float) -> _Held | None:
-        """The nodes the pods were nominated to (status.nominatedNodeName)
-        before this process held them: a reservation made before a restart
-        or failover, kept (and not waited for again) while it still fits."""
-        nodes = frozenset(p.nominated_node_name for p in pods if p.nominated_node_name)
+        """The nodes the scheduler holds for the pods though this plugin made
+        no reservation for them (status.nominatedNodeName, adopted after a
+        restart or failover): a reservation made before, kept (and not waited
+        for again) while it still fits. Not a nomination the scheduler has let
+        go (the pod may still show it until the clearing write lands)."""
+        held = self.handle.nominated
+        nodes = frozenset(held[p.uid][0] for p in pods if p.uid in held)
         if not nodes or any(n not in snapshot.row for n in nodes):
             return None
         self._since[key] = (now - self.args.starvation_seconds, frozenset(p.uid for p in pods))

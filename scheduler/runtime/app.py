@@ -147,6 +147,7 @@ async def run(
         scheduler.claim_lifecycle = claim_writer
         scheduler.sweep_claims()  # devices held by pods deleted while no replica led
         scheduler.sweep_group_status()  # groups bound whose condition was not written yet
+        scheduler.sweep_nominations()  # room let go while this replica could not say so
         await scheduler.run()
 
     loop_task = asyncio.create_task(lead_then_schedule(), name="scheduling loop")

@@ -334,9 +334,9 @@ class StatusWriter:
                 return  # the kind keeps no conditions (scheduler-plugins'), and its fields are as they are
             noted = self._note_source_fields(cached or group, status)
             body = encode({"status": status})
-            metrics.GROUP_STATUS_WRITES.labels(source=key.source, write="conditions").inc()
             try:
                 await self._rest.patch(path, body, MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS)
+                metrics.GROUP_STATUS_WRITES.labels(source=key.source, write="conditions").inc()
             except ApiException as exc:
                 if exc.status == 404:  # deleted meanwhile: nothing to report on
                     return
@@ -368,9 +368,9 @@ class StatusWriter:
             if not self._fields_changed(cached, fields):
                 return
             noted = self._note_source_fields(cached, fields)
-            metrics.GROUP_STATUS_WRITES.labels(source=key.source, write="counts").inc()
             try:
                 await self._rest.patch(path, encode({"status": fields}), MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS)
+                metrics.GROUP_STATUS_WRITES.labels(source=key.source, write="counts").inc()
             except ApiException as exc:
                 if exc.status == 404:
                     return

@@ -407,3 +407,42 @@ def test_a_reservation_whose_room_a_higher_unit_took_moves_at_once(clock: Any) -
     drain(sched)
     now_held = set(held_nodes(sched).values())
     assert taken not in now_held and len(now_held) == 2, (taken, now_held)
+
+
+def _echo(sched: Any, name: str, node_name: str, group: str = "big") -> None:
+    """The watch shows the pod with status.nominatedNodeName as the API has it."""
+    body = pod(name, cpu="4", group=group)
+    body["status"] = {"nominatedNodeName": node_name}
+    sched.on_pod(body)
+
+
+def test_a_new_leader_clears_what_it_let_go_while_it_could_not_write(clock: Any) -> None:
+    # A replica that lets room go while it does not lead (its writes are
+    # refused) must clear the nominations in the API once it leads.
+    sched, rec = make(clock)
+    busy_cluster(sched)
+    drain(sched)
+    starve(sched, clock)
+    for name, node_name in held_nodes(sched).items():
+        _echo(sched, name, node_name)
+    sched.on_podgroup_deleted(gang("big", 2))
+    assert sched.nominated == {}
+    rec.nominated.clear()  # as on a standby: the clearing writes were refused
+    sched.sweep_nominations()
+    assert rec.nominated == {"big-0": "", "big-1": ""}
+
+
+def test_a_new_leader_holds_the_nominations_as_the_api_last_had_them(clock: Any) -> None:
+    sched, rec = make(clock, start=False)
+    sched.on_node(node("a", cpu="4"))
+    sched.on_node(node("b", cpu="4"))
+    sched.on_podgroup(gang("big", 2))
+    _echo(sched, "big-0", "a")
+    _echo(sched, "big-1", "a")
+    sched.start_scheduling()
+    assert held_nodes(sched) == {"big-0": "a", "big-1": "a"}
+    _echo(sched, "big-0", "b")  # the leader moved one,
+    _echo(sched, "big-1", "")  # and let the other go
+    sched.sweep_nominations()
+    assert held_nodes(sched) == {"big-0": "b"}
+    assert rec.nominated == {}  # nothing to clear: the API says so already
