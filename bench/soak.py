@@ -1,12 +1,15 @@
-"""Soak: randomized faults for a bounded time while gangs keep arriving (issue 14).
+"""Soak: randomized faults for a bounded time while gangs keep arriving (issues 14, 34).
 
     python -m bench.soak --minutes 30 [--seed N] [--fault-every 5]
 
 Not part of CI or `make test`. One control plane of its own (etcd +
-kube-apiserver, hack/localcluster.py), two troupe replicas with leader
-election (short leases), a steady stream of gangs (each deleted a few seconds
-after it is fully bound, so the cluster stays small), and every few seconds a
-fault drawn at random:
+kube-apiserver, hack/localcluster.py, with crds/compat/), two troupe replicas
+with leader election (short leases) and reservations after 3 s of
+starvation, a steady stream of gangs from every group source that has no
+controller to run (troupe's PodGroups, scheduler-plugins' and Volcano's
+PodGroups, Kueue's plain pod groups; each gang deleted a few seconds after it
+is fully bound, so the cluster stays small), and every few seconds a fault
+drawn at random:
 
   leader-kill        SIGKILL the leader; start it again (as its Deployment would)
   apiserver-restart  kube-apiserver stopped (SIGTERM or SIGKILL), down 0-3 s, started again
@@ -19,12 +22,26 @@ fault drawn at random:
                      its answer is lost), then made leader by a clean stop of the
                      leader; armed until that replica is next restarted
 
+Besides the stream, starving gangs: long-running holder pods (1 CPU, 20-60 s)
+keep a little of every node busy, and gangs of two pods that each need
+nearly a whole node (of any source) cannot fit while they run. They starve
+past starvationSeconds and get a reservation (their pods nominated); then,
+by a plan drawn when each is made, the soak deletes the group (its PodGroup,
+or every pod of a Kueue group) or one member pod (created again 15-25 s
+later, as its controller would) while it starves, or leaves it to bind. The
+pods of a deleted PodGroup stay (they wait for a group that is gone) until
+the soak deletes them after the check.
+
 A replica that exits by itself is started again and counted (a leader that
 cannot renew its lease through an outage exits, as kube-scheduler does).
 hack/invariants.py checks at every observation: no pod bound twice, no gang
 bound below minCount for longer than a bind retry takes, no node
-overcommitted; at the end every pod must be bound. Prints a progress line
-every 30 s and a final table; exits 1 on any violation.
+overcommitted, no room held (`status.nominatedNodeName`) for a group whose
+PodGroup is gone or that has fewer pods than minCount, past a grace. At the
+end every pod must be bound, no pod nominated for a group that is gone, and
+the leader's reservation gauges 0 once nothing is pending. Prints a
+progress line every 30 s and final tables (faults, scenarios, group
+status writes per source); exits 1 on any violation.
 """
 
 from __future__ import annotations
@@ -38,16 +55,23 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "hack"))
-from invariants import GROUP_LABEL, Observer, gang_objects, gang_pod  # noqa: E402
+from invariants import SOURCES, Observer, gang_objects, gang_pod, pod_gang  # noqa: E402
 from localcluster import LocalCluster  # noqa: E402
 from troupe_process import FAILPOINTS_ENV, TroupeProcess  # noqa: E402
 
-CONFIG = """
+from .e2e_kube import Credentials  # noqa: E402
+from .soak_metrics import ApiServerPatches, ReplicaCounters  # noqa: E402
+from .soak_watch import GroupWatch  # noqa: E402
+
+STARVATION = 3  # Reservation's starvationSeconds: reservations happen within the run
+CONFIG = f"""
 apiVersion: scheduling.troupe.dev/v1alpha1
 kind: SchedulerConfiguration
 leaderElection:
@@ -55,11 +79,36 @@ leaderElection:
   leaseDuration: 3s
   renewDeadline: 2s
   retryPeriod: 250ms
+profiles:
+- schedulerName: troupe-scheduler
+  pluginConfig:
+  - name: Reservation
+    args: {{starvationSeconds: {STARVATION}}}
 """
 NAMESPACE = "soak"
 FAULTS = ("leader-kill", "apiserver-restart", "etcd-restart", "node-delete", "pod-delete", "bind-500")
+# Faults after which troupe cannot write for a while (no leader, or no API):
+# a group seen gone gets its release grace again from the end of the fault.
+STALLING_FAULTS = frozenset(("leader-kill", "apiserver-restart", "etcd-restart", "bind-500"))
 BIND_FAILPOINTS = "bind-500=3,bind-lost=4"
 NODE_CPU = 4
+# The stream's sources, troupe's own twice as often as each of the others.
+STREAM_SOURCES = ("troupe", "troupe", "scheduler-plugins", "volcano", "kueue")
+PREFIX = {"troupe": "g", "scheduler-plugins": "sp", "volcano": "vc", "kueue": "kq"}
+GANG_LABEL = "soak.troupe.dev/gang"  # on every soak gang's pods, whatever its source links them by
+HOLDER_LABEL = "soak.troupe.dev/holder"
+HOLDER_CPU = "1"
+BIG_CPU = "3500m"  # more than a node with a holder on it has free
+PLANS = ("delete-group", "delete-group", "delete-member", "keep")
+WRITES = "troupe_group_status_writes_total"
+ATTEMPTS = "scheduler_schedule_attempts_total"
+DECISIONS = "troupe_podgroup_decisions_total"
+RESERVATION_GAUGES = (
+    ("troupe_reserved_pods", {}),
+    ("troupe_reserved_room", {"resource": "cpu"}),
+    ("troupe_reserved_room", {"resource": "memory"}),
+    ("troupe_reservation_oldest_age_seconds", {}),
+)
 
 
 def node_body(name: str) -> dict[str, Any]:
@@ -72,6 +121,49 @@ def node_body(name: str) -> dict[str, Any]:
     }
 
 
+def holder_body(name: str) -> dict[str, Any]:
+    pod = gang_pod(NAMESPACE, name, 0, cpu=HOLDER_CPU)  # a lone pod: unlinked below
+    pod["metadata"] = {"name": name, "namespace": NAMESPACE, "labels": {HOLDER_LABEL: "true"}}
+    return pod
+
+
+def marked(objects: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """The soak's label on the gang's pods: one selector for every source."""
+    for o in objects:
+        if o["kind"] == "Pod":
+            o["metadata"].setdefault("labels", {})[GANG_LABEL] = name
+    return objects
+
+
+GangId = tuple[str, str]  # source, name
+
+
+@dataclass
+class SoakGang:
+    source: str
+    name: str
+    size: int
+    cpu: str
+    created_at: float
+    plan: str | None = None  # a starving gang's: delete-group, delete-member or keep; None: the stream's
+    done: bool = False  # the plan carried out (or given up: the gang bound first, or the run ended)
+    bound_since: float | None = None
+    ever_bound: bool = False
+    nominated_at: float | None = None  # first seen with a pod nominated (a reservation)
+    act_at: float | None = None  # when to carry out the plan
+    recreate: dict[str, Any] | None = None  # a deleted member, to be created again at recreate_at
+    recreate_at: float = 0.0
+
+    @property
+    def id(self) -> GangId:
+        return self.source, self.name
+
+    def pod(self, index: int) -> dict[str, Any]:
+        """Its pod `index`, as its controller would create it (again)."""
+        pod = gang_pod(NAMESPACE, self.name, index, cpu=self.cpu, source=self.source, size=self.size)
+        return marked([pod], self.name)[0]
+
+
 class Soak:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -80,19 +172,41 @@ class Soak:
         # durable: etcd is SIGKILLed, it must keep what it acknowledged; no
         # controller manager: the soak makes no Jobs (and it would share the 2 cores)
         self.cluster = LocalCluster(durable=True, controller_manager=False)
-        self.obs = Observer(self.cluster, partial_grace=args.partial_grace, interval=1.0)
+        self.watch: GroupWatch | None = None
+        self.api_patches: ApiServerPatches | None = None
+        self.obs = Observer(
+            self.cluster,
+            partial_grace=args.partial_grace,
+            interval=1.0,
+            selector=None,  # every pod: holders count on their nodes, every source's gangs are seen
+            reservations=True,
+            live_groups=lambda: self.watch.live() if self.watch is not None else None,
+            release_grace=args.release_grace,
+        )
         self.replicas: dict[str, TroupeProcess] = {}
+        self.counters = ReplicaCounters((WRITES, ATTEMPTS, DECISIONS))
         self.survived: Counter[str] = Counter()
         self.failed_faults: Counter[str] = Counter()
         self.replica_exits = 0
-        self.gangs: dict[str, tuple[int, float | None]] = {}  # name -> (size, fully bound since)
-        self.deleting: set[str] = set()  # gangs done with, deleted (again) each tick until the API agrees
+        self.gangs: dict[GangId, SoakGang] = {}
+        self.deleting: set[GangId] = set()  # gangs done with, deleted (again) each tick until the API agrees
+        self.orphans: dict[GangId, float] = {}  # PodGroup deleted while starving -> when; its pods still exist
         # The workload thread deletes gangs; faults replace their pods: never both at once.
         self.gangs_lock = threading.Lock()
-        self.created = 0
+        self.created: Counter[str] = Counter()
+        self.starving_created: Counter[str] = Counter()
+        self.scenarios: Counter[str] = Counter()
         self.kubectl_errors: set[str] = set()
         self.deleted = 0
+        self.holders: dict[str, float] = {}  # holder pod -> when to delete it
+        self.holders_created = 0
         self.nodes_down: dict[str, float] = {}  # name -> when to add it back
+        self.next_starving = 0.0
+        self.draining = threading.Event()  # no new work; plans not yet carried out are given up
+        self.leaked: list[str] = []
+        self.leaked_count: int | None = None
+        self.end_gauges: dict[str, float | None] = {}
+        self.end_pending: float | None = None
         self.stop = threading.Event()
 
     # ------------------------------------------------------------ helpers
@@ -114,6 +228,11 @@ class Soak:
             "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
         )
 
+    def force_delete(self, *selector_or_names: str) -> bool:
+        return self.kubectl(
+            "delete", "pods", "-n", NAMESPACE, *selector_or_names, "--grace-period=0", "--force", "--ignore-not-found"
+        )
+
     def leader(self) -> str | None:
         for name, p in self.replicas.items():
             if p.returncode is None and p.metric("leader_election_master_status") == 1.0:
@@ -129,9 +248,24 @@ class Soak:
             time.sleep(0.25)
         return None
 
+    def scrape(self) -> None:
+        for p in self.replicas.values():
+            self.counters.scrape(p)
+
+    def last_scrape(self, name: str) -> None:
+        """What the replica counted, before the soak kills or stops it (a few
+        tries: a busy replica may be slow to answer)."""
+        for _ in range(3):
+            if self.counters.scrape(self.replicas[name]) or self.replicas[name].returncode is not None:
+                return
+
+    def kill(self, name: str) -> None:
+        self.last_scrape(name)
+        self.replicas[name].kill()
+
     def restart(self, name: str, env: dict[str, str] | None = None) -> None:
         p = self.replicas[name]
-        p.kill()
+        self.kill(name)
         p.env = dict(env or {})
         p.start(wait_ready=False)
 
@@ -143,59 +277,195 @@ class Soak:
                 p.env = {}
                 p.start(wait_ready=False)
 
+    def pods_of(self, gang: GangId) -> list[dict[str, Any]]:
+        return [
+            p
+            for p in self.obs.last_pods
+            if p["metadata"]["namespace"] == NAMESPACE
+            and pod_gang(p) == gang
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+
     # ----------------------------------------------------------- workload
 
     def workload(self) -> None:
-        """Keep about `--gangs` gangs; delete each a few seconds after it is fully bound.
-        A gang whose creation failed (the API server away) is applied again with the
-        same objects until it exists whole: a retry under the same name with another
-        size would meet the PodGroup's immutable spec."""
+        """Keep about `--gangs` gangs of the stream; delete each a few seconds
+        after it is fully bound; the holders and the starving gangs beside them.
+        A gang whose creation failed (the API server away) is applied again with
+        the same objects until it exists whole: a retry under the same name with
+        another size would meet the PodGroup's immutable spec."""
         n = 0
-        pending: tuple[str, int, list[dict[str, Any]]] | None = None
+        pending: SoakGang | None = None
+        objects: list[dict[str, Any]] = []
         while not self.stop.is_set():
             self.tick_gangs()
-            if pending is None and len(self.gangs) + len(self.deleting) < self.args.gangs:
-                size = self.rng.randint(2, 5)
-                name = f"g{n}"
-                n += 1
-                cpu = f"{self.rng.choice((100, 200, 300))}m"
-                pending = (name, size, gang_objects(NAMESPACE, name, size, cpu=cpu))
-                self.obs.expect_gang(NAMESPACE, name, size)
-            if pending is not None and self.apply(pending[2]):
+            self.tick_holders()
+            self.tick_starving()
+            self.tick_orphans()
+            stream = sum(1 for g in self.gangs.values() if g.plan is None) + len(self.deleting)
+            if pending is None and not self.draining.is_set():
+                if self.starving_due():  # first: the stream, ever short of a gang or two, would starve it
+                    source = self.rng.choice(tuple(SOURCES))
+                    plan = self.rng.choice(PLANS)
+                    pending = SoakGang(source, f"{PREFIX[source]}{n}", 2, BIG_CPU, time.monotonic(), plan=plan)
+                    self.next_starving = time.monotonic() + self.rng.uniform(5, 15)
+                elif stream < self.args.gangs:
+                    source = self.rng.choice(STREAM_SOURCES)
+                    cpu = f"{self.rng.choice((100, 200, 300))}m"
+                    pending = SoakGang(source, f"{PREFIX[source]}{n}", self.rng.randint(2, 5), cpu, time.monotonic())
+                if pending is not None:
+                    n += 1
+                    objects = marked(
+                        gang_objects(NAMESPACE, pending.name, pending.size, cpu=pending.cpu, source=pending.source),
+                        pending.name,
+                    )
+                    self.obs.expect_gang(NAMESPACE, pending.name, pending.size, source=pending.source)
+            if pending is not None and self.apply(objects):
+                pending.created_at = time.monotonic()
                 with self.gangs_lock:
-                    self.gangs[pending[0]] = (pending[1], None)
-                self.created += 1
+                    self.gangs[pending.id] = pending
+                (self.created if pending.plan is None else self.starving_created)[pending.source] += 1
                 pending = None
             self.stop.wait(0.3)
 
+    def starving_due(self) -> bool:
+        starving = sum(1 for g in self.gangs.values() if g.plan is not None and g.bound_since is None)
+        return self.args.starving > 0 and starving < self.args.starving and time.monotonic() >= self.next_starving
+
     def tick_gangs(self) -> None:
-        pods = self.obs.last_pods
-        bound: Counter[str] = Counter()
-        for p in pods:
-            if p["spec"].get("nodeName") and p["metadata"]["namespace"] == NAMESPACE:
-                bound[(p["metadata"].get("labels") or {}).get(GROUP_LABEL, "")] += 1
+        bound: Counter[GangId] = Counter()
+        for p in self.obs.last_pods:
+            gang = pod_gang(p)
+            if gang is not None and p["spec"].get("nodeName") and p["metadata"]["namespace"] == NAMESPACE:
+                bound[gang] += 1
         now = time.monotonic()
         with self.gangs_lock:
-            for name, (size, since) in list(self.gangs.items()):
-                if bound[name] >= size:
-                    if since is None:
-                        self.gangs[name] = (size, now)
-                    elif now - since > 5:
-                        del self.gangs[name]  # no fault touches it from now on
-                        self.obs.forget_gang(NAMESPACE, name)
-                        self.deleting.add(name)
-                elif since is not None:
-                    self.gangs[name] = (size, None)
-        for name in list(self.deleting):
-            if self.delete_gang(name):
-                self.deleting.discard(name)
+            for gid, g in list(self.gangs.items()):
+                if bound[gid] >= g.size and g.recreate is None:
+                    if g.bound_since is None:
+                        g.bound_since = now
+                        if g.plan is not None and not g.ever_bound:
+                            self.count_bound(g)
+                        g.ever_bound = True
+                    elif now - g.bound_since > 5:
+                        del self.gangs[gid]  # no fault touches it from now on
+                        self.obs.forget_gang(NAMESPACE, g.name, source=g.source)
+                        self.deleting.add(gid)
+                elif g.bound_since is not None:
+                    g.bound_since = None
+        for gid in list(self.deleting):
+            if self.delete_gang(gid):
+                self.deleting.discard(gid)
                 self.deleted += 1
 
-    def delete_gang(self, name: str) -> bool:
-        """Delete the gang's pods and PodGroup; False (tried again next tick) if the API refused."""
-        return self.kubectl(
-            "delete", "pods", "-n", NAMESPACE, "-l", f"{GROUP_LABEL}={name}", "--grace-period=0", "--force"
-        ) and self.kubectl("delete", "podgroup", "-n", NAMESPACE, name, "--ignore-not-found")
+    def count_bound(self, g: SoakGang) -> None:
+        if g.plan == "keep":
+            self.scenarios["starving gang left to bind: bound"] += 1
+        elif g.done and g.plan == "delete-member":
+            self.scenarios["starving gang bound after its member came back"] += 1
+        elif not g.done:
+            self.scenarios[f"starving gang bound before its {g.plan} (not carried out)"] += 1
+            g.done = True
+
+    def delete_gang(self, gid: GangId) -> bool:
+        """Delete the gang's pods and group object; False (tried again next tick) if the API refused."""
+        source, name = SOURCES[gid[0]], gid[1]
+        if not self.force_delete("-l", f"{GANG_LABEL}={name}"):
+            return False
+        return source.resource is None or self.kubectl(
+            "delete", source.resource, "-n", NAMESPACE, name, "--ignore-not-found", "--wait=false"
+        )
+
+    def tick_holders(self) -> None:
+        """Keep `--holders` long-running lone pods; none once draining."""
+        now = time.monotonic()
+        for name, until in list(self.holders.items()):
+            if (now >= until or self.draining.is_set()) and self.force_delete(name):
+                del self.holders[name]
+        if self.draining.is_set():
+            return
+        while len(self.holders) < self.args.holders:
+            name = f"hold-{self.holders_created}"
+            if not self.apply([holder_body(name)]):
+                return
+            self.holders_created += 1
+            self.holders[name] = now + self.rng.uniform(20, 60)
+
+    def tick_starving(self) -> None:
+        """Carry out each starving gang's plan: once it is seen nominated (a
+        reservation), after 0-3 s; or after 30 s of waiting without one."""
+        now = time.monotonic()
+        with self.gangs_lock:
+            gangs = [g for g in self.gangs.values() if g.plan is not None]
+        for g in gangs:
+            if g.recreate is not None:
+                if (now >= g.recreate_at or self.draining.is_set()) and self.apply([g.recreate]):
+                    g.recreate = None
+                continue
+            if g.plan == "keep" or g.done or g.ever_bound:
+                continue
+            if self.draining.is_set():
+                g.done = True  # the run ends: let it bind
+                self.scenarios[f"starving gang's {g.plan} not carried out: the run ended"] += 1
+                continue
+            if g.nominated_at is None and any(
+                (p.get("status") or {}).get("nominatedNodeName") for p in self.pods_of(g.id)
+            ):
+                g.nominated_at = now
+                g.act_at = now + self.rng.uniform(0, 3)
+            if g.act_at is None and now - g.created_at > 30:
+                g.act_at = now
+            if g.act_at is not None and now >= g.act_at:
+                self.act(g, now)
+
+    def act(self, g: SoakGang, now: float) -> None:
+        state = "reserved" if g.nominated_at is not None else "waiting, no reservation seen"
+        source = SOURCES[g.source]
+        if g.plan == "delete-group":
+            if source.resource is not None:
+                if not self.kubectl("delete", source.resource, "-n", NAMESPACE, g.name, "--ignore-not-found"):
+                    return  # again next tick
+                self.orphans[g.id] = now  # its pods stay: checked, then deleted by tick_orphans
+            elif not self.force_delete("-l", f"{GANG_LABEL}={g.name}"):  # Kueue: the group is its pods
+                return
+            with self.gangs_lock:
+                self.gangs.pop(g.id, None)
+            self.obs.forget_gang(NAMESPACE, g.name, source=g.source)
+            self.scenarios[f"group deleted while starving ({state})"] += 1
+            print(
+                f"  {time.strftime('%H:%M:%S')} soak: {g.source} group {g.name} deleted while starving ({state})",
+                flush=True,
+            )
+        else:  # delete-member
+            index = self.rng.randrange(g.size)
+            if not self.force_delete(f"{g.name}-{index}"):
+                return
+            self.obs.disrupt(NAMESPACE, g.name, seconds=300, source=g.source)
+            g.recreate = g.pod(index)
+            g.recreate_at = now + self.rng.uniform(15, 25)
+            self.scenarios[f"member deleted while starving ({state})"] += 1
+            print(
+                f"  {time.strftime('%H:%M:%S')} soak: {g.source} gang {g.name}: pod {index} deleted while starving ({state})",
+                flush=True,
+            )
+        g.done = True
+
+    def tick_orphans(self) -> None:
+        """Delete the pods of a deleted PodGroup once the observer has seen their
+        room released (and had time to see it taken again), or well past the grace."""
+        now = time.monotonic()
+        for gid, since in list(self.orphans.items()):
+            held = any((p.get("status") or {}).get("nominatedNodeName") for p in self.pods_of(gid))
+            settled = now - since > 2 * self.args.release_grace and not held
+            if (settled or now - since > self.obs.release_grace_max + 5) and self.force_delete(
+                "-l", f"{GANG_LABEL}={gid[1]}"
+            ):
+                del self.orphans[gid]
+
+    def drained(self) -> bool:
+        with self.gangs_lock:
+            recreating = any(g.recreate is not None for g in self.gangs.values())
+        return not (self.orphans or self.deleting or self.holders or recreating)
 
     # -------------------------------------------------------------- faults
 
@@ -205,10 +475,11 @@ class Soak:
             leader = self.wait_leader(10)
             if leader is None:
                 return False
-            self.replicas[leader].kill()
             self.restart(leader)
             return True
         if kind == "apiserver-restart":
+            if self.api_patches is not None:
+                self.api_patches.scrape()  # its counters restart with it
             c.restart_apiserver(down=self.rng.uniform(0, 3), graceful=self.rng.random() < 0.5)
             return True
         if kind == "etcd-restart":
@@ -223,10 +494,15 @@ class Soak:
                 return False
             self.nodes_down[name] = time.monotonic() + self.rng.uniform(3, 8)
             victims = [p for p in self.obs.last_pods if p["spec"].get("nodeName") == name]
+            holders = [p["metadata"]["name"] for p in victims if p["metadata"]["name"] in self.holders]
+            if holders:  # as the PodGC would; tick_holders makes others
+                self.force_delete(*holders)
             return self.replace_pods(victims)
         if kind == "pod-delete":
             bound = [
-                p for p in self.obs.last_pods if p["spec"].get("nodeName") and p["metadata"]["namespace"] == NAMESPACE
+                p
+                for p in self.obs.last_pods
+                if p["spec"].get("nodeName") and p["metadata"]["namespace"] == NAMESPACE and pod_gang(p) is not None
             ]
             return bool(bound) and self.replace_pods([self.rng.choice(bound)])
         if kind == "bind-500":
@@ -236,6 +512,7 @@ class Soak:
             standby = "b" if leader == "a" else "a"
             self.restart(standby, {FAILPOINTS_ENV: BIND_FAILPOINTS})
             self.wait_ready(standby)
+            self.last_scrape(leader)  # (writes it flushes while stopping are not counted)
             self.replicas[leader].stop()  # a clean stop releases the lease: the armed standby takes over
             self.replicas[leader].env = {}
             self.replicas[leader].start(wait_ready=False)
@@ -253,30 +530,29 @@ class Soak:
         (deleted by an earlier fault, say) is created again all the same. Only a
         gang the workload is not deleting is touched (nothing would own its pods)."""
         with self.gangs_lock:
-            pods = [p for p in pods if (p["metadata"].get("labels") or {}).get(GROUP_LABEL, "") in self.gangs]
+            gangs = {id(p): self.gangs.get(pod_gang(p) or ("", "")) for p in pods}
+            pods = [p for p in pods if gangs[id(p)] is not None]
             if not pods:
                 return True
-            for p in pods:
-                self.obs.disrupt(p["metadata"]["namespace"], p["metadata"]["labels"][GROUP_LABEL])
-            names = [p["metadata"]["name"] for p in pods]
             fresh = []
             for p in pods:
-                group = p["metadata"]["labels"][GROUP_LABEL]
+                g = gangs[id(p)]
+                assert g is not None
+                self.obs.disrupt(NAMESPACE, g.name, source=g.source)
                 index = int(p["metadata"]["name"].rsplit("-", 1)[1])
-                cpu = p["spec"]["containers"][0]["resources"]["requests"]["cpu"]
-                fresh.append(gang_pod(NAMESPACE, group, index, cpu=cpu))
-            delete = ("delete", "pods", "-n", NAMESPACE, *names, "--grace-period=0", "--force", "--ignore-not-found")
-            if not self.retry(lambda: self.kubectl(*delete)):
+                fresh.append(g.pod(index))
+            names = [p["metadata"]["name"] for p in pods]
+            if not self.retry(lambda: self.force_delete(*names)):
                 return False  # nothing deleted for sure; nothing lost
             if self.retry(lambda: self.apply(fresh)):
                 return True
             # The soak's own failure, not troupe's: the gang can never be whole again.
-            groups = sorted({p["metadata"]["labels"][GROUP_LABEL] for p in pods})
-            print(f"  soak: could not create {', '.join(names)} again; gangs {groups} no longer observed", flush=True)
-            for group in groups:
-                self.obs.forget_gang(NAMESPACE, group)
-                self.gangs.pop(group, None)
-                self.deleting.add(group)
+            lost = sorted({g.id for g in gangs.values() if g is not None})
+            print(f"  soak: could not create {', '.join(names)} again; gangs {lost} no longer observed", flush=True)
+            for gid in lost:
+                self.obs.forget_gang(NAMESPACE, gid[1], source=gid[0])
+                self.gangs.pop(gid, None)
+                self.deleting.add(gid)
             return False
 
     def retry(self, attempt: Any, seconds: float = 60.0) -> bool:
@@ -300,9 +576,15 @@ class Soak:
         c = self.cluster
         print(f"soak: {a.minutes:g} min, a fault every ~{a.fault_every:g}s, seed {a.seed}; logs in {self.workdir}")
         c.start(timeout=90)
-        c.kubectl("apply", "-f", str(ROOT / "crds"), "-f", str(ROOT / "manifests"), timeout=120)
+        crds, compat = str(ROOT / "crds"), str(ROOT / "crds" / "compat")
+        c.kubectl("apply", "-f", crds, "-f", compat, "-f", str(ROOT / "manifests"), timeout=120)
         c.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
         c.kubectl("create", "namespace", NAMESPACE)
+        creds = Credentials.from_kubeconfig(c.admin_kubeconfig)
+        self.watch = GroupWatch(
+            creds, {s.name: f"/apis/{s.api_version}/podgroups" for s in SOURCES.values() if s.api_version}
+        ).start()
+        self.api_patches = api_patches = ApiServerPatches(creds)
         self.node_names = [f"node-{i}" for i in range(a.nodes)]
         self.apply([node_body(n) for n in self.node_names])
         for name in ("a", "b"):
@@ -315,52 +597,110 @@ class Soak:
         end = t0 + a.minutes * 60
         next_fault = t0 + a.fault_every
         next_report = t0 + 30
+        next_scrape = next_api_scrape = t0
         try:
             while time.monotonic() < end:
                 self.supervise()
                 self.readd_nodes()
                 now = time.monotonic()
+                if now >= next_scrape:
+                    self.scrape()
+                    next_scrape = now + 2
+                if now >= next_api_scrape:
+                    api_patches.scrape()  # (the soak's restarts of it scrape it first)
+                    next_api_scrape = now + 15
                 if now >= next_fault:
-                    kind = self.rng.choice(FAULTS)
+                    kind = self.rng.choice(a.faults)
+                    if kind in STALLING_FAULTS:
+                        self.obs.fault_started()
                     try:
                         ok = self.fault(kind)
                     except Exception as exc:  # noqa: BLE001 - a fault that could not be made is counted, not fatal
                         print(f"  fault {kind} could not be made: {exc}", flush=True)
                         ok = False
+                    if kind in STALLING_FAULTS:
+                        self.obs.fault_made()
                     (self.survived if ok else self.failed_faults)[kind] += 1
                     next_fault = time.monotonic() + self.rng.uniform(0.5, 1.5) * a.fault_every
                 if now >= next_report:
                     self.progress(now - t0)
                     next_report = now + 30
                 time.sleep(0.5)
-            print("soak: faults stop; waiting for every pod to be bound", flush=True)
-            self.stop.set()
-            worker.join(60)
+            print(
+                "soak: faults stop; holders go; waiting for every gang to be bound and every deletion done", flush=True
+            )
+            self.draining.set()
             self.readd_nodes(force=True)
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + 180
+            left: list[str] = []
             while time.monotonic() < deadline:
                 self.supervise()
+                self.scrape()
                 left = self.obs.final_check(timeout=5)
-                if not left:
+                if not left and self.drained():
                     break
             else:
                 left = self.obs.final_check(timeout=1)
+                if not self.drained():
+                    print(
+                        f"  soak: not drained: orphans {sorted(self.orphans)}, holders {len(self.holders)}", flush=True
+                    )
+            self.stop.set()
+            worker.join(60)
             if left:
                 self.obs.violation(f"{len(left)} pod(s) left unbound at the end: {', '.join(left[:10])}")
+            self.end_reservations()
         finally:
             self.stop.set()
             self.obs.stop()
+            self.scrape()
+            if self.api_patches is not None:
+                self.api_patches.scrape()
+            if self.watch is not None:
+                self.watch.stop()
             for p in self.replicas.values():
                 p.kill()
             c.stop()
         return self.report(time.monotonic() - t0)
 
+    def end_reservations(self) -> None:
+        """The new end invariant: nothing pending, and no room held. No pod
+        nominated for a group that is gone; the leader's reservation gauges 0
+        once its queue is empty."""
+        self.obs.poll()
+        self.leaked = self.obs.leaked_nominations()
+        for pod in self.leaked:
+            self.obs.violation(f"leaked reservation at the end: pod {pod}")
+        deadline = time.monotonic() + 60
+        pending: float | None = None
+        while time.monotonic() < deadline:
+            self.supervise()
+            leader = self.wait_leader(10)
+            if leader is None:
+                continue
+            p = self.replicas[leader]
+            pending = p.metric("scheduler_pending_pods")
+            gauges = {_sample(n, labels): p.metric(n, **labels) for n, labels in RESERVATION_GAUGES}
+            if (pending == 0 and not any(gauges.values())) or time.monotonic() > deadline - 1:
+                self.end_gauges = gauges
+                break
+            time.sleep(1)
+        self.end_pending = pending
+        if pending is None or pending > 0:
+            self.obs.violation(f"the leader reports {pending} pod(s) pending at the end (all should be bound or gone)")
+        held = {k: v for k, v in self.end_gauges.items() if v}
+        if held:
+            self.obs.violation(f"leaked reservation at the end: the leader's gauges {held} with {pending} pending")
+        self.leaked_count = len(self.leaked) + int(self.end_gauges.get("troupe_reserved_pods") or 0)
+
     def progress(self, elapsed: float) -> None:
+        deleted_starving = sum(v for k, v in self.scenarios.items() if "while starving" in k)
         print(
             f"  {elapsed / 60:5.1f} min  faults {sum(self.survived.values()):3d}  "
             f"pods bound {len(self.obs.bound_uids):5d}  gangs active {len(self.gangs):2d}  "
-            f"created {self.created}  replica exits {self.replica_exits}  "
-            f"violations {len(self.obs.violations)}",
+            f"created {sum(self.created.values())}+{sum(self.starving_created.values())} starving  "
+            f"deleted while starving {deleted_starving}  pods nominated {len(self.obs.nominated_uids)}  "
+            f"replica exits {self.replica_exits}  violations {len(self.obs.violations)}",
             flush=True,
         )
 
@@ -370,16 +710,48 @@ class Soak:
         for kind in FAULTS:
             print(f"| {kind} | {self.survived[kind]} | {self.failed_faults[kind]} |")
         print()
+        print("| scenario | count |\n| --- | --- |")
+        print(f"| holder pods (1 CPU, 20-60 s) | {self.holders_created} |")
+        for name in sorted(self.scenarios):
+            print(f"| {name} | {self.scenarios[name]} |")
+        released = self.obs.release_seconds
+        print(
+            f"| room released after a group or member deletion (n, median / max s) | {len(released)}"
+            + (f", {median(released):.1f} / {max(released):.1f} |" if released else " |")
+        )
+        print()
+        self.report_sources()
+        print()
         print("| measure | value |\n| --- | --- |")
+        writes = self.received()
+        attempts = self.counters.total(ATTEMPTS) or 0.0
+        decisions = self.counters.total(DECISIONS) or 0.0
         rows = [
             ("duration", f"{elapsed / 60:.1f} min"),
             ("faults survived", sum(self.survived.values())),
-            ("gangs created / deleted", f"{self.created} / {self.deleted}"),
+            (
+                "gangs created (stream + starving) / deleted",
+                f"{sum(self.created.values())} + {sum(self.starving_created.values())} / {self.deleted}",
+            ),
             ("pods bound", len(self.obs.bound_uids)),
+            ("pods seen nominated (reservations)", len(self.obs.nominated_uids)),
+            ("pods first seen bound while their PodGroup was gone", _listed(self.obs.bound_while_gone)),
             ("replica exits (restarted)", self.replica_exits),
             ("observations (failed polls)", f"{self.obs.observations} ({self.obs.poll_failures})"),
+            ("metrics scrapes (failed)", f"{self.counters.scrapes} ({self.counters.failures})"),
             ("pods seen unbound in an older list, then on their node again", self.obs.stale_reads),
             ("longest partial gang", f"{self.obs.max_partial_seconds:.1f} s"),
+            ("room held for a gone group past the grace (during the run)", self.obs.held_violations),
+            ("leaked reservations at the end", _num(self.leaked_count)),
+            ("leader at the end: pending pods / reservation gauges", self.end_summary()),
+            (
+                "group status PATCHes received (sent by troupe) / group decisions / schedule attempts (pods)",
+                f"{_num(writes)} ({_num(self.counters.total(WRITES))}) / {decisions:.0f} / {attempts:.0f}",
+            ),
+            (
+                "group status writes per decision / per attempt",
+                f"{_ratio(writes, decisions)} / {_ratio(writes, attempts)}",
+            ),
             ("invariant violations", len(self.obs.violations)),
         ]
         for k, v in rows:
@@ -389,23 +761,101 @@ class Soak:
         print(f"troupe logs: {self.workdir}")
         return 1 if self.obs.violations else 0
 
+    def end_summary(self) -> str:
+        gauges = self.end_gauges
+        if not gauges:
+            return "n/a"
+        return f"{_num(self.end_pending)} / " + ", ".join(f"{k} {_num(v)}" for k, v in gauges.items())
+
+    def received(self, source: str | None = None) -> float | None:
+        """Group object PATCHes kube-apiserver received, of one source or all."""
+        if self.api_patches is None:
+            return None
+        groups = [s.api_group for s in SOURCES.values() if s.api_version and source in (None, s.name)]
+        counts = [self.api_patches.patches(g) for g in groups]
+        return None if None in counts else sum(c or 0.0 for c in counts)
+
+    def report_sources(self) -> None:
+        """Group status writes per source: the PATCHes kube-apiserver received
+        and those troupe says it sent (its counter, summed over replicas and
+        restarts), against the status changes the API server stored (the watch)."""
+        watch = self.watch
+        print(
+            "| source | gangs (stream + starving) | status PATCHes received | troupe_group_status_writes_total (conditions + counts) "
+            "| status changes stored | writes per change |\n| --- | --- | --- | --- | --- | --- |"
+        )
+        for s in SOURCES.values():
+            gangs = f"{self.created[s.name]} + {self.starving_created[s.name]}"
+            if s.api_version is None:
+                print(f"| {s.name} | {gangs} | - (no group object) | - | - | - |")
+                continue
+            sent = self.counters.total(WRITES, source=s.api_group)
+            split = ""
+            if sent is not None:
+                conditions = self.counters.total(WRITES, source=s.api_group, write="conditions")
+                split = (
+                    f" ({_num(conditions)} + {_num(self.counters.total(WRITES, source=s.api_group, write='counts'))})"
+                )
+            received = self.received(s.name)
+            changes = watch.changes[s.name] if watch is not None else None
+            gaps = f" ({watch.relists[s.name]} relists)" if watch is not None and watch.relists[s.name] else ""
+            print(
+                f"| {s.name} | {gangs} | {_num(received)} | {_num(sent)}{split} | {_num(changes)}{gaps} "
+                f"| {_ratio(received, changes)} |"
+            )
+
+
+def _listed(items: list[str]) -> str:
+    return f"{len(items)}" + (f" ({', '.join(items[:6])}{', ...' if len(items) > 6 else ''})" if items else "")
+
+
+def _sample(name: str, labels: dict[str, str]) -> str:
+    return name + ("{" + ",".join(f"{k}={v}" for k, v in labels.items()) + "}" if labels else "")
+
+
+def _num(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:g}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "n/a" if a is None or not b else f"{a / b:.2f}"
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0, help="how long faults go on (30)")
     parser.add_argument("--fault-every", type=float, default=5.0, help="mean seconds between faults (5)")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: the clock)")
+    parser.add_argument(
+        "--faults", default=",".join(FAULTS), help=f"the fault kinds to draw from, comma-separated ({','.join(FAULTS)})"
+    )
     parser.add_argument("--nodes", type=int, default=6, help=f"nodes of {NODE_CPU} CPU (6)")
-    parser.add_argument("--gangs", type=int, default=10, help="gangs kept alive at once (10)")
+    parser.add_argument("--gangs", type=int, default=10, help="gangs of the stream kept alive at once (10)")
+    parser.add_argument("--starving", type=int, default=2, help="starving gangs at once, 0: none (2)")
+    parser.add_argument(
+        "--holders", type=int, default=None, help="long-running holder pods (one per node; none without --starving)"
+    )
     parser.add_argument(
         "--partial-grace",
         type=float,
         default=75.0,
         help="seconds a gang may be seen bound below minCount (binds are retried through an outage for 60 s) (75)",
     )
+    parser.add_argument(
+        "--release-grace",
+        type=float,
+        default=10.0,
+        help="seconds a gone group's pods may stay nominated (a fault before then gives it this again, "
+        "up to 60 s) (10)",
+    )
     args = parser.parse_args(argv)
     if args.seed is None:
         args.seed = int(time.time())
+    args.faults = tuple(f for f in args.faults.split(",") if f)
+    if not args.faults or set(args.faults) - set(FAULTS):
+        parser.error(f"--faults: choose from {', '.join(FAULTS)}")
+    if args.holders is None:
+        args.holders = args.nodes if args.starving else 0
     return Soak(args).run()
 
 

@@ -11,12 +11,21 @@ at every observation:
   fall between two of them, and binds in flight at an outage are retried
   through it; a gang that stays partial was placed partially);
 - no node is overcommitted: the requests (cpu, memory, pods) of the pods
-  bound to a node fit its allocatable.
+  bound to a node fit its allocatable;
+- with `reservations=True`: no room is held for a group that is gone. A pod
+  whose group object no longer exists (`live_groups` says which exist), or
+  whose gang has fewer pods than minCount, must not carry
+  `status.nominatedNodeName` longer than `release_grace` seconds after that
+  was first observed (a fault before then moves the deadline, up to
+  `release_grace_max`): a restarted scheduler adopts what that field says.
 
-`final_check()` waits for every expected pod to be bound. Used by
-tests/integration/test_outage.py, test_leader_failover_repeated.py and
-bench/soak.py. Polling failures (the API server is away) are counted, not
-raised.
+Gangs come from several group sources (`SOURCES`: troupe's PodGroup,
+scheduler-plugins', Volcano's, Kueue's plain pod groups); `pod_gang` says
+which group a pod names. `final_check()` waits for every expected pod to be
+bound; `leaked_nominations()` lists what is still held for a group that is
+gone. Used by tests/integration/test_outage.py,
+test_leader_failover_repeated.py and bench/soak.py. Polling failures (the
+API server is away) are counted, not raised.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -34,11 +43,114 @@ from scheduler.api.quantity import parse_quantity
 GROUP_LABEL = "scheduling.troupe.dev/pod-group"
 
 
+@dataclass(frozen=True)
+class Source:
+    """How one group source links a pod to its group, and the group object it reads."""
+
+    name: str
+    api_version: str | None  # the group object's; None: no object, the pods declare the group (Kueue)
+    resource: str | None  # kubectl's fully qualified resource (three CRDs have the kind PodGroup)
+    label: str | None = None
+    annotation: str | None = None
+    size_annotation: str | None = None  # the gang size every pod declares (Kueue)
+
+    @property
+    def api_group(self) -> str:
+        return (self.api_version or self.label or "").split("/")[0]
+
+    def group_of(self, meta: Mapping[str, Any]) -> str | None:
+        if self.label is not None:
+            value = (meta.get("labels") or {}).get(self.label)
+        else:
+            value = (meta.get("annotations") or {}).get(self.annotation or "")
+        return str(value) if value else None
+
+    def declared_size(self, meta: Mapping[str, Any]) -> int | None:
+        if self.size_annotation is None:
+            return None
+        try:
+            return int((meta.get("annotations") or {}).get(self.size_annotation) or 0) or None
+        except ValueError:
+            return None
+
+    def group_object(self, namespace: str, name: str, size: int) -> dict[str, Any] | None:
+        """The group object as its operator would write it: a gang of `size`."""
+        if self.api_version is None:
+            return None
+        if self.name == "troupe":
+            spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": size}}}
+        else:  # scheduler-plugins and Volcano: spec.minMember
+            spec = {"minMember": size}
+        meta = {"name": name, "namespace": namespace}
+        return {"apiVersion": self.api_version, "kind": "PodGroup", "metadata": meta, "spec": spec}
+
+    def link(self, pod: dict[str, Any], group: str, size: int) -> None:
+        """Make `pod` a member of `group` (of `size` pods)."""
+        meta = pod["metadata"]
+        if self.label is not None:
+            meta.setdefault("labels", {})[self.label] = group
+        else:
+            meta.setdefault("annotations", {})[self.annotation or ""] = group
+        if self.size_annotation is not None:
+            meta.setdefault("annotations", {})[self.size_annotation] = str(size)
+
+
+SOURCES: dict[str, Source] = {
+    s.name: s
+    for s in (
+        Source("troupe", "scheduling.troupe.dev/v1alpha2", "podgroups.scheduling.troupe.dev", label=GROUP_LABEL),
+        Source(
+            "scheduler-plugins",
+            "scheduling.x-k8s.io/v1alpha1",
+            "podgroups.scheduling.x-k8s.io",
+            label="scheduling.x-k8s.io/pod-group",
+        ),
+        Source(
+            "volcano",
+            "scheduling.volcano.sh/v1beta1",
+            "podgroups.scheduling.volcano.sh",
+            annotation="scheduling.k8s.io/group-name",
+        ),
+        Source(
+            "kueue",
+            None,
+            None,
+            label="kueue.x-k8s.io/pod-group-name",
+            size_annotation="kueue.x-k8s.io/pod-group-total-count",
+        ),
+    )
+}
+
+
+def pod_gang(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(source, group name) of the group the pod names, if any."""
+    meta = pod["metadata"]
+    for source in SOURCES.values():
+        group = source.group_of(meta)
+        if group is not None:
+            return source.name, group
+    return None
+
+
+GangKey = tuple[str, str, str]  # namespace, group name, source
+
+
+def _gang_key(pod: Mapping[str, Any]) -> GangKey | None:
+    gang = pod_gang(pod)
+    return None if gang is None else (pod["metadata"]["namespace"], gang[1], gang[0])
+
+
+def _gang_name(key: GangKey) -> str:
+    namespace, name, source = key
+    return f"{namespace}/{name}" + ("" if source == "troupe" else f" ({source})")
+
+
 @dataclass
 class Gang:
     namespace: str
     name: str
     min_count: int
+    source: str = "troupe"
     # A fault touched the gang (one of its pods or nodes deleted): being
     # partial until then is expected, not a violation.
     disrupted_until: float = 0.0
@@ -47,45 +159,95 @@ class Gang:
 
 
 @dataclass
+class Gone:
+    """A group observed gone (its object deleted, or fewer pods than minCount):
+    its pods must not hold room after `deadline`."""
+
+    why: str
+    since: float
+    deadline: float
+    held_at_start: bool  # its pods were nominated when it was first seen gone, or in the observation before
+    released: bool = False
+    reported: bool = False
+
+
+@dataclass
 class Observer:
     cluster: Any  # hack/localcluster.LocalCluster
     partial_grace: float = 75.0
     interval: float = 0.5
+    # Pods are listed with this label selector; None: every pod (the
+    # overcommit check then counts them all, and every source's gangs are seen).
+    selector: str | None = GROUP_LABEL
+    # Check that no room stays held for a group that is gone (module docstring).
+    reservations: bool = False
+    # (source, namespace, name) of the group objects that exist now; None: not known now.
+    live_groups: Callable[[], set[tuple[str, str, str]] | None] | None = None
+    release_grace: float = 10.0
+    release_grace_max: float = 60.0
     violations: list[str] = field(default_factory=list)
     observations: int = 0
     poll_failures: int = 0
     max_partial_seconds: float = 0.0
 
     def __post_init__(self) -> None:
-        self.gangs: dict[tuple[str, str], Gang] = {}
+        self.gangs: dict[GangKey, Gang] = {}
         self.first_node: dict[str, tuple[str, str]] = {}  # uid -> (pod key, node)
         self.bound_uids: set[str] = set()
         # Pods seen bound, then unbound in a later list: uid -> (pod key, node, when).
         self.unbound_again: dict[str, tuple[str, str, str]] = {}
         self.stale_reads = 0  # of those, seen on their node again: the API's older view
+        # Reservations (with `reservations`): pods seen nominated, groups seen
+        # gone, how long their room stayed held, pods bound while their group was gone.
+        self.nominated_uids: set[str] = set()
+        self.gone: dict[GangKey, Gone] = {}
+        self.release_seconds: list[float] = []
+        self.held_violations = 0
+        self.bound_while_gone: list[str] = []  # pods first seen bound while their group object was gone
+        self._held_before: set[GangKey] = set()  # gangs with a nominated pod in the previous observation
+        self._fault_started: float | None = None  # a fault under way since
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_pods: list[dict[str, Any]] = []
+        self.last_groups: set[tuple[str, str, str]] | None = None
 
     # ----------------------------------------------------------- bookkeeping
 
-    def expect_gang(self, namespace: str, name: str, min_count: int) -> None:
+    def expect_gang(self, namespace: str, name: str, min_count: int, source: str = "troupe") -> None:
         with self._lock:
-            self.gangs[(namespace, name)] = Gang(namespace, name, min_count)
+            self.gangs[(namespace, name, source)] = Gang(namespace, name, min_count, source)
 
-    def forget_gang(self, namespace: str, name: str) -> None:
+    def forget_gang(self, namespace: str, name: str, source: str = "troupe") -> None:
         """The gang was deleted on purpose (finished work)."""
         with self._lock:
-            self.gangs.pop((namespace, name), None)
+            self.gangs.pop((namespace, name, source), None)
 
-    def disrupt(self, namespace: str, name: str, seconds: float = 90.0) -> None:
+    def disrupt(self, namespace: str, name: str, seconds: float = 90.0, source: str = "troupe") -> None:
         """A fault removed some of the gang's pods: allow it to be partial for a while."""
         with self._lock:
-            gang = self.gangs.get((namespace, name))
+            gang = self.gangs.get((namespace, name, source))
             if gang is not None:
                 gang.disrupted_until = time.monotonic() + seconds
                 gang.partial_since = None
+
+    def fault_started(self, now: float | None = None) -> None:
+        """A fault that stops the scheduler or its API for a while begins: no
+        deadline that has not passed yet is enforced until `fault_made`."""
+        with self._lock:
+            self._fault_started = time.monotonic() if now is None else now
+
+    def fault_made(self, now: float | None = None) -> None:
+        """That fault ended just now: a group seen gone whose deadline had not
+        passed when it began gets `release_grace` from now (at most
+        `release_grace_max` after it was first seen gone)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            began = now if self._fault_started is None else self._fault_started
+            for g in self.gone.values():
+                if g.deadline >= began:
+                    g.deadline = min(max(g.deadline, now + self.release_grace), g.since + self.release_grace_max)
+            self._fault_started = None
 
     def violation(self, text: str) -> None:
         with self._lock:
@@ -117,23 +279,36 @@ class Observer:
 
     def poll(self) -> bool:
         """One observation; False if the API could not be read."""
+        select = ("-l", self.selector) if self.selector else ()
         try:
-            pods = self.cluster.get_json("pods", "-A", "-l", GROUP_LABEL, "--request-timeout=10s")["items"]
+            pods = self.cluster.get_json("pods", "-A", *select, "--request-timeout=10s")["items"]
             nodes = self.cluster.get_json("nodes", "--request-timeout=10s")["items"]
         except Exception:  # noqa: BLE001 - the API server may be away: not an observation
             with self._lock:
                 self.poll_failures += 1
             return False
-        self.check(pods, nodes, time.monotonic())
+        # After the pods: a group created since the pods were listed is not
+        # missed, one deleted since is seen gone (the grace covers it).
+        groups = self.live_groups() if self.live_groups is not None else None
+        self.check(pods, nodes, time.monotonic(), groups=groups)
         return True
 
-    def check(self, pods: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]], now: float) -> None:
-        """The invariants over one consistent-enough view (pods listed before nodes)."""
+    def check(
+        self,
+        pods: Iterable[dict[str, Any]],
+        nodes: Iterable[dict[str, Any]],
+        now: float,
+        groups: set[tuple[str, str, str]] | None = None,
+    ) -> None:
+        """The invariants over one consistent-enough view (pods listed before
+        nodes, then `groups`: the group objects that exist, if known)."""
         pods = list(pods)
         with self._lock:
             self.observations += 1
             self.last_pods = pods
-            bound_by_gang: dict[tuple[str, str], int] = {}
+            self.last_groups = groups
+            newly_bound: list[dict[str, Any]] = []
+            bound_by_gang: dict[GangKey, int] = {}
             used: dict[str, dict[str, Decimal]] = {}
             for p in pods:
                 meta, spec = p["metadata"], p["spec"]
@@ -152,11 +327,12 @@ class Observer:
                 elif node and self.unbound_again.pop(uid, None) is not None:
                     self.stale_reads += 1
                 if node:
+                    if uid not in self.bound_uids:
+                        newly_bound.append(p)
                     self.first_node.setdefault(uid, (key, node))
                     self.bound_uids.add(uid)
-                    if not meta.get("deletionTimestamp"):
-                        group = (meta.get("labels") or {}).get(GROUP_LABEL, "")
-                        gkey = (meta["namespace"], group)
+                    gkey = _gang_key(p)
+                    if gkey is not None and not meta.get("deletionTimestamp"):
                         bound_by_gang[gkey] = bound_by_gang.get(gkey, 0) + 1
                     terminal = (p.get("status") or {}).get("phase") in ("Succeeded", "Failed")
                     if not terminal:
@@ -188,11 +364,108 @@ class Observer:
                 if lasted > self.partial_grace and not gang.reported:
                     gang.reported = True
                     self.violations.append(
-                        f"{time.strftime('%H:%M:%S')} gang {gkey[0]}/{gkey[1]} has {bound} of minCount "
+                        f"{time.strftime('%H:%M:%S')} gang {_gang_name(gkey)} has {bound} of minCount "
                         f"{gang.min_count} pods bound for {lasted:.0f}s"
                     )
+            if self.reservations:
+                self._check_reservations(pods, groups, newly_bound, now)
+
+    def _gone_groups(self, pods: list[dict[str, Any]], groups: set[tuple[str, str, str]] | None) -> dict[GangKey, str]:
+        """The groups that pods name and that are gone: why, by gang."""
+        live: dict[GangKey, int] = {}
+        declared: dict[GangKey, int] = {}
+        for p in pods:
+            gkey = _gang_key(p)
+            if gkey is None:
+                continue
+            meta = p["metadata"]
+            terminal = (p.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            live.setdefault(gkey, 0)
+            if not meta.get("deletionTimestamp") and not terminal:
+                live[gkey] += 1
+            size = SOURCES[gkey[2]].declared_size(meta)
+            if size is not None:
+                declared[gkey] = max(declared.get(gkey, 0), size)
+        gone: dict[GangKey, str] = {}
+        for gkey, count in live.items():
+            namespace, name, source = gkey
+            if (
+                groups is not None
+                and SOURCES[source].api_version is not None
+                and (source, namespace, name) not in groups
+            ):
+                gone[gkey] = "its PodGroup is gone"
+                continue
+            gang = self.gangs.get(gkey)
+            min_count = gang.min_count if gang is not None else declared.get(gkey)
+            if min_count is not None and count < min_count:
+                gone[gkey] = f"it has {count} of minCount {min_count} pods"
+        return gone
+
+    def _check_reservations(
+        self,
+        pods: list[dict[str, Any]],
+        groups: set[tuple[str, str, str]] | None,
+        newly_bound: list[dict[str, Any]],
+        now: float,
+    ) -> None:
+        """No pod of a group that is gone holds room past its deadline (caller holds the lock)."""
+        nominated: dict[GangKey, list[str]] = {}
+        for p in pods:
+            target = (p.get("status") or {}).get("nominatedNodeName")
+            if not target or p["spec"].get("nodeName") or p["metadata"].get("deletionTimestamp"):
+                continue
+            self.nominated_uids.add(p["metadata"]["uid"])
+            gkey = _gang_key(p)
+            if gkey is not None:
+                nominated.setdefault(gkey, []).append(f"{p['metadata']['name']} on {target}")
+        gone = self._gone_groups(pods, groups)
+        for gkey in list(self.gone):
+            if gkey not in gone:
+                del self.gone[gkey]  # whole again, its object back, or its pods deleted
+        for gkey, why in gone.items():
+            held = nominated.get(gkey, [])
+            g = self.gone.get(gkey)
+            if g is None:
+                g = self.gone[gkey] = Gone(why, now, now + self.release_grace, bool(held) or gkey in self._held_before)
+            if not held and not g.released:
+                g.released = True
+                if g.held_at_start:
+                    self.release_seconds.append(now - g.since)
+            excused = self._fault_started is not None and g.deadline >= self._fault_started
+            overdue = (now > g.deadline and not excused) or now > g.since + self.release_grace_max
+            if held and overdue and not g.reported:
+                g.reported = True
+                self.held_violations += 1
+                self.violations.append(
+                    f"{time.strftime('%H:%M:%S')} room held for gang {_gang_name(gkey)} {now - g.since:.0f}s after "
+                    f"{g.why}: nominatedNodeName {', '.join(sorted(held))}"
+                )
+        for p in newly_bound:
+            gkey = _gang_key(p)
+            if gkey is not None and gone.get(gkey) == "its PodGroup is gone":
+                name = f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+                self.bound_while_gone.append(f"{name} {now - self.gone[gkey].since:.0f}s after")
+        self._held_before = set(nominated)
 
     # ------------------------------------------------------------- the end
+
+    def leaked_nominations(self) -> list[str]:
+        """Pods of the last observation nominated (not bound) for a group
+        that is gone: room that a restarted scheduler would hold again."""
+        with self._lock:
+            gone = self._gone_groups(self.last_pods, self.last_groups)
+            return [
+                f"{p['metadata']['namespace']}/{p['metadata']['name']} on "
+                f"{p['status']['nominatedNodeName']} ({gone[gkey]})"
+                for p in self.last_pods
+                if (p.get("status") or {}).get("nominatedNodeName")
+                and not p["spec"].get("nodeName")
+                and (gkey := _gang_key(p)) in gone
+            ]
+
+    def _expected(self, p: Mapping[str, Any]) -> bool:
+        return _gang_key(p) in self.gangs
 
     def unbound(self) -> list[str]:
         """Pods of expected gangs that exist and have no node (in the last observation)."""
@@ -200,9 +473,7 @@ class Observer:
             return [
                 f"{p['metadata']['namespace']}/{p['metadata']['name']}"
                 for p in self.last_pods
-                if not p["spec"].get("nodeName")
-                and not p["metadata"].get("deletionTimestamp")
-                and (p["metadata"]["namespace"], (p["metadata"].get("labels") or {}).get(GROUP_LABEL, "")) in self.gangs
+                if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp") and self._expected(p)
             ]
 
     def binding_backlog(self, at_least: int) -> bool:
@@ -210,11 +481,7 @@ class Observer:
         gang bound) with at least `at_least` of their pods still unbound."""
         left = self.unbound()
         with self._lock:
-            expected = [
-                p
-                for p in self.last_pods
-                if (p["metadata"]["namespace"], (p["metadata"].get("labels") or {}).get(GROUP_LABEL, "")) in self.gangs
-            ]
+            expected = [p for p in self.last_pods if self._expected(p)]
         return len(left) >= at_least and len(expected) > len(left)
 
     def final_check(self, timeout: float = 120.0, expected_pods: int | None = None) -> list[str]:
@@ -238,22 +505,30 @@ class Observer:
 # ------------------------------------------------------------------ workload
 
 
-def gang_objects(namespace: str, name: str, size: int, cpu: str = "100m", memory: str = "64Mi") -> list[dict[str, Any]]:
-    """A PodGroup with gang minCount `size` and its `size` pods."""
-    pg = {
-        "apiVersion": "scheduling.troupe.dev/v1alpha2",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
-    }
-    return [pg] + [gang_pod(namespace, name, i, cpu, memory) for i in range(size)]
+def gang_objects(
+    namespace: str, name: str, size: int, cpu: str = "100m", memory: str = "64Mi", source: str = "troupe"
+) -> list[dict[str, Any]]:
+    """A gang of `size` (minCount/minMember `size`) of one group source: its
+    group object, if the source has one, then its `size` pods."""
+    group = SOURCES[source].group_object(namespace, name, size)
+    pods = [gang_pod(namespace, name, i, cpu, memory, source=source, size=size) for i in range(size)]
+    return ([group] if group is not None else []) + pods
 
 
-def gang_pod(namespace: str, group: str, index: int, cpu: str = "100m", memory: str = "64Mi") -> dict[str, Any]:
-    return {
+def gang_pod(
+    namespace: str,
+    group: str,
+    index: int,
+    cpu: str = "100m",
+    memory: str = "64Mi",
+    source: str = "troupe",
+    size: int = 0,
+) -> dict[str, Any]:
+    """Pod `index` of gang `group` (`size`: the gang's, for a source whose pods declare it)."""
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": f"{group}-{index}", "namespace": namespace, "labels": {GROUP_LABEL: group}},
+        "metadata": {"name": f"{group}-{index}", "namespace": namespace},
         "spec": {
             "schedulerName": "troupe-scheduler",
             "terminationGracePeriodSeconds": 0,
@@ -266,6 +541,8 @@ def gang_pod(namespace: str, group: str, index: int, cpu: str = "100m", memory: 
             ],
         },
     }
+    SOURCES[source].link(pod, group, size)
+    return pod
 
 
 def apply_until_done(cluster: Any, objects: list[dict[str, Any]], timeout: float = 120.0) -> int:
