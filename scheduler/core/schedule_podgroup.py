@@ -125,9 +125,11 @@ def schedule_group(
     pods: Sequence[PodInfo],
     placed_before: int = 0,
     placed_nodes: Sequence[str] = (),
+    backfill_only: Sequence[tuple[int, PodInfo]] = (),
 ) -> GroupDecision:
     """Places `pods` (already ordered) into `snapshot`. `placed_before` counts the
-    group's pods bound or assumed before this cycle, on `placed_nodes`."""
+    group's pods bound or assumed before this cycle, on `placed_nodes`;
+    `backfill_only`: GroupContext's."""
     is_gang = group is not None and group.is_gang
     min_count = group.min_count if group is not None else 1
     ctx = GroupContext(
@@ -138,6 +140,7 @@ def schedule_group(
         placed_before,
         group=group,
         placed_nodes=tuple(placed_nodes),
+        backfill_only=tuple(backfill_only),
     )
     short = _min_resources_shortfall(snapshot, group, min_count) if group is not None and not placed_before else ""
     if short:  # as coscheduling's PreFilter: not tried while the cluster cannot hold it
@@ -263,6 +266,8 @@ def _post_filter(
     (with each unplaced pod's diagnosis). Nominations go into the decision."""
     if not fwk.post_filter or decision.unresolvable:
         return
+    for row, pod in ctx.backfill_only:  # others' reserved room: backfilled, never planned on
+        snapshot.assume(row, snapshot.request_vector(pod)[0], (pod.nonzero_cpu, pod.nonzero_memory))
     diagnoses = {p.uid: d for p, _, d in trial.failures if d is not None}
     if group_key is None:
         if not trial.failures or trial.failures[0][2] is None:

@@ -210,8 +210,10 @@ class Scheduler(EventHandlers):
         fwk = self.frameworks[pods[0].scheduler_name]
         ordered = order_pods(pods, popped.first_seen, group.min_per_task if group is not None else None)
         snapshot = self.cache.snapshot()
-        self._hold_nominated(snapshot, ordered)
-        return fwk, schedule_group(fwk, snapshot, group_key, group, ordered, len(placed_nodes), placed_nodes)
+        backfill_only = self._hold_nominated(snapshot, ordered)
+        return fwk, schedule_group(
+            fwk, snapshot, group_key, group, ordered, len(placed_nodes), placed_nodes, backfill_only
+        )
 
     def _wake_displaced(self, assignments: list[Assignment]) -> None:
         """Pods placed (by higher priority, or beside) on nodes nominated to
@@ -223,14 +225,17 @@ class Scheduler(EventHandlers):
             if node in nodes:
                 self.queue.activate(unit_of(pod))
 
-    def _hold_nominated(self, snapshot: Snapshot, pods: list[PodInfo]) -> None:
+    def _hold_nominated(self, snapshot: Snapshot, pods: list[PodInfo]) -> list[tuple[int, PodInfo]]:
         """Count the room of other units' nominated pods (waiting for their
-        victims) as used, unless this unit's priority is higher."""
+        victims or reserved room) as used, unless this unit's priority is
+        higher. Returns the reserved room left free for backfill (row, pod):
+        held again before PostFilter."""
         if not self.nominated:
-            return
+            return []
         own = {p.uid for p in pods}
         priority = max(p.priority for p in pods)
         ends = self._backfill_end(pods) if self.reserved else None
+        backfill: list[tuple[int, PodInfo]] = []
         for uid, (node, pod) in self.nominated.items():
             row = snapshot.row.get(node)
             if uid in own or row is None or pod.priority < priority:
@@ -238,8 +243,10 @@ class Scheduler(EventHandlers):
             if ends is not None and uid in self.reserved:
                 free_at = self.reserved[uid][0]
                 if free_at is not None and ends <= free_at:
-                    continue  # backfill: these pods end before the reserved room can be free anyway
+                    backfill.append((row, pod))  # these pods end before the reserved room can be free anyway
+                    continue
             snapshot.assume(row, snapshot.request_vector(pod)[0], (pod.nonzero_cpu, pod.nonzero_memory))
+        return backfill
 
     def _backfill_end(self, pods: list[PodInfo]) -> float | None:
         """When all of `pods` will have ended at the latest if bound now (wall

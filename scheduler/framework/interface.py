@@ -293,6 +293,11 @@ class GroupContext:
     group: PodGroup | None = None  # None for a pod that belongs to no PodGroup
     placed_nodes: tuple[str, ...] = ()  # the nodes of the pods counted in placed_before
     placed_pods: tuple[PodInfo, ...] = ()  # the pods placed in this cycle (for Permit)
+    # Room nominated to other units' pods (row, pod) that this unit may use
+    # only to backfill (its pods end before that room frees): not held in the
+    # snapshot it is placed in, held again before PostFilter, which must not
+    # plan on it (no reservation on top of a reservation).
+    backfill_only: tuple[tuple[int, PodInfo], ...] = ()
 
     @property
     def need(self) -> int:
