@@ -139,6 +139,11 @@ class Snapshot:
                 if predicate(pod):
                     counts[row] += 1
 
+    def hold(self, row: int, pod: PodInfo) -> None:
+        """Count `pod`'s requests as used on `row` without placing it there:
+        room nominated to a pod not bound yet (no affinity or spread counts it)."""
+        self.assume(row, self.request_vector(pod)[0], (pod.nonzero_cpu, pod.nonzero_memory))
+
     def remove_pod(self, pod: PodInfo) -> bool:
         """Take a running pod (bound, or assumed before this cycle) off its node
         for the rest of the cycle, or until `restore`. False if it runs nowhere

@@ -78,8 +78,7 @@ class EventHandlers:
     def with_group_priority(self, pod: PodInfo) -> PodInfo:
         """The pod with its PodGroup's priority, where the group has one."""
         group = self.cache.groups.get(pod.group) if pod.group is not None else None
-        priority = group.priority_in(self.cache.priority_classes) if isinstance(group, PodGroup) else None
-        return pod.with_group_priority(priority)
+        return pod.with_group_priority(_priority_of(group, self.cache.priority_classes))
 
     def _group_priority_changed(self, key: GroupKey) -> None:
         """The group's priority may have changed (the group or its

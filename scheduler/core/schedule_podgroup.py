@@ -267,7 +267,7 @@ def _post_filter(
     if not fwk.post_filter or decision.unresolvable:
         return
     for row, pod in ctx.backfill_only:  # others' reserved room: backfilled, never planned on
-        snapshot.assume(row, snapshot.request_vector(pod)[0], (pod.nonzero_cpu, pod.nonzero_memory))
+        snapshot.hold(row, pod)
     diagnoses = {p.uid: d for p, _, d in trial.failures if d is not None}
     if group_key is None:
         if not trial.failures or trial.failures[0][2] is None:

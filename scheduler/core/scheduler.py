@@ -245,7 +245,7 @@ class Scheduler(EventHandlers):
                 if free_at is not None and ends <= free_at:
                     backfill.append((row, pod))  # these pods end before the reserved room can be free anyway
                     continue
-            snapshot.assume(row, snapshot.request_vector(pod)[0], (pod.nonzero_cpu, pod.nonzero_memory))
+            snapshot.hold(row, pod)
         return backfill
 
     def _backfill_end(self, pods: list[PodInfo]) -> float | None:
