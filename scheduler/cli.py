@@ -6,12 +6,14 @@ import argparse
 import asyncio
 import logging
 import sys
+import textwrap
 from typing import TYPE_CHECKING
 
 from . import version
 from .api.config import ConfigError, SchedulerConfiguration, load_config
 from .api.constants import DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL
 from .api.jobs import JOB_POLICY_ANNOTATION
+from .api.sources import all_sources, api_versions
 
 if TYPE_CHECKING:
     from .framework.registry import Registry
@@ -29,28 +31,50 @@ A batch/v1 Job needs no PodGroup of its own: with the annotation
 makes its Workload and PodGroup (a gang of the pods it runs at once), owned
 by the Job, and the Job's pods join it.
 
-Where the cluster serves the native Workload API (scheduling.k8s.io
-PodGroups: v1beta1, v1alpha3 or v1alpha2), a pod with `spec.schedulingGroup`
-joins that native PodGroup, exactly as in the Kubernetes documentation; that
-field wins over troupe's label, which wins over a Job's ownership.
-
-The PodGroups operators write for other gang schedulers are read too, where
-their CRDs are installed: scheduler-plugins (scheduling.x-k8s.io, label
-scheduling.x-k8s.io/pod-group), Volcano (scheduling.volcano.sh, annotation
-scheduling.k8s.io/group-name), and Kueue's plain pod groups (label
-kueue.x-k8s.io/pod-group-name). For operators that hard-code a scheduler
-name (KubeRay): --config examples/config-ecosystem.yaml adds profiles named
-scheduler-plugins-scheduler and volcano (README "Using troupe with your
-operator").
+The PodGroups other projects write are read too, where the cluster serves
+them. A pod belongs to the group of the first of these group sources that
+names one (`groupSources` in --config turns the optional ones off):
 """
+
+DESCRIPTION_END = """
+For operators that hard-code a scheduler name (KubeRay): --config
+examples/config-ecosystem.yaml adds profiles named after them
+(docs/operators.md).
+"""
+
+
+def sources_help(indent: int = 2, width: int = 79) -> str:
+    """One entry per group source, in rule order, from the registry."""
+    out = []
+    for source in all_sources():
+        name = f"{source.name}{'' if source.optional else ' (always)'}"
+        first = " " * indent + f"{name:<{_NAME_COLUMN}}"
+        out.append(
+            textwrap.fill(
+                source.help,
+                width=width,
+                initial_indent=first,
+                subsequent_indent=" " * (indent + _NAME_COLUMN),
+                break_on_hyphens=False,
+            )
+        )
+    return "\n".join(out) + "\n"
+
+
+_NAME_COLUMN = 20
+
+
+def _description() -> str:
+    return DESCRIPTION + sources_help() + DESCRIPTION_END
+
 
 RUN_EPILOG = """\
 credentials: --kubeconfig FILE if given; else the pod's ServiceAccount when
 running in a cluster; else $KUBECONFIG or ~/.kube/config.
 
 Install the CRDs and RBAC first:  kubectl apply -f crds/ -f manifests/
-Then watch a group:               kubectl get podgroups
-                                  kubectl get podgroup NAME -o jsonpath='{.status.conditions}'
+Then watch a group:               kubectl get podgroups.scheduling.troupe.dev
+                                  kubectl get podgroups.scheduling.troupe.dev NAME -o jsonpath='{.status.conditions}'
 """
 
 SIMULATE_DESCRIPTION = """\
@@ -62,14 +86,9 @@ Kubernetes objects, as you would `kubectl apply` them:
   Node           status.allocatable is its room (cpu, memory, pods, ...)
   Pod            spec.nodeName set: already running, its requests use room;
                  unset: pending, placed if its schedulerName is a profile's
-  PodGroup       scheduling.troupe.dev/v1alpha2; pods join with the label
-                 scheduling.troupe.dev/pod-group
-                 or scheduling.k8s.io v1beta1, v1alpha3, v1alpha2 (native);
-                 pods join with spec.schedulingGroup.podGroupName;
-                 or scheduling.x-k8s.io/v1alpha1 (scheduler-plugins, label
-                 scheduling.x-k8s.io/pod-group), scheduling.volcano.sh/v1beta1
-                 (Volcano, annotation scheduling.k8s.io/group-name); Kueue
-                 pod groups need none (label kueue.x-k8s.io/pod-group-name).
+  PodGroup       of any group source troupe reads (`troupe --help` lists
+                 them and how pods join), in these apiVersions:
+{podgroups};
                  PodGroups of any other API group are skipped with a warning
   DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate
                  resource.k8s.io/v1 (DRA): devices are allocated as the
@@ -83,6 +102,19 @@ globalDefault PriorityClass) is resolved from the file's PriorityClasses, as
 Priority admission would. An invalid PodGroup is not an input error: it shows
 as SchedulerError, as it would in a cluster.
 """
+
+
+def _simulate_description() -> str:
+    indent = " " * 17
+    versions = textwrap.fill(
+        ", ".join(api_versions("PodGroup")),
+        width=79,
+        initial_indent=indent,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+    )
+    return SIMULATE_DESCRIPTION.replace("{podgroups}", versions)
+
 
 SIMULATE_EPILOG = """\
 example:
@@ -101,7 +133,7 @@ exit status: 0 when the simulation ran (even if pods stay unplaced),
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="troupe", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="troupe", description=_description(), formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"troupe {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -154,7 +186,7 @@ def _parser() -> argparse.ArgumentParser:
     simulate = sub.add_parser(
         "simulate",
         help="place the pods of a YAML file on its nodes, without a cluster",
-        description=SIMULATE_DESCRIPTION,
+        description=_simulate_description(),
         epilog=SIMULATE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.fields import FieldInfo
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from . import sources
 from .constants import DEFAULT_SCHEDULER_NAME
 
 EXTENSION_POINTS = (
@@ -274,18 +275,14 @@ class LeaderElection(_Strict):
         return self
 
 
-GroupSourceName = Literal["native", "scheduler-plugins", "volcano", "kueue"]
-GROUP_SOURCE_NAMES: tuple[GroupSourceName, ...] = ("native", "scheduler-plugins", "volcano", "kueue")
-# The schedulerName operators hard-code on pods whose PodGroups they write for
-# another gang scheduler (KubeRay v1.5.0 controllers/ray/batchscheduler; the
-# training-operator's --gang-scheduler-name), and the group source that reads
-# those PodGroups: a troupe profile of that name needs the source on, or it
-# would place the operator's gangs one pod at a time (README "Profiles for
-# operators that hard-code a scheduler name", examples/config-ecosystem.yaml).
-OPERATOR_SCHEDULER_NAMES: dict[str, GroupSourceName] = {
-    "scheduler-plugins-scheduler": "scheduler-plugins",
-    "volcano": "volcano",
-}
+# The group sources `groupSources` can name (api/sources/registry.py); the
+# shipped ones, for documentation. A profile whose schedulerName an operator
+# hard-codes on pods whose PodGroups it writes for another gang scheduler
+# (KubeRay v1.5.0 controllers/ray/batchscheduler; the training-operator's
+# --gang-scheduler-name) needs the source that reads those PodGroups on, or it
+# would place the operator's gangs one pod at a time (docs/operators.md,
+# examples/config-ecosystem.yaml): `Source.scheduler_names`.
+GROUP_SOURCE_NAMES: tuple[str, ...] = sources.optional_names()
 
 
 class SchedulerConfiguration(_Strict):
@@ -304,10 +301,21 @@ class SchedulerConfiguration(_Strict):
     waiting_report: WaitingReport = Field(default_factory=WaitingReport, alias="waitingReport")
     watch: WatchConfig = Field(default_factory=WatchConfig)
     leader_election: LeaderElection = Field(default_factory=LeaderElection, alias="leaderElection")
-    # The group sources read besides troupe's own PodGroups and Jobs (README
-    # "Group sources"); a source whose API the cluster does not serve is off
+    # The group sources read besides troupe's own PodGroups and Jobs
+    # (docs/scheduling.md); a source whose API the cluster does not serve is off
     # with one log line whatever this says.
-    group_sources: list[GroupSourceName] = Field(default_factory=lambda: list(GROUP_SOURCE_NAMES), alias="groupSources")
+    group_sources: list[str] = Field(default_factory=lambda: list(sources.optional_names()), alias="groupSources")
+
+    @model_validator(mode="after")
+    def _known_sources(self) -> SchedulerConfiguration:
+        known = sources.optional_names()
+        for i, name in enumerate(self.group_sources):
+            if name not in known:
+                raise _named_error(
+                    f"{{at}}: {name!r} is not a group source troupe reads (it reads {', '.join(map(repr, known))})",
+                    at=("groupSources", i),
+                )
+        return self
 
     @model_validator(mode="after")
     def _unique_names(self) -> SchedulerConfiguration:
@@ -328,7 +336,7 @@ class SchedulerConfiguration(_Strict):
     @model_validator(mode="after")
     def _operator_profiles_read_their_groups(self) -> SchedulerConfiguration:
         for i, p in enumerate(self.profiles):
-            source = OPERATOR_SCHEDULER_NAMES.get(p.scheduler_name)
+            source = sources.scheduler_names().get(p.scheduler_name)
             if source is not None and source not in self.group_sources:
                 raise _named_error(
                     f"{{at}}: {p.scheduler_name!r} is the schedulerName operators set on pods whose PodGroups "

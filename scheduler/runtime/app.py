@@ -32,7 +32,7 @@ from .kube import RestClient, connection_info, load_configuration
 from .leaderelection import LeaderElector
 from .ratelimit import TokenBucket
 from .resync import Resync
-from .sources import SOURCE_APIS, PodGroupSource
+from .sources import PodGroupSource, source_apis
 from .status import StatusWriter
 
 log = logging.getLogger(__name__)
@@ -133,8 +133,7 @@ async def run(
         PodGroupSource(
             scheduler, api_client, rest, api, on_served=_events_know(events), recheck=config.watch.discovery_seconds
         )
-        for api in SOURCE_APIS
-        if api.name in config.group_sources
+        for api in source_apis(config.group_sources)
     ]
     await _prime_until_done(scheduler, api_client, informers, group_sources)
     scheduler.synced.set()

@@ -1,5 +1,6 @@
 """The watches of the group sources whose PodGroups are not troupe's own
-(api/sources): the native Workload API, scheduler-plugins and Volcano.
+(api/sources: the kinds a source marks `discovered`): today the native
+Workload API, scheduler-plugins and Volcano.
 
 Each is served only where the cluster has it (the native API behind its
 feature gate, the others where their CRD is installed). At start, API
@@ -20,14 +21,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ..api.sources import coscheduling, native, volcano
+from ..api import sources
 from ..core.scheduler import Scheduler
 from .handlers import group_informer
 from .informer import Informer
@@ -49,31 +50,16 @@ class SourceAPI:
     not_served: str  # why none is served, and what to do
 
 
-NATIVE = SourceAPI(
-    "native",
-    native.GROUP,
-    native.VERSIONS,
-    native.PODGROUP_PLURAL,
-    "the native Workload API needs the GenericWorkload feature gate and --runtime-config",
-)
-SCHEDULER_PLUGINS = SourceAPI(
-    "scheduler-plugins",
-    coscheduling.GROUP,
-    coscheduling.VERSIONS,
-    coscheduling.PLURAL,
-    "install scheduler-plugins' PodGroup CRD (scheduling.x-k8s.io_podgroups.yaml) to schedule its PodGroups",
-)
-VOLCANO = SourceAPI(
-    "volcano",
-    volcano.GROUP,
-    volcano.VERSIONS,
-    volcano.PLURAL,
-    "install Volcano's PodGroup CRD (scheduling.volcano.sh_podgroups.yaml) to schedule its PodGroups",
-)
-SOURCE_APIS = (NATIVE, SCHEDULER_PLUGINS, VOLCANO)
+def source_apis(names: Sequence[str]) -> list[SourceAPI]:
+    """The kinds to discover and watch, of the group sources `names` turns on
+    (the registry, api/sources/registry.py)."""
+    return [
+        SourceAPI(source.name, kind.group, kind.versions, kind.plural, source.not_served)
+        for source, kind in sources.discovered_kinds(names)
+    ]
 
 
-async def served_version(rest: RestClient, api: SourceAPI = NATIVE) -> tuple[str | None, str]:
+async def served_version(rest: RestClient, api: SourceAPI) -> tuple[str | None, str]:
     """The version of `api`'s PodGroups troupe will read, or None and why not."""
     try:
         raw = await rest.request("GET", f"/apis/{api.group}", b"")
@@ -106,7 +92,7 @@ class PodGroupSource:
         scheduler: Scheduler,
         api: client.ApiClient,
         rest: RestClient,
-        source: SourceAPI = NATIVE,
+        source: SourceAPI,
         on_served: Callable[[str], None] = lambda _api_version: None,
         recheck: float = RECHECK_SECONDS,
     ) -> None:

@@ -38,33 +38,30 @@ from ..api.parse import parse_node, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error
 from ..api.records import GroupKey, ObjectError, PodClaim
 from ..api.resources import PODS
-from ..api.sources import coscheduling, is_implied, native, parse_group, parse_workload, volcano
+from ..api.sources import api_versions, is_implied, parse_group, parse_workload
 from .jobs import expand_job
 
-# Kinds the simulation feeds to the scheduler, and whether they are namespaced.
+# Kinds the simulation feeds to the scheduler, and whether they are namespaced;
+# the group sources' kinds (PodGroup, Workload) come from their registry.
 KINDS: dict[str, bool] = {
     "Node": False,
     "Namespace": False,
     "PriorityClass": False,
-    "Workload": True,
-    "PodGroup": True,
     "Pod": True,
     "DeviceClass": False,
     "ResourceSlice": False,
     "ResourceClaim": True,
     "ResourceClaimTemplate": True,
 }
-# Kinds that several API groups define: matched by group and version, never by
-# kind alone (a scheduler-plugins or Volcano PodGroup is not troupe's).
-API_VERSIONS: dict[str, tuple[str, ...]] = {
-    "PodGroup": (
-        C.API_VERSION,
-        *(f"{native.GROUP}/{v}" for v in native.VERSIONS),
-        *(f"{coscheduling.GROUP}/{v}" for v in coscheduling.VERSIONS),
-        *(f"{volcano.GROUP}/{v}" for v in volcano.VERSIONS),
-    ),
-    "Workload": (C.API_VERSION, *(f"{native.GROUP}/{v}" for v in native.VERSIONS)),
-}
+
+
+def _namespaced(kind: str) -> bool | None:
+    """Whether `kind` is namespaced, or None where it is not simulated."""
+    if kind in KINDS:
+        return KINDS[kind]
+    return True if api_versions(kind) else None
+
+
 # Controllers whose pods a user might expect the simulation to create.
 _CONTROLLERS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob", "ReplicationController"}
 
@@ -200,7 +197,7 @@ def _objects(doc: Any, where: str, source: str, warnings: list[str]) -> Iterator
     name = meta.get("name")
     if name is None or name == "":
         raise InputError(f"{source}: {where} ({kind}): metadata.name is required")
-    namespaced = KINDS.get(kind)
+    namespaced = _namespaced(kind)
     if kind == "Job" and doc.get("apiVersion") == "batch/v1":
         namespace = str(meta.get("namespace") or "default")
         expanded, problem = expand_job(doc, namespace)
@@ -223,11 +220,14 @@ def _objects(doc: Any, where: str, source: str, warnings: list[str]) -> Iterator
         return
     namespace = str(meta.get("namespace") or "default") if namespaced else ""
     api_version = doc.get("apiVersion")
-    if kind in API_VERSIONS and api_version not in API_VERSIONS[kind]:
+    # Kinds that several API groups define: matched by group and version,
+    # never by kind alone (a scheduler-plugins or Volcano PodGroup is not troupe's).
+    readable = api_versions(kind)
+    if readable and api_version not in readable:
         ref = f"{namespace}/{name}"
         warnings.append(
             f"{source}: {where} ({kind} {ref}): warning: apiVersion {api_version!r} is not one troupe reads "
-            f"({', '.join(API_VERSIONS[kind])}); skipped"
+            f"({', '.join(readable)}); skipped"
         )
         return
     yield SourceObject(where, kind, namespace, str(name), doc)

@@ -12,6 +12,8 @@ import uuid
 
 import pytest
 
+from scheduler.api.sources import registry
+
 pytestmark = pytest.mark.integration
 
 SA = "system:serviceaccount:troupe-system:troupe-scheduler"
@@ -109,24 +111,34 @@ DENIED: list[Check] = [
 ]
 
 
+def _source_checks(api_groups: set[str]) -> list[Check]:
+    """What the group sources of `api_groups` need, from their registry
+    (api/sources: GroupKind.rbac): reads cluster-wide and in a namespace,
+    writes in a namespace."""
+    checks: list[Check] = []
+    for source in registry.SOURCES:
+        for kind in source.kinds:
+            for group, resource, verbs in kind.rbac():
+                if group not in api_groups:
+                    continue
+                plural, _, sub = resource.partition("/")
+                for verb in verbs:
+                    spaces = (None, OTHER_NS) if verb in ("get", "list", "watch") else (OTHER_NS,)
+                    checks += [(verb, f"{plural}.{group}", sub or None, ns) for ns in spaces]
+    return checks
+
+
 # The native Workload API, checked where it is served (`native_cluster`;
 # kubectl warns about a resource the server does not have).
-NATIVE_GRANTED: list[Check] = [
-    # PodGroups read, their status patched
-    *[(v, "podgroups.scheduling.k8s.io", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
-    ("patch", "podgroups.scheduling.k8s.io", "status", OTHER_NS),
-]
+NATIVE_GRANTED: list[Check] = _source_checks({"scheduling.k8s.io"})
 # The PodGroups of scheduler-plugins and Volcano (RBAC needs no CRD installed).
 ECOSYSTEM = ("podgroups.scheduling.x-k8s.io", "podgroups.scheduling.volcano.sh")
-ECOSYSTEM_GRANTED: list[Check] = [
-    *[(v, r, None, ns) for r in ECOSYSTEM for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
-    *[("patch", r, "status", OTHER_NS) for r in ECOSYSTEM],
-    # Volcano's CRD has no status subresource: its status is patched on the object
-    ("patch", "podgroups.scheduling.volcano.sh", None, OTHER_NS),
-]
+ECOSYSTEM_GRANTED: list[Check] = _source_checks({"scheduling.x-k8s.io", "scheduling.volcano.sh"})
 ECOSYSTEM_DENIED: list[Check] = [
     *[(v, r, None, OTHER_NS) for r in ECOSYSTEM for v in ("create", "update", "delete")],
     ("patch", "podgroups.scheduling.x-k8s.io", None, OTHER_NS),
+    # Volcano's CRD has no status subresource: its status is patched on the object
+    ("patch", "podgroups.scheduling.volcano.sh", "status", OTHER_NS),
     *[("update", r, "status", OTHER_NS) for r in ECOSYSTEM],
 ]
 NATIVE_DENIED: list[Check] = [

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..podgroup import PodGroup
 from . import foreign
-from .base import LabelSource
+from .base import GroupKind, LabelSource, Source
 from .foreign import MemberCounts
 
 GROUP = "scheduling.x-k8s.io"
@@ -34,9 +34,6 @@ LABEL = f"{GROUP}/pod-group"
 _SPEC = frozenset(("minMember", "minResources", "scheduleTimeoutSeconds"))
 _STATUS = ("phase", "running", "succeeded", "failed", "scheduleStartTime", "occupiedBy")
 FINAL = ("Finished", "Failed")
-
-
-PODS = LabelSource("scheduler-plugins", GROUP, LABEL)
 
 
 def parse_group(body: Mapping[str, Any]) -> PodGroup:
@@ -88,3 +85,16 @@ def export_status(
         # Set once, when the group has its minMember pods: who the group is for ("ns/owner").
         out["occupiedBy"] = counts.occupied_by
     return out
+
+
+SOURCE = Source(
+    name="scheduler-plugins",
+    api_group=GROUP,
+    pods=LabelSource(LABEL),
+    kinds=(GroupKind(GROUP, VERSIONS, "PodGroup", PLURAL, parse_group, writes_status=True),),
+    help=f"{GROUP}/{VERSIONS[0]} (scheduler-plugins); pods join with the label {LABEL}",
+    not_served=f"install scheduler-plugins' PodGroup CRD ({GROUP}_{PLURAL}.yaml) to schedule its PodGroups",
+    scheduler_names=("scheduler-plugins-scheduler",),
+    export_members=export_status,
+    counts_members=True,
+)

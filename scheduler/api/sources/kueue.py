@@ -31,7 +31,7 @@ from typing import Any
 
 from ..podgroup import PodGroup
 from ..records import GroupKey, PodInfo
-from .base import LabelSource
+from .base import LabelSource, Source
 
 GROUP = "kueue.x-k8s.io"
 API_VERSION = f"{GROUP}/pods"  # not an API: marks a group made from its pods' labels
@@ -47,9 +47,6 @@ class _CountedLabelSource(LabelSource):
             return max(int((meta.get("annotations") or {}).get(TOTAL_COUNT) or 0), 0)
         except (TypeError, ValueError):
             return 0
-
-
-PODS = _CountedLabelSource("kueue", GROUP, LABEL)
 
 
 NO_WORKLOAD = "Kueue makes no Workload for such a group"
@@ -89,3 +86,14 @@ def implied_group(key: GroupKey, members: Sequence[PodInfo], creation_timestamp:
             "problem": problem,
         }
     )
+
+
+SOURCE = Source(
+    name="kueue",
+    api_group=GROUP,
+    pods=_CountedLabelSource(LABEL),
+    help=f"Kueue's plain pod groups, no object: pods join with the label {LABEL} and declare the "
+    f"group's size in the annotation {TOTAL_COUNT}",
+    implied=implied_group,
+    implied_api_version=API_VERSION,
+)

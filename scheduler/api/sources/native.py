@@ -31,7 +31,7 @@ from typing import Any
 
 from .. import constants as C
 from ..podgroup import PodGroup, Workload
-from .base import PodSource
+from .base import GroupKind, PodSource, Source
 
 GROUP = "scheduling.k8s.io"
 # The versions troupe speaks, preferred first (discovery picks the first served).
@@ -62,19 +62,13 @@ _TEMPLATE_FIELDS["v1beta1"] = _TEMPLATE_FIELDS["v1alpha3"]
 _POLICY_FIELDS = {"schedulingPolicy": ("basic", "gang"), "schedulingPolicy.gang": ("minCount",)}
 
 
-class _SchedulingGroupSource(PodSource):
-    name = "native"
-    api_group = GROUP
-
+class _SchedulingGroupPods(PodSource):
     def pod_group(self, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
         group = spec.get("schedulingGroup")
         if not isinstance(group, Mapping):
             return None
         name = group.get("podGroupName")
         return str(name) if name else None
-
-
-PODS = _SchedulingGroupSource()
 
 
 def _version(body: Mapping[str, Any]) -> str:
@@ -199,3 +193,17 @@ def export_conditions(api_version: str, conditions: list[dict[str, Any]]) -> lis
             c = {k: v for k, v in c.items() if k != "observedGeneration"}
         out.append(c)
     return out
+
+
+SOURCE = Source(
+    name="native",
+    api_group=GROUP,
+    pods=_SchedulingGroupPods(),
+    kinds=(
+        GroupKind(GROUP, VERSIONS, "PodGroup", PODGROUP_PLURAL, parse_group, writes_status=True),
+        GroupKind(GROUP, VERSIONS, "Workload", WORKLOAD_PLURAL, parse_workload, watched=False),
+    ),
+    help=f"{GROUP} {', '.join(VERSIONS)} (the native Workload API); pods join with spec.schedulingGroup.podGroupName",
+    not_served="the native Workload API needs the GenericWorkload feature gate and --runtime-config",
+    export_conditions=export_conditions,
+)

@@ -8,9 +8,7 @@ from typing import Any
 
 from .. import constants as C
 from ..podgroup import PodGroup, Workload
-from .base import LabelSource
-
-PODS = LabelSource("troupe", C.GROUP, C.POD_GROUP_LABEL)
+from .base import GroupKind, LabelSource, Source
 
 
 def parse_group(body: Mapping[str, Any]) -> PodGroup:
@@ -19,3 +17,18 @@ def parse_group(body: Mapping[str, Any]) -> PodGroup:
 
 def parse_workload(body: Mapping[str, Any]) -> Workload:
     return Workload.model_validate(body)
+
+
+SOURCE = Source(
+    name="troupe",
+    api_group=C.GROUP,
+    pods=LabelSource(C.POD_GROUP_LABEL),
+    kinds=(
+        GroupKind(
+            C.GROUP, (C.VERSION,), "PodGroup", C.PODGROUP_PLURAL, parse_group, discovered=False, writes_status=True
+        ),
+        GroupKind(C.GROUP, (C.VERSION,), "Workload", C.WORKLOAD_PLURAL, parse_workload, discovered=False),
+    ),
+    optional=False,
+    help=f"{C.API_VERSION} (troupe's own); pods join with the label {C.POD_GROUP_LABEL}",
+)

@@ -28,7 +28,7 @@ from typing import Any
 from .. import constants as C
 from ..podgroup import PodGroup
 from . import foreign
-from .base import PodSource
+from .base import AnnotationSource, GroupKind, Source
 from .foreign import MemberCounts
 
 GROUP = "scheduling.volcano.sh"
@@ -48,20 +48,12 @@ _NOT_HONOURED = {
 _STATUS = ("phase", "running", "succeeded", "failed")
 
 
-class _AnnotationSource(PodSource):
-    name = "volcano"
-    api_group = GROUP
-
-    def pod_group(self, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
-        value = (meta.get("annotations") or {}).get(ANNOTATION)
-        return str(value) if value else None
+class _VolcanoPods(AnnotationSource):
+    """Volcano's annotation, and the pod's task as Volcano's scheduler reads it."""
 
     def pod_task(self, meta: Mapping[str, Any]) -> str:
         value = (meta.get("annotations") or {}).get(TASK_KEY) or (meta.get("labels") or {}).get(TASK_KEY)
         return str(value or "")
-
-
-PODS = _AnnotationSource()
 
 
 def _min_per_task(raw: Any) -> tuple[dict[str, int], list[str]]:
@@ -207,3 +199,17 @@ def export_status(
             )
     out["conditions"] = theirs
     return out
+
+
+SOURCE = Source(
+    name="volcano",
+    api_group=GROUP,
+    pods=_VolcanoPods(ANNOTATION),
+    # Volcano's CRD has no status subresource: its scheduler updates the whole object.
+    kinds=(GroupKind(GROUP, VERSIONS, "PodGroup", PLURAL, parse_group, writes_status=True, status_subresource=False),),
+    help=f"{GROUP}/{VERSIONS[0]} (Volcano); pods join with the annotation {ANNOTATION}",
+    not_served=f"install Volcano's PodGroup CRD ({GROUP}_{PLURAL}.yaml) to schedule its PodGroups",
+    scheduler_names=("volcano",),
+    export_members=export_status,
+    counts_members=True,
+)
