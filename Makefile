@@ -66,13 +66,15 @@ $(LINT_STAMP): pyproject.toml $(VENV_STAMP)
 	@touch $@
 
 # Runs every check even when an earlier one fails, then fails if any did.
-lint: $(LINT_STAMP) ## ruff check, ruff format --check, mypy, lint-imports, CRDs up to date
+lint: $(LINT_STAMP) ## ruff check, ruff format --check, mypy, lint-imports, CRDs and docs/configuration.md up to date, no function above complexity 20
 	@failed=""; \
 	echo "lint: ruff check"; $(VENV)/bin/ruff check . || failed="$$failed ruff-check"; \
 	echo "lint: ruff format --check"; $(VENV)/bin/ruff format --check --output-format concise . || failed="$$failed ruff-format"; \
 	echo "lint: mypy (strict, scheduler/)"; $(VENV)/bin/mypy || failed="$$failed mypy"; \
 	echo "lint: lint-imports"; $(VENV)/bin/lint-imports || failed="$$failed lint-imports"; \
 	echo "lint: crds/ up to date"; $(VENV)/bin/python hack/gen-crds.py --check || failed="$$failed crds"; \
+	echo "lint: docs/configuration.md up to date"; $(VENV)/bin/python hack/gen-config-docs.py --check || failed="$$failed config-docs"; \
+	echo "lint: radon cc (no function above complexity 20 in scheduler/)"; complex=$$($(VENV)/bin/radon cc -n D -s scheduler) && [ -z "$$complex" ] || { echo "$$complex"; failed="$$failed complexity"; }; \
 	if [ -n "$$failed" ]; then echo "lint: FAILED:$$failed"; exit 1; fi; \
 	echo "lint: all checks passed"
 

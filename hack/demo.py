@@ -31,6 +31,9 @@ from troupe_process import TroupeProcess  # noqa: E402
 
 NS = "demo"
 JOBS = ("train-a", "train-b")  # batch/v1 Jobs; troupe names their PodGroups <job>-<uid prefix>
+# The full resource name: plain `podgroups` is scheduling.k8s.io's where the cluster
+# serves the native Workload API (docs/install.md). The short name `tpg` is troupe's too.
+PODGROUPS = "podgroups.scheduling.troupe.dev"
 
 
 def say(text: str) -> None:
@@ -46,7 +49,7 @@ def group_of(cluster: LocalCluster, job: str) -> str:
     """The PodGroup troupe made for a Job ("" until it exists)."""
     return cluster.kubectl(
         "get",
-        "podgroups",
+        PODGROUPS,
         "-n",
         NS,
         "-l",
@@ -62,7 +65,7 @@ def group_reason(cluster: LocalCluster, job: str) -> str:
         return ""
     return cluster.kubectl(
         "get",
-        "podgroup",
+        PODGROUPS,
         "-n",
         NS,
         name,
@@ -81,7 +84,7 @@ def wait_until(what: str, predicate, timeout: float = 60) -> None:
 
 
 def has_condition(cluster: LocalCluster, job: str, type_: str) -> bool:
-    pg = cluster.get_json("podgroup", "-n", NS, group_of(cluster, job))
+    pg = cluster.get_json(PODGROUPS, "-n", NS, group_of(cluster, job))
     return any(c["type"] == type_ for c in pg.get("status", {}).get("conditions", []))
 
 
@@ -89,7 +92,7 @@ def group_message(cluster: LocalCluster, job: str) -> str:
     name = group_of(cluster, job)
     if not name:
         return ""
-    pg = cluster.get_json("podgroup", "-n", NS, name)
+    pg = cluster.get_json(PODGROUPS, "-n", NS, name)
     return next(
         (c.get("message", "") for c in pg.get("status", {}).get("conditions", []) if c["type"] == "PodGroupScheduled"),
         "",
@@ -104,7 +107,7 @@ def terminating(cluster: LocalCluster) -> list[str]:
 
 def tables(cluster: LocalCluster) -> None:
     show(cluster, "get", "jobs", "-n", NS)
-    show(cluster, "get", "podgroups", "-n", NS, "-L", "batch.kubernetes.io/job-name")
+    show(cluster, "get", PODGROUPS, "-n", NS, "-L", "batch.kubernetes.io/job-name")
     show(
         cluster,
         "get",
@@ -118,7 +121,7 @@ def tables(cluster: LocalCluster) -> None:
     )
     for job in (*JOBS, "urgent"):
         if name := group_of(cluster, job):  # a deleted Job's PodGroup went with it
-            show(cluster, "get", "podgroup", name, "-n", NS, "-o", "jsonpath={.status.conditions}")
+            show(cluster, "get", PODGROUPS, name, "-n", NS, "-o", "jsonpath={.status.conditions}")
 
 
 def finish(cluster: LocalCluster, job: str) -> None:
@@ -176,7 +179,7 @@ def main() -> int:
         wait_until(f"{loser} scheduled", lambda: group_reason(cluster, loser) == "Scheduled")
         # The garbage collector learns of a new CRD within 30 s of its creation.
         wait_until(f"{winner}'s PodGroup garbage-collected", lambda: not group_of(cluster, winner), timeout=90)
-        show(cluster, "get", "podgroups", "-n", NS, "-L", "batch.kubernetes.io/job-name")
+        show(cluster, "get", PODGROUPS, "-n", NS, "-L", "batch.kubernetes.io/job-name")
         show(cluster, "get", "pods", "-n", NS, "-o", "wide")
 
         say(f"an urgent Job arrives with a higher PriorityClass: troupe preempts {loser} whole to make room")
@@ -187,7 +190,7 @@ def main() -> int:
         show(
             cluster,
             "get",
-            "podgroup",
+            PODGROUPS,
             "-n",
             NS,
             group_of(cluster, loser),
@@ -197,7 +200,7 @@ def main() -> int:
         show(
             cluster,
             "get",
-            "podgroup",
+            PODGROUPS,
             "-n",
             NS,
             group_of(cluster, "urgent"),
@@ -226,7 +229,7 @@ def main() -> int:
             say("kept running; Ctrl-C stops everything")
             print(f"  export KUBECONFIG={cluster.admin_kubeconfig}")
             print(f"  export PATH={cluster.kubectl_path.parent}:$PATH")
-            print(f"  kubectl get jobs,podgroups -n {NS}")
+            print(f"  kubectl get jobs,{PODGROUPS} -n {NS}")
             stop = threading.Event()
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
             signal.signal(signal.SIGINT, lambda *_: stop.set())

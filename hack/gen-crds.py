@@ -481,10 +481,13 @@ def crd(plural, kind, short, list_kind, desc, spec, status, columns, rules=None)
     }
 
 
+# "pg" is also scheduler-plugins' and Volcano's short name (and kubectl resolves
+# "podgroups" to scheduling.k8s.io's where it is served): "tpg" and "twl" are troupe's
+# alone; "pg" stays so that existing commands keep working where it is not shared.
 pg = crd(
     "podgroups",
     "PodGroup",
-    ["pg"],
+    ["tpg", "pg"],
     "PodGroupList",
     "PodGroup represents a runtime instance of pods grouped together and scheduled by troupe as a "
     "unit. Pods join a group with the label scheduling.troupe.dev/pod-group: <name>. Mirrors "
@@ -548,7 +551,7 @@ pg = crd(
 wl = crd(
     "workloads",
     "Workload",
-    None,
+    ["twl"],
     "WorkloadList",
     "Workload expresses scheduling constraints used when managing the lifecycle of a workload "
     "(scheduling, preemption, eviction) as a set of PodGroupTemplates. Mirrors "

@@ -205,9 +205,9 @@ class WatchConfig(_Strict):
     timeout_seconds: int = Field(default=300, ge=1, alias="timeoutSeconds")
     # A watch connection silent this long is dead (a half-open connection): it is reopened.
     read_timeout_seconds: float = Field(default=330.0, gt=0, alias="readTimeoutSeconds")
-    # An API troupe can read but the cluster does not serve (the native
-    # Workload API) is looked for again this often, so it is picked up
-    # without a restart once served.
+    # A group source's API the cluster does not serve (native,
+    # scheduler-plugins, Volcano) is looked for again this often, so it is
+    # picked up without a restart once served.
     discovery_seconds: float = Field(default=60.0, gt=0, alias="discoverySeconds")
 
     @model_validator(mode="after")

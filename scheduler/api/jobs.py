@@ -183,61 +183,98 @@ def _finished(status: Mapping[str, Any]) -> bool:
     )
 
 
-def parse_job(body: Mapping[str, Any]) -> JobIntent | None:
-    """The intent of a Job that opted in; None for any other Job. Never raises:
-    a Job asking for something impossible gets an intent with `problem` set."""
-    meta = body.get("metadata") or {}
-    spec = body.get("spec") or {}
-    template = spec.get("template") or {}
-    annotations = (template.get("metadata") or {}).get("annotations") or {}
-    if not any(a in annotations for a in OPT_IN) or not meta.get("name") or not meta.get("uid"):
-        return None
+def _pods_at_once(body: Mapping[str, Any], spec: Mapping[str, Any]) -> tuple[int, int]:
+    """(parallelism, remaining): the pods the Job runs at once, and the
+    completions still to come (at least 1).
+
+    The Job controller never runs more pods at once than the completions
+    still to come (`remaining`); Succeeded pods no longer count toward a
+    gang, so a worker made again after some of its siblings succeeded could
+    wait for ever for minCount live pods. `floor` is how far the controller
+    may lower minCount for such a worker (runtime/jobs.py)."""
     raw_parallelism = spec.get("parallelism")
     parallelism = raw_parallelism if isinstance(raw_parallelism, int) and raw_parallelism >= 0 else 1
-    # The Job controller never runs more pods at once than the completions
-    # still to come (`remaining`); Succeeded pods no longer count toward a
-    # gang, so a worker made again after some of its siblings succeeded could
-    # wait for ever for minCount live pods. `floor` is how far the controller
-    # may lower minCount for such a worker (runtime/jobs.py).
     remaining = parallelism
     completions = spec.get("completions")
     if isinstance(completions, int) and completions >= 0:
         parallelism = min(parallelism, completions)
-        succeeded = (body.get("status") or {}).get("succeeded")
+        succeeded = _mapping(body.get("status")).get("succeeded")
         remaining = min(parallelism, completions - (succeeded if isinstance(succeeded, int) else 0))
-    remaining = max(remaining, 1)
-    policy = str(annotations.get(JOB_POLICY_ANNOTATION) or "").strip()
-    raw_min = annotations.get(MIN_COUNT_ANNOTATION)
+    return parallelism, max(remaining, 1)
+
+
+def _annotation(annotations: Mapping[str, Any], key: str) -> str | None:
+    """The annotation's value, None where it is unset or blank."""
+    return str(annotations.get(key) or "").strip() or None
+
+
+def _workload_problem(annotations: Mapping[str, Any], raw_min: Any, workload_name: str | None) -> str | None:
+    """Why the Workload the pod template names cannot be the policy, if it cannot."""
+    if JOB_POLICY_ANNOTATION in annotations or raw_min is not None:
+        return (
+            f"the pod template names a Workload ({WORKLOAD_ANNOTATION}) and also sets "
+            f"{JOB_POLICY_ANNOTATION} or {MIN_COUNT_ANNOTATION}: the Workload's template is the policy; set one"
+        )
+    if workload_name is None:
+        return f"the pod template's annotation {WORKLOAD_ANNOTATION} is empty: it must name a Workload"
+    return None
+
+
+def _explicit_min_count(raw_min: Any, parallelism: int, default: int) -> tuple[int, str | None]:
+    """(minCount, problem) from the min-count annotation of a gang."""
+    text = str(raw_min).strip()
+    if not text.isdigit() or int(text) < 1:
+        return (
+            default,
+            f"the pod template's annotation {MIN_COUNT_ANNOTATION} is {raw_min!r}: it must be an integer >= 1",
+        )
     problem = None
+    if int(text) > parallelism:
+        problem = (
+            f"{MIN_COUNT_ANNOTATION} is {text}, more than the Job's parallelism {parallelism}: "
+            "the gang could never be complete"
+        )
+    return int(text), problem
+
+
+def _policy(annotations: Mapping[str, Any], parallelism: int, workload_name: str | None) -> tuple[str, int, str | None]:
+    """(policy, minCount, problem) the pod template's annotations ask for;
+    policy "" where they name a Workload, whose template is the policy."""
+    raw_min = annotations.get(MIN_COUNT_ANNOTATION)
+    if WORKLOAD_ANNOTATION in annotations:
+        return "", 1, _workload_problem(annotations, raw_min, workload_name)
+    policy = str(annotations.get(JOB_POLICY_ANNOTATION) or "").strip()
     min_count = max(parallelism, 1) if policy == "gang" else 1
     where = f"the pod template's annotation {JOB_POLICY_ANNOTATION}"
-    workload_name = str(annotations.get(WORKLOAD_ANNOTATION) or "").strip() or None
-    template_name = str(annotations.get(TEMPLATE_ANNOTATION) or "").strip() or None
-    if WORKLOAD_ANNOTATION in annotations:
-        policy, min_count = "", 1
-        if JOB_POLICY_ANNOTATION in annotations or raw_min is not None:
-            problem = (
-                f"the pod template names a Workload ({WORKLOAD_ANNOTATION}) and also sets "
-                f"{JOB_POLICY_ANNOTATION} or {MIN_COUNT_ANNOTATION}: the Workload's template is the policy; set one"
-            )
-        elif workload_name is None:
-            problem = f"the pod template's annotation {WORKLOAD_ANNOTATION} is empty: it must name a Workload"
-    elif policy not in POLICIES:
-        problem = f"{where} is {policy!r}: it must be 'gang' or 'basic'"
-    elif raw_min is not None and policy == "basic":
-        problem = f"{MIN_COUNT_ANNOTATION} is set, but {where} is 'basic': a minCount needs 'gang'"
-    elif raw_min is not None:
-        text = str(raw_min).strip()
-        if not text.isdigit() or int(text) < 1:
-            problem = f"the pod template's annotation {MIN_COUNT_ANNOTATION} is {raw_min!r}: it must be an integer >= 1"
-        else:
-            if int(text) > parallelism:
-                problem = (
-                    f"{MIN_COUNT_ANNOTATION} is {text}, more than the Job's parallelism {parallelism}: "
-                    "the gang could never be complete"
-                )
-            min_count = int(text)
-    template_spec = template.get("spec") or {}
+    if policy not in POLICIES:
+        return policy, min_count, f"{where} is {policy!r}: it must be 'gang' or 'basic'"
+    if raw_min is None:
+        return policy, min_count, None
+    if policy == "basic":
+        return policy, min_count, f"{MIN_COUNT_ANNOTATION} is set, but {where} is 'basic': a minCount needs 'gang'"
+    return (policy, *_explicit_min_count(raw_min, parallelism, min_count))
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """A field that should be a mapping; anything else reads as empty (the API
+    server's schema makes Jobs well typed; a file given to simulate may not)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def parse_job(body: Mapping[str, Any]) -> JobIntent | None:
+    """The intent of a Job that opted in; None for any other Job. Never raises:
+    a Job asking for something impossible gets an intent with `problem` set."""
+    meta = _mapping(body.get("metadata"))
+    spec = _mapping(body.get("spec"))
+    template = _mapping(spec.get("template"))
+    annotations = _mapping(_mapping(template.get("metadata")).get("annotations"))
+    if not any(a in annotations for a in OPT_IN) or not meta.get("name") or not meta.get("uid"):
+        return None
+    parallelism, remaining = _pods_at_once(body, spec)
+    workload_name = _annotation(annotations, WORKLOAD_ANNOTATION)
+    template_name = _annotation(annotations, TEMPLATE_ANNOTATION)
+    policy, min_count, problem = _policy(annotations, parallelism, workload_name)
+    template_spec = _mapping(template.get("spec"))
     return JobIntent(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta["name"]),
@@ -247,7 +284,7 @@ def parse_job(body: Mapping[str, Any]) -> JobIntent | None:
         floor=min(min_count, remaining),
         parallelism=parallelism,
         suspended=bool(spec.get("suspend")),
-        finished=_finished(body.get("status") or {}),
+        finished=_finished(_mapping(body.get("status"))),
         priority_class_name=str(template_spec["priorityClassName"]) if template_spec.get("priorityClassName") else None,
         problem=problem,
         scheduler_name=str(template_spec.get("schedulerName") or "default-scheduler"),

@@ -8,7 +8,7 @@ crashing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import shape
 from .records import (
@@ -112,25 +112,47 @@ def parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource] = DEFAULT_
         raise ObjectError(shape_error(body, shape.POD) or f"unexpected structure: {exc}") from None
 
 
-def _parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource]) -> PodInfo:
-    meta = body.get("metadata") or {}
-    spec = body.get("spec") or {}
-    status = body.get("status") or {}
-    requests, nz_cpu, nz_mem = pod_requests(spec)
-    affinity = spec.get("affinity") or {}
-    node_affinity = affinity.get("nodeAffinity") or {}
+class _PodTerms(NamedTuple):
+    """What the pod asks of the pods around it, and the host ports it takes."""
+
+    pod_affinity: tuple[PodAffinityTerm, ...]
+    pod_affinity_preferred: tuple[WeightedPodAffinityTerm, ...]
+    pod_anti_affinity: tuple[PodAffinityTerm, ...]
+    pod_anti_affinity_preferred: tuple[WeightedPodAffinityTerm, ...]
+    topology_spread: tuple[TopologySpreadConstraint, ...]
+    host_ports: tuple[HostPort, ...]
+
+    @property
+    def has_affinity(self) -> bool:
+        return bool(
+            self.pod_affinity
+            or self.pod_affinity_preferred
+            or self.pod_anti_affinity
+            or self.pod_anti_affinity_preferred
+        )
+
+
+def _pod_terms(body: Mapping[str, Any], spec: Mapping[str, Any], affinity: Mapping[str, Any]) -> _PodTerms:
     pod_aff = affinity.get("podAffinity") or {}
     pod_anti = affinity.get("podAntiAffinity") or {}
     try:
-        pod_affinity = _affinity_terms(pod_aff, "required")
-        pod_affinity_preferred = _weighted_terms(pod_aff)
-        pod_anti_affinity = _affinity_terms(pod_anti, "required")
-        pod_anti_affinity_preferred = _weighted_terms(pod_anti)
-        topology_spread = tuple(_spread(c) for c in spec.get("topologySpreadConstraints") or ())
-        host_ports = _host_ports(spec)
+        return _PodTerms(
+            pod_affinity=_affinity_terms(pod_aff, "required"),
+            pod_affinity_preferred=_weighted_terms(pod_aff),
+            pod_anti_affinity=_affinity_terms(pod_anti, "required"),
+            pod_anti_affinity_preferred=_weighted_terms(pod_anti),
+            topology_spread=tuple(_spread(c) for c in spec.get("topologySpreadConstraints") or ()),
+            host_ports=_host_ports(spec),
+        )
     except (TypeError, ValueError, AttributeError) as exc:
         where = shape_error(body, shape.POD)
         raise ObjectError(where or f"spec.affinity / topologySpreadConstraints / ports: {exc}") from None
+
+
+def _node_affinity(
+    node_affinity: Mapping[str, Any],
+) -> tuple[tuple[NodeSelectorTerm, ...] | None, tuple[PreferredTerm, ...]]:
+    """(required terms, None where there are none; preferred terms)."""
     required_raw = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     required = None
     if required_raw is not None:
@@ -139,7 +161,11 @@ def _parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource]) -> PodIn
         PreferredTerm(int(p.get("weight", 0)), parse_node_selector_term(p.get("preference")))
         for p in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
     )
-    tolerations = tuple(
+    return required, preferred
+
+
+def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    return tuple(
         Toleration(
             str(t.get("key") or ""),
             str(t.get("operator") or "Equal"),
@@ -148,9 +174,66 @@ def _parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource]) -> PodIn
         )
         for t in spec.get("tolerations") or ()
     )
-    node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+
+
+def _string_map(raw: Mapping[str, Any] | None) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (raw or {}).items()}
+
+
+def _text(raw: Mapping[str, Any], field: str, default: str = "") -> str:
+    """A string field, `default` where it is unset or empty (as the API server defaults it)."""
+    return str(raw.get(field) or default)
+
+
+def _priority(spec: Mapping[str, Any]) -> int:
+    try:
+        return int(spec.get("priority") or 0)
+    except (TypeError, ValueError):
+        raise ObjectError(f"spec.priority: not an integer: {spec.get('priority')!r}") from None
+
+
+def _spec_key(
+    requests: Mapping[str, int],
+    node_selector: Mapping[str, str],
+    required: tuple[NodeSelectorTerm, ...] | None,
+    preferred: tuple[PreferredTerm, ...],
+    tolerations: tuple[Toleration, ...],
+    terms: _PodTerms,
+    labels: Mapping[str, str],
+    namespace: str,
+    claims: tuple[PodClaim, ...],
+) -> tuple[Any, ...]:
+    """Everything scheduling reads from the pod. Not a cache signature (plugins
+    sign pods themselves, `sign_pod`): the queue compares it to tell an update
+    that can change where the pod fits from one that cannot."""
+    return (
+        tuple(sorted(requests.items())),
+        tuple(sorted(node_selector.items())),
+        required,
+        preferred,
+        tolerations,
+        *terms,
+        # Affinity, spread and matchLabelKeys can depend on the pod's own labels
+        # (and affinity on its namespace).
+        tuple(sorted(labels.items())) if terms.has_affinity or terms.topology_spread else (),
+        namespace if terms.has_affinity else "",
+        claims,
+    )
+
+
+def _parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource]) -> PodInfo:
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    requests, nz_cpu, nz_mem = pod_requests(spec)
+    affinity = spec.get("affinity") or {}
+    node_affinity = affinity.get("nodeAffinity") or {}
+    terms = _pod_terms(body, spec, affinity)
+    required, preferred = _node_affinity(node_affinity)
+    tolerations = _tolerations(spec)
+    node_selector = _string_map(spec.get("nodeSelector"))
     gates = tuple(str(g.get("name", "")) for g in spec.get("schedulingGates") or ())
-    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    labels = _string_map(meta.get("labels"))
     membership = pod_membership(meta, spec, sources)
     group = membership.group if membership is not None else None
     if group is not None:
@@ -158,46 +241,23 @@ def _parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource]) -> PodIn
         # that joined through its Job or a spec field gets it here).
         key, value = group.member_label
         labels[key] = value
-    try:
-        priority = int(spec.get("priority") or 0)
-    except (TypeError, ValueError):
-        raise ObjectError(f"spec.priority: not an integer: {spec.get('priority')!r}") from None
-    has_affinity = bool(pod_affinity or pod_affinity_preferred or pod_anti_affinity or pod_anti_affinity_preferred)
-    # Everything scheduling reads from the pod. Not a cache signature (plugins
-    # sign pods themselves, `sign_pod`): the queue compares it to tell an
-    # update that can change where the pod fits from one that cannot.
+    priority = _priority(spec)
     claims = _pod_claims(spec, status)
-    spec_key = (
-        tuple(sorted(requests.items())),
-        tuple(sorted(node_selector.items())),
-        required,
-        preferred,
-        tolerations,
-        pod_affinity,
-        pod_affinity_preferred,
-        pod_anti_affinity,
-        pod_anti_affinity_preferred,
-        topology_spread,
-        host_ports,
-        # Affinity, spread and matchLabelKeys can depend on the pod's own labels
-        # (and affinity on its namespace).
-        tuple(sorted(labels.items())) if has_affinity or topology_spread else (),
-        str(meta.get("namespace") or "default") if has_affinity else "",
-        claims,
-    )
+    namespace = _text(meta, "namespace", "default")
+    spec_key = _spec_key(requests, node_selector, required, preferred, tolerations, terms, labels, namespace, claims)
     if not meta.get("uid") or not meta.get("name"):
         raise ObjectError("metadata.uid and metadata.name are required")
     return PodInfo(
         uid=str(meta["uid"]),
-        namespace=str(meta.get("namespace") or "default"),
+        namespace=namespace,
         name=str(meta["name"]),
-        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-        node_name=str(spec.get("nodeName") or ""),
-        phase=str(status.get("phase") or "Pending"),
+        scheduler_name=_text(spec, "schedulerName", "default-scheduler"),
+        node_name=_text(spec, "nodeName"),
+        phase=_text(status, "phase", "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
         labels=labels,
         priority=priority,
-        creation_timestamp=str(meta.get("creationTimestamp") or ""),
+        creation_timestamp=_text(meta, "creationTimestamp"),
         requests=requests,
         nonzero_cpu=nz_cpu,
         nonzero_memory=nz_mem,
@@ -206,18 +266,18 @@ def _parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource]) -> PodIn
         preferred_affinity=preferred,
         tolerations=tolerations,
         scheduling_gates=gates,
-        pod_affinity=pod_affinity,
-        pod_affinity_preferred=pod_affinity_preferred,
-        pod_anti_affinity=pod_anti_affinity,
-        pod_anti_affinity_preferred=pod_anti_affinity_preferred,
-        topology_spread=topology_spread,
-        host_ports=host_ports,
-        resource_version=str(meta.get("resourceVersion") or ""),
+        pod_affinity=terms.pod_affinity,
+        pod_affinity_preferred=terms.pod_affinity_preferred,
+        pod_anti_affinity=terms.pod_anti_affinity,
+        pod_anti_affinity_preferred=terms.pod_anti_affinity_preferred,
+        topology_spread=terms.topology_spread,
+        host_ports=terms.host_ports,
+        resource_version=_text(meta, "resourceVersion"),
         spec_key=spec_key,
-        preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
-        start_time=str(status.get("startTime") or ""),
+        preemption_policy=_text(spec, "preemptionPolicy", "PreemptLowerPriority"),
+        start_time=_text(status, "startTime"),
         active_deadline_seconds=_active_deadline(spec),
-        nominated_node_name=str(status.get("nominatedNodeName") or ""),
+        nominated_node_name=_text(status, "nominatedNodeName"),
         resource_claims=claims,
         group=group,
         task=membership.task if membership is not None else "",

@@ -90,8 +90,10 @@ DisruptionMode = Literal["Pod", "PodGroup"]
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 
 
-class PodGroupSpec(_Model):
-    pod_group_template_ref: PodGroupTemplateRef | None = Field(default=None, alias="podGroupTemplateRef")
+class _GroupPolicy(_Model):
+    """What a PodGroup asks for: the fields its spec shares with a Workload's
+    podGroupTemplates[] (upstream's PodGroupSpec and PodGroupTemplate)."""
+
     scheduling_policy: SchedulingPolicy = Field(alias="schedulingPolicy")
     scheduling_constraints: SchedulingConstraints | None = Field(default=None, alias="schedulingConstraints")
     resource_claims: list[ResourceClaim] = Field(default_factory=list, alias="resourceClaims", max_length=4)
@@ -100,6 +102,21 @@ class PodGroupSpec(_Model):
     priority: int | None = None
     # Native scheduling.k8s.io v1beta1/v1alpha3 only (troupe's CRD has no such field).
     preemption_policy: PreemptionPolicy | None = Field(default=None, alias="preemptionPolicy")
+
+
+# The field each of the two has first. A mixin, listed after _GroupPolicy,
+# because pydantic orders inherited fields base last to first: the field
+# stays first, and validation errors keep their order.
+class _TemplateRefField(_Model):
+    pod_group_template_ref: PodGroupTemplateRef | None = Field(default=None, alias="podGroupTemplateRef")
+
+
+class _NameField(_Model):
+    name: str
+
+
+class PodGroupSpec(_GroupPolicy, _TemplateRefField):
+    pass
 
 
 class Condition(_Model):
@@ -180,15 +197,8 @@ class PodGroup(_Model):
         return classes.get(name) if name else None
 
 
-class PodGroupTemplate(_Model):
-    name: str
-    scheduling_policy: SchedulingPolicy = Field(alias="schedulingPolicy")
-    scheduling_constraints: SchedulingConstraints | None = Field(default=None, alias="schedulingConstraints")
-    resource_claims: list[ResourceClaim] = Field(default_factory=list, alias="resourceClaims", max_length=4)
-    disruption_mode: DisruptionMode | None = Field(default=None, alias="disruptionMode")
-    priority_class_name: str | None = Field(default=None, alias="priorityClassName")
-    priority: int | None = None
-    preemption_policy: PreemptionPolicy | None = Field(default=None, alias="preemptionPolicy")
+class PodGroupTemplate(_GroupPolicy, _NameField):
+    pass
 
 
 class WorkloadSpec(_Model):

@@ -259,10 +259,6 @@ class ClusterCache:
                 bound += 1
         return MemberCounts(pods, bound, running, succeeded, failed, occupied_by)
 
-    def placed_member_count(self, key: GroupKey) -> int:
-        """Pods of the group bound or assumed to a node, and still running."""
-        return len(self.member_summary(key)[1])
-
     # --------------------------------------------------------------- snapshot
 
     def snapshot(self) -> Snapshot:

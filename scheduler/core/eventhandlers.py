@@ -146,35 +146,43 @@ class EventHandlers:
         for event in E.pod_update_events(old, pod):
             self._cluster_event(event)
         if self.is_pending(pod):
-            if (
-                pod.nominated_node_name
-                and pod.uid not in self.nominated
-                and (old is None or old.nominated_node_name != pod.nominated_node_name)
-            ):
-                # Nominated by an earlier leader (a preemptor's or a reservation's
-                # room): held again, as upstream's nominator does after a restart.
-                # Only when the API's value is new: an update that still shows a
-                # nomination this process has just let go is not one.
-                self.nominated[pod.uid] = (pod.nominated_node_name, pod)
-            for claim_key in _claim_keys(pod):  # DynamicResources' PreEnqueue may hold it for one
-                self.claim_waiters.setdefault(claim_key, set()).add(pod.uid)
-            self.queue.add(pod)
-            self.reporter.report_if_gated(unit_of(pod), pod)
+            self._enqueue(pod, old)
         else:
             self.queue.delete(pod.uid)
             self.reporter.forget_pod(pod.uid)
             self.drop_nomination(pod.uid)
         if pod.terminal and not (old is not None and old.terminal):
             self._release_claims(pod.uid)  # a finished pod holds no devices
-        if pod.group is not None and (old is None or old.group != pod.group or old.terminal != pod.terminal):
+        if pod.group is not None:
+            self._member_updated(pod, pod.group, old)
+
+    def _enqueue(self, pod: PodInfo, old: PodInfo | None) -> None:
+        """A pending pod into the queue (and, gated, said why it waits)."""
+        if (
+            pod.nominated_node_name
+            and pod.uid not in self.nominated
+            and (old is None or old.nominated_node_name != pod.nominated_node_name)
+        ):
+            # Nominated by an earlier leader (a preemptor's or a reservation's
+            # room): held again, as upstream's nominator does after a restart.
+            # Only when the API's value is new: an update that still shows a
+            # nomination this process has just let go is not one.
+            self.nominated[pod.uid] = (pod.nominated_node_name, pod)
+        for claim_key in _claim_keys(pod):  # DynamicResources' PreEnqueue may hold it for one
+            self.claim_waiters.setdefault(claim_key, set()).add(pod.uid)
+        self.queue.add(pod)
+        self.reporter.report_if_gated(unit_of(pod), pod)
+
+    def _member_updated(self, pod: PodInfo, group: GroupKey, old: PodInfo | None) -> None:
+        """A pod of `group` added or updated: the gang is judged again when its
+        membership changed, and the source's counts written when they may have."""
+        if old is None or old.group != group or old.terminal != pod.terminal:
             # Membership changed: the gang may now have minCount pods.
-            key = group_unit(pod.group)
+            key = group_unit(group)
             self.queue.activate(key)
             self.reporter.report_if_gated(key)
-        if pod.group is not None and (
-            old is None or old.phase != pod.phase or old.node_name != pod.node_name or old.group != pod.group
-        ):
-            self._members_changed(pod.group)
+        if old is None or old.phase != pod.phase or old.node_name != pod.node_name or old.group != group:
+            self._members_changed(group)
 
     def _imply_group(self, pod: PodInfo, gone: bool = False) -> None:
         """A source with no group object (Kueue): the group is what its pods
@@ -188,20 +196,9 @@ class EventHandlers:
         if not is_implied(key):
             return  # the source has group objects of its own
         current = self.cache.groups.get(key)
-        old = None if gone else self.cache.pods.get(pod.uid)
-        if isinstance(current, PodGroup) and not gone:
-            says = (pod.phase == "Failed", pod.group_size)  # what declared_size reads of a pod
-            if old is not None and old.group == key and (old.phase == "Failed", old.group_size) == says:
-                return  # what this pod declares is in the group already
-            if old is None and not current.problem and says == (False, current.min_count):
-                return  # one more pod that agrees: O(1) per pod while a large group arrives
-        members = [p for p in self.cache.members(key) if p.uid != pod.uid]
-        if not gone:
-            members.append(pod)
-        if not members:
-            return  # its last pod is gone: on_pod_deleted drops the group
-        created = current.metadata.creation_timestamp if isinstance(current, PodGroup) else pod.creation_timestamp
-        made = implied_group(key, members, created)
+        if isinstance(current, PodGroup) and not gone and self._declares_nothing_new(pod, current):
+            return
+        made = self._implied_group(pod, key, current, gone)
         if made is None:
             return
         if isinstance(current, PodGroup) and (current.min_count, current.problem) == (made.min_count, made.problem):
@@ -213,6 +210,30 @@ class EventHandlers:
             unit = group_unit(key)
             self.queue.activate(unit, skip_backoff=True)
             self.reporter.report_if_gated(unit)
+
+    def _declares_nothing_new(self, pod: PodInfo, current: PodGroup) -> bool:
+        """Whether the updated `pod` leaves its implied group as it is, known
+        without reading the other pods."""
+        old = self.cache.pods.get(pod.uid)
+        says = (pod.phase == "Failed", pod.group_size)  # what declared_size reads of a pod
+        if old is not None and old.group == pod.group and (old.phase == "Failed", old.group_size) == says:
+            return True  # what this pod declares is in the group already
+        # One more pod that agrees: O(1) per pod while a large group arrives.
+        return old is None and not current.problem and says == (False, current.min_count)
+
+    def _implied_group(
+        self, pod: PodInfo, key: GroupKey, current: PodGroup | InvalidObject | None, gone: bool
+    ) -> PodGroup | None:
+        """The group its pods declare once `pod` has changed (or is gone);
+        None when no pod is left (on_pod_deleted drops the group) or they
+        declare none."""
+        members = [p for p in self.cache.members(key) if p.uid != pod.uid]
+        if not gone:
+            members.append(pod)
+        if not members:
+            return None
+        created = current.metadata.creation_timestamp if isinstance(current, PodGroup) else pod.creation_timestamp
+        return implied_group(key, members, created)
 
     def _members_changed(self, key: GroupKey) -> None:
         group = self.cache.groups.get(key)

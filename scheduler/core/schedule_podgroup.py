@@ -180,78 +180,81 @@ def _decide(
     `undo`: the snapshot as it was before the trial, restored when nothing of
     it binds, so that PostFilter (preemption, reservations) sees the room the
     trial's pods took as free: they are the pods it places again."""
-    pods, placed_before, min_count = ctx.pods, ctx.placed_before, ctx.min_count
     ctx.placed_now = len(trial.assignments)
     ctx.placed_pods = tuple(a.pod for a in trial.assignments)
-    placed_uids = {a.pod.uid for a in trial.assignments}
-    failures = trial.failures
-    first_failure = failures[0][1] if failures else None
-    unresolvable = bool(failures) and all(d is not None and d.unresolvable for _, _, d in failures)
     permit = fwk.run_permit(ctx)
-    rejecting = {name for _, _, d in failures if d is not None for name in d.plugins}
-    if not permit.ok and permit.plugin:
-        rejecting.add(permit.plugin)
-    rejected_by = frozenset(rejecting) if rejecting else None
-    wake_on = fwk.wake_events(rejected_by)
-
-    if not permit.ok:
+    rejected_by = _rejected_by(trial, permit)
+    if permit.ok:
+        assignments = trial.assignments
+        outcome, message, unplaced = _permitted(ctx, trial, placement, fallback)
+        if outcome is Outcome.UNSCHEDULABLE and undo is not None and trial.assignments:
+            snapshot.restore(undo)
+    else:
         unreserve(fwk, trial.assignments)
         if undo is not None:
             snapshot.restore(undo)
-        why = permit.message
-        if first_failure is not None:
-            why = f"{why}: {first_failure}"
-        decision = GroupDecision(
-            group_key,
-            Outcome.UNSCHEDULABLE,
-            why,
-            unplaced=[(p, why) for p in pods],
-            placed_before=placed_before,
-            min_count=min_count,
-            unresolvable=unresolvable,
-            rejected_by=rejected_by,
-            wake_on=wake_on,
-            placement=placement,
-        )
-        _post_filter(fwk, snapshot, ctx, group_key, trial, decision)
-        return decision
-
-    failed_msgs = {p.uid: msg for p, msg, _ in failures}
-    not_tried = "not tried: the group could not reach minCount"
-    unplaced = [(p, failed_msgs.get(p.uid, not_tried)) for p in pods if p.uid not in placed_uids]
-    total = placed_before + len(trial.assignments)
-    # minCount is 1 for a basic group: it is scheduled once any of its pods is.
-    if total >= min_count:
-        outcome, message = Outcome.SCHEDULED, f"{total} pod(s) placed"
-        if placement:
-            message += f" in {placement}"
-        if fallback:  # a more preferred level had no domain that fits
-            message += f" ({fallback})"
-        if trial.how:  # the fixed order could not place the gang; the search did
-            message += f" (search: {trial.how})"
-        if unplaced:
-            message += f"; {len(unplaced)} more wait: {unplaced[0][1]}"
-    else:
-        outcome = Outcome.UNSCHEDULABLE
-        message = f"{len(unplaced)} of {len(pods)} pod(s) could not be placed: {unplaced[0][1]}"
-        if undo is not None and trial.assignments:
-            snapshot.restore(undo)
+        first_failure = trial.failures[0][1] if trial.failures else None
+        message = permit.message if first_failure is None else f"{permit.message}: {first_failure}"
+        outcome, assignments, unplaced = Outcome.UNSCHEDULABLE, [], [(p, message) for p in ctx.pods]
     decision = GroupDecision(
         group_key,
         outcome,
         message,
-        trial.assignments,
+        assignments,
         unplaced,
-        placed_before=placed_before,
-        min_count=min_count,
-        unresolvable=unresolvable,
+        placed_before=ctx.placed_before,
+        min_count=ctx.min_count,
+        unresolvable=_unresolvable(trial),
         rejected_by=rejected_by,
-        wake_on=wake_on,
+        wake_on=fwk.wake_events(rejected_by),
         placement=placement,
     )
-    if unplaced:
+    if unplaced or not permit.ok:
         _post_filter(fwk, snapshot, ctx, group_key, trial, decision)
     return decision
+
+
+def _unresolvable(trial: Trial) -> bool:
+    """Every pod that failed failed for a reason no preemption can remove."""
+    failures = trial.failures
+    return bool(failures) and all(d is not None and d.unresolvable for _, _, d in failures)
+
+
+def _rejected_by(trial: Trial, permit: Status) -> frozenset[str] | None:
+    """The plugins that rejected the trial's pods or Permit (None: none known)."""
+    rejecting = {name for _, _, d in trial.failures if d is not None for name in d.plugins}
+    if not permit.ok and permit.plugin:
+        rejecting.add(permit.plugin)
+    return frozenset(rejecting) if rejecting else None
+
+
+def _permitted(
+    ctx: GroupContext, trial: Trial, placement: str, fallback: str
+) -> tuple[Outcome, str, list[tuple[PodInfo, str]]]:
+    """(outcome, message, unplaced pods and why) of a trial Permit let through:
+    scheduled once the group's pods reach minCount (1 for a basic group: it is
+    scheduled once any of its pods is)."""
+    placed_uids = {a.pod.uid for a in trial.assignments}
+    failed_msgs = {p.uid: msg for p, msg, _ in trial.failures}
+    not_tried = "not tried: the group could not reach minCount"
+    unplaced = [(p, failed_msgs.get(p.uid, not_tried)) for p in ctx.pods if p.uid not in placed_uids]
+    total = ctx.placed_before + len(trial.assignments)
+    if total < ctx.min_count:
+        return (
+            Outcome.UNSCHEDULABLE,
+            f"{len(unplaced)} of {len(ctx.pods)} pod(s) could not be placed: {unplaced[0][1]}",
+            unplaced,
+        )
+    message = f"{total} pod(s) placed"
+    if placement:
+        message += f" in {placement}"
+    if fallback:  # a more preferred level had no domain that fits
+        message += f" ({fallback})"
+    if trial.how:  # the fixed order could not place the gang; the search did
+        message += f" (search: {trial.how})"
+    if unplaced:
+        message += f"; {len(unplaced)} more wait: {unplaced[0][1]}"
+    return Outcome.SCHEDULED, message, unplaced
 
 
 def _post_filter(

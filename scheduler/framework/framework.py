@@ -9,9 +9,9 @@ PlacementGenerate/PlacementScore for a group. Reused plugin results live in
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -45,6 +45,8 @@ from .interface import (
     Status,
 )
 from .registry import Registry
+
+_Result = TypeVar("_Result")  # what a PostFilter returns: PostFilterResult or GroupPostFilterResult
 
 # The default profile, in upstream's order (filters run in this order and a
 # node rejected by one is not shown to the next, as upstream).
@@ -431,19 +433,8 @@ class Framework:
         snapshot: Snapshot,
         diagnosis: Diagnosis,
     ) -> tuple[PostFilterResult | None, Status]:
-        """Upstream's RunPostFilterPlugins: the first Success ends it; an Error
-        stops it; otherwise the last Unschedulable (or Skip) is the answer."""
-        last = Status.skip()
-        for plugin in self.post_filter:
-            result, status = plugin.post_filter(state, pod, snapshot, diagnosis)
-            status = status if status.plugin else replace(status, plugin=plugin.name)
-            if status.ok and not status.is_skip:
-                return result, status
-            if status.code is Code.ERROR:
-                return None, status
-            if not status.is_skip:
-                last = status
-        return None, last
+        """PostFilter for a pod that fits nowhere (`_post_filter_chain`)."""
+        return self._post_filter_chain(lambda plugin: plugin.post_filter(state, pod, snapshot, diagnosis))
 
     def run_post_filter_group(
         self,
@@ -452,10 +443,18 @@ class Framework:
         snapshot: Snapshot,
         diagnoses: Mapping[str, Diagnosis],
     ) -> tuple[GroupPostFilterResult | None, Status]:
-        """As run_post_filter, for the unplaced pods of a PodGroup at once."""
+        """PostFilter for the unplaced pods of a PodGroup at once (`_post_filter_chain`)."""
+        return self._post_filter_chain(lambda plugin: plugin.post_filter_group(state, group, snapshot, diagnoses))
+
+    def _post_filter_chain(
+        self, run: Callable[[PostFilterPlugin], tuple[_Result | None, Status]]
+    ) -> tuple[_Result | None, Status]:
+        """Upstream's RunPostFilterPlugins, `run` calling each plugin: the
+        first Success ends it; an Error stops it; otherwise the last
+        Unschedulable (or Skip) is the answer."""
         last = Status.skip()
         for plugin in self.post_filter:
-            result, status = plugin.post_filter_group(state, group, snapshot, diagnoses)
+            result, status = run(plugin)
             status = status if status.plugin else replace(status, plugin=plugin.name)
             if status.ok and not status.is_skip:
                 return result, status

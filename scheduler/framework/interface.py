@@ -329,8 +329,6 @@ class Reservation:
     # pods in the way there, as their activeDeadlineSeconds tell; None when
     # any of them has no deadline (their end is unknown).
     free_at: Mapping[str, float | None]
-    waiting_for: int  # running pods in the way
-    requests: Mapping[str, int]  # the room held, summed over the reserved pods
 
 
 @dataclass(frozen=True, slots=True)

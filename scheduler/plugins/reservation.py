@@ -234,10 +234,7 @@ class Reservation(PostFilterPlugin):
             known = [t for t in free_at.values() if t is not None]
             if len(known) == len(free_at):
                 message += f" (all by their activeDeadlineSeconds, in {max(known) - now:.0f}s)"
-        requests = {CPU: cpu, MEMORY: memory}
-        return GroupPostFilterResult(
-            nominations, message=message, reservation=Reserved(free_at, len(choice.in_the_way), requests)
-        )
+        return GroupPostFilterResult(nominations, message=message, reservation=Reserved(free_at))
 
     def _adopt(self, key: str, pods: list[PodInfo], snapshot: Snapshot, now: float) -> _Held | None:
         """The nodes the scheduler holds for the pods though this plugin made

@@ -91,7 +91,6 @@ class Unit:
     attempts: int = 0
     backoff_until: float = 0.0
     unschedulable_since: float = 0.0
-    gate_message: str = ""
     heap_version: int = 0
     in_flight: frozenset[str] = frozenset()  # uids handed to the current attempt
     dirty: bool = False  # the unit itself changed while in flight: retry at once
@@ -203,7 +202,6 @@ class SchedulingQueue:
         if message is None:
             return False
         unit.state = State.GATED
-        unit.gate_message = message
         unit.heap_version = next(self._seq)
         return True
 
@@ -211,7 +209,6 @@ class SchedulingQueue:
         """Gated or waiting unit: run the gate, then active or backoff."""
         if self._hold(unit):
             return
-        unit.gate_message = ""
         if unit.backoff_until > self._clock():
             self._push_backoff(unit)
         else:
@@ -303,20 +300,6 @@ class SchedulingQueue:
                 unit.dirty = True
             return
         self._hold(unit)
-
-    def move_all_to_active_or_backoff(self) -> int:
-        """Every unschedulable unit is retried (after its backoff), whatever
-        rejected it. Returns how many units moved."""
-        moved = 0
-        pool, self._unschedulable = self._unschedulable, {}
-        self._waiting_for = {}
-        for unit in pool.values():
-            if unit.state == State.UNSCHEDULABLE and self._units.get(unit.key) is unit:
-                self._admit(unit)
-                moved += 1
-        for unit in self._in_flight.values():
-            unit.dirty = True
-        return moved
 
     def move_for_event(self, event: str) -> int:
         """A cluster event happened (framework/events.py): retry the

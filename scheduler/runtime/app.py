@@ -10,10 +10,12 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 import aiohttp
 import kopf
+from aiohttp import web
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -75,21 +77,35 @@ def _events_know(events: EventRecorder) -> Callable[[str], None]:
     return served
 
 
-async def run(
-    config: SchedulerConfiguration,
-    registry: Registry,
-    kubeconfig: str | None,
-    resync_seconds: float = 300.0,
-) -> int:
+@dataclass(slots=True)
+class _Clients:
+    """The API clients: one pool for binds, status writes and the two
+    Informer watches (each holds a connection), with the client-side rate
+    limit they share; and one of their own for Events. kopf's watches have
+    their own."""
+
+    cfg: client.Configuration
+    api_client: client.ApiClient
+    bucket: TokenBucket
+    rest: RestClient
+    event_api_client: client.ApiClient
+    event_rest: RestClient
+
+    async def close(self) -> None:
+        await self.rest.close()
+        await self.event_rest.close()
+        await self.api_client.close()
+        await self.event_api_client.close()
+
+
+async def _connect(config: SchedulerConfiguration, kubeconfig: str | None) -> _Clients:
+    """The two API clients, from the kubeconfig (or the in-cluster service account)."""
     cfg = await load_configuration(kubeconfig)
     cc = config.client_connection
-    # One connection pool for binds, status writes and the two Informer
-    # watches (each holds a connection); kopf's watches have their own.
     cfg.connection_pool_maxsize = max(cc.bind_concurrency + 8, 32)
     api_client = client.ApiClient(cfg)
     bucket = TokenBucket(cc.qps, cc.burst)
     rest = RestClient(api_client)
-    binder = Binder(rest, bucket, cc.bind_concurrency)
     # Events: a client of their own (as kube-scheduler's event client: its own
     # rate limit) with a small pool, so an Event never holds a connection a
     # bind needs; they wait while pods are being bound (runtime/events.py).
@@ -97,20 +113,43 @@ async def run(
     event_cfg.connection_pool_maxsize = EVENT_CONNECTIONS
     event_api_client = client.ApiClient(event_cfg)
     event_rest = RestClient(event_api_client)
-    events = EventRecorder(event_rest, TokenBucket(cc.qps, cc.burst), binding=binder.binding)
-    writer = StatusWriter(rest, bucket, events=events, binding=binder.binding)
+    return _Clients(cfg, api_client, bucket, rest, event_api_client, event_rest)
+
+
+@dataclass(slots=True)
+class _Wiring:
+    """The scheduler and what carries out its decisions."""
+
+    scheduler: Scheduler
+    events: EventRecorder
+    writer: StatusWriter
+    claim_writer: ClaimWriter
+    elector: LeaderElector | None  # None: leader election is off
+
+
+def _build_scheduler(config: SchedulerConfiguration, registry: Registry, clients: _Clients, identity: str) -> _Wiring:
+    """The scheduler with its binder, status and Event writers, claim writer and
+    (with leader election on) the elector that silences them while standing by."""
+    cc = config.client_connection
+    binder = Binder(clients.rest, clients.bucket, cc.bind_concurrency)
+    events = EventRecorder(clients.event_rest, TokenBucket(cc.qps, cc.burst), binding=binder.binding)
+    writer = StatusWriter(clients.rest, clients.bucket, events=events, binding=binder.binding)
     scheduler = Scheduler(config, registry, binder=binder, writer=writer)
     writer.members = scheduler.group_and_counts
-    claim_writer = ClaimWriter(rest, bucket)
+    claim_writer = ClaimWriter(clients.rest, clients.bucket)
     for fwk in scheduler.frameworks.values():
         fwk.handle.claim_writer = claim_writer
-    name = os.environ.get("POD_NAME") or socket.gethostname()  # this replica: its pod's name
     elector: LeaderElector | None = None
     if config.leader_election.leader_elect:
         # As client-go: the pod, plus a uuid.
-        elector = LeaderElector(rest, config.leader_election, f"{name}_{uuid.uuid4()}")
-        rest.may_write = elector.may_act  # a standby, or a leader past its deadline, writes nothing
-        event_rest.may_write = elector.may_act
+        elector = LeaderElector(clients.rest, config.leader_election, f"{identity}_{uuid.uuid4()}")
+        clients.rest.may_write = elector.may_act  # a standby, or a leader past its deadline, writes nothing
+        clients.event_rest.may_write = elector.may_act
+    return _Wiring(scheduler, events, writer, claim_writer, elector)
+
+
+def _health_check(config: SchedulerConfiguration, wiring: _Wiring) -> Callable[[], bool]:
+    scheduler, elector = wiring.scheduler, wiring.elector
 
     def healthy() -> bool:
         # Stalled = work is waiting but no cycle ran for a long time (a standby runs none).
@@ -121,35 +160,59 @@ async def run(
             or not scheduler.synced.is_set()
         )
 
-    health = await start_health_server(config.health_bind_address, healthy, scheduler.synced.is_set)
-    log.info(
-        "troupe starting: profiles %s, API %s, health on %s",
-        ", ".join(scheduler.frameworks),
-        cfg.host,
-        config.health_bind_address,
-    )
-    informers = {resource: informer_for(scheduler, api_client, resource) for resource in INFORMED}
-    group_sources = [
-        PodGroupSource(
-            scheduler, api_client, rest, api, on_served=_events_know(events), recheck=config.watch.discovery_seconds
+    return healthy
+
+
+async def _lead_then_schedule(wiring: _Wiring) -> None:
+    # A standby keeps its cache warm (watches run) and starts here the
+    # moment it holds the lease.
+    scheduler = wiring.scheduler
+    if wiring.elector is not None:
+        await wiring.elector.leading.wait()
+    scheduler.claim_lifecycle = wiring.claim_writer
+    scheduler.sweep_claims()  # devices held by pods deleted while no replica led
+    scheduler.sweep_group_status()  # groups bound whose condition was not written yet
+    scheduler.sweep_nominations()  # room let go while this replica could not say so
+    await scheduler.run()
+
+
+@dataclass(slots=True)
+class _Tasks:
+    """What `troupe run` runs once the cache is synced."""
+
+    loop: asyncio.Task[None]  # the scheduling loop
+    election: asyncio.Task[None] | None
+    watches: list[asyncio.Task[None]]  # the Informers', then the other sources' PodGroups
+    resync: asyncio.Task[None] | None
+    jobs: asyncio.Task[None]
+    operator: asyncio.Task[None]  # kopf
+
+    def waited(self) -> set[asyncio.Task[None]]:
+        """The tasks whose end ends troupe (a resync that ends does not)."""
+        return {self.loop, self.operator, self.jobs, *self.watches} | (
+            {self.election} if self.election is not None else set()
         )
-        for api in source_apis(config.group_sources)
-    ]
-    await _prime_until_done(scheduler, api_client, informers, group_sources)
-    scheduler.synced.set()
 
-    async def lead_then_schedule() -> None:
-        # A standby keeps its cache warm (watches run) and starts here the
-        # moment it holds the lease.
-        if elector is not None:
-            await elector.leading.wait()
-        scheduler.claim_lifecycle = claim_writer
-        scheduler.sweep_claims()  # devices held by pods deleted while no replica led
-        scheduler.sweep_group_status()  # groups bound whose condition was not written yet
-        scheduler.sweep_nominations()  # room let go while this replica could not say so
-        await scheduler.run()
+    def to_cancel(self) -> list[asyncio.Task[None]]:
+        """Every task, the loop first, in the order they are cancelled at shutdown."""
+        return [
+            t for t in (self.loop, self.operator, self.resync, self.election, self.jobs, *self.watches) if t is not None
+        ]
 
-    loop_task = asyncio.create_task(lead_then_schedule(), name="scheduling loop")
+
+def _start_tasks(
+    config: SchedulerConfiguration,
+    wiring: _Wiring,
+    clients: _Clients,
+    informers: dict[Resource, Informer],
+    group_sources: list[PodGroupSource],
+    identity: str,
+    resync_seconds: float,
+) -> _Tasks:
+    """The loop (waiting for the lease), the election, the watches, the resync,
+    the Job integration and kopf, started in that order."""
+    scheduler, elector = wiring.scheduler, wiring.elector
+    loop_task = asyncio.create_task(_lead_then_schedule(wiring), name="scheduling loop")
     election = asyncio.create_task(elector.run(), name="leader election") if elector is not None else None
     watches = [asyncio.create_task(i.run(), name=f"watch {i.path}") for i in informers.values()]
     watches += [asyncio.create_task(s.run(), name=f"{s.source.name} PodGroups") for s in group_sources]
@@ -157,11 +220,14 @@ async def run(
     if resync_seconds > 0:
         # Pods, Nodes and PodGroups need none: their Informers Replace on every relist.
         resync = asyncio.create_task(
-            Resync(scheduler, api_client, bucket, resync_seconds, kinds=("workload", "pdb")).run(),
+            Resync(scheduler, clients.api_client, clients.bucket, resync_seconds, kinds=("workload", "pdb")).run(),
             name="resync",
         )
-    jobs = JobController(rest, scheduler, events, leading=elector.may_act if elector is not None else lambda: True)
+    jobs = JobController(
+        clients.rest, scheduler, wiring.events, leading=elector.may_act if elector is not None else lambda: True
+    )
     job_task = asyncio.create_task(jobs.run(), name="job integration")
+    cfg = clients.cfg
     operator = asyncio.create_task(
         kopf.operator(
             registry=build_registry(scheduler, lambda: connection_info(cfg), jobs),
@@ -171,42 +237,92 @@ async def run(
             memo=kopf.Memo(scheduler=scheduler),
             # Else kopf names itself after getpass.getuser(), which fails for a
             # uid the image's /etc/passwd does not know (any runAsUser but 65532).
-            identity=cast(Any, name),  # kopf's Identity is a NewType of str, not exported
+            identity=cast(Any, identity),  # kopf's Identity is a NewType of str, not exported
         ),
         name="kopf operator",
     )
+    return _Tasks(loop_task, election, watches, resync, job_task, operator)
+
+
+def _exit_code(done: set[asyncio.Task[None]], tasks: _Tasks) -> int:
+    """0 for a clean stop; 1, with the reason logged, when a task that never
+    returns on its own ended."""
     rc = 0
+    if tasks.loop in done and not tasks.loop.cancelled() and tasks.loop.exception() is not None:
+        log.error("scheduling loop crashed", exc_info=tasks.loop.exception())
+        rc = 1
+    election = tasks.election
+    if election is not None and election in done and not election.cancelled():
+        log.error("leader election: %s", election.exception())
+        rc = 1
+    if tasks.jobs in done and not tasks.jobs.cancelled():  # it never returns: a crash
+        log.error("Job integration crashed", exc_info=tasks.jobs.exception())
+        rc = 1
+    # kopf returns after SIGTERM/SIGINT; one that raised (or a watch) must
+    # not pass for a clean stop, or troupe would exit 0 without a word.
+    for task in done & {tasks.operator, *tasks.watches}:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s crashed", task.get_name(), exc_info=task.exception())
+            rc = 1
+    return rc
+
+
+async def _shutdown(tasks: _Tasks, wiring: _Wiring, health: web.AppRunner, clients: _Clients) -> None:
+    """Every task cancelled, what is written flushed, the lease handed over, the connections closed."""
+    running = tasks.to_cancel()
+    for task in running:
+        task.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
+    await wiring.writer.flush(timeout=5)
+    await wiring.writer.close()
+    if wiring.elector is not None:
+        await wiring.elector.release()  # a clean stop hands over at once
+    await health.cleanup()
+    await clients.close()
+
+
+async def run(
+    config: SchedulerConfiguration,
+    registry: Registry,
+    kubeconfig: str | None,
+    resync_seconds: float = 300.0,
+) -> int:
+    """Wires the scheduler to the cluster (clients, scheduler and writers,
+    health server, initial listing, tasks) and runs until SIGTERM/SIGINT or a
+    task crashes; returns the exit code."""
+    clients = await _connect(config, kubeconfig)
+    identity = os.environ.get("POD_NAME") or socket.gethostname()  # this replica: its pod's name
+    wiring = _build_scheduler(config, registry, clients, identity)
+    scheduler = wiring.scheduler
+    health = await start_health_server(
+        config.health_bind_address, _health_check(config, wiring), scheduler.synced.is_set
+    )
+    log.info(
+        "troupe starting: profiles %s, API %s, health on %s",
+        ", ".join(scheduler.frameworks),
+        clients.cfg.host,
+        config.health_bind_address,
+    )
+    informers = {resource: informer_for(scheduler, clients.api_client, resource) for resource in INFORMED}
+    group_sources = [
+        PodGroupSource(
+            scheduler,
+            clients.api_client,
+            clients.rest,
+            api,
+            on_served=_events_know(wiring.events),
+            recheck=config.watch.discovery_seconds,
+        )
+        for api in source_apis(config.group_sources)
+    ]
+    await _prime_until_done(scheduler, clients.api_client, informers, group_sources)
+    scheduler.synced.set()
+
+    tasks = _start_tasks(config, wiring, clients, informers, group_sources, identity, resync_seconds)
     try:
-        waited = {loop_task, operator, job_task, *watches} | ({election} if election is not None else set())
-        done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
-        if loop_task in done and not loop_task.cancelled() and loop_task.exception() is not None:
-            log.error("scheduling loop crashed", exc_info=loop_task.exception())
-            rc = 1
-        if election is not None and election in done and not election.cancelled():
-            log.error("leader election: %s", election.exception())
-            rc = 1
-        if job_task in done and not job_task.cancelled():  # it never returns: a crash
-            log.error("Job integration crashed", exc_info=job_task.exception())
-            rc = 1
-        # kopf returns after SIGTERM/SIGINT; one that raised (or a watch) must
-        # not pass for a clean stop, or troupe would exit 0 without a word.
-        for task in done & {operator, *watches}:
-            if not task.cancelled() and task.exception() is not None:
-                log.error("%s crashed", task.get_name(), exc_info=task.exception())
-                rc = 1
+        done, _ = await asyncio.wait(tasks.waited(), return_when=asyncio.FIRST_COMPLETED)
+        rc = _exit_code(done, tasks)
     finally:
-        tasks = [t for t in (loop_task, operator, resync, election, job_task, *watches) if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await writer.flush(timeout=5)
-        await writer.close()
-        if elector is not None:
-            await elector.release()  # a clean stop hands over at once
-        await health.cleanup()
-        await rest.close()
-        await event_rest.close()
-        await api_client.close()
-        await event_api_client.close()
+        await _shutdown(tasks, wiring, health, clients)
     log.info("troupe stopped")
     return rc

@@ -141,14 +141,6 @@ class Binder:
         self._tasks.discard(task)
         self._last_done = time.monotonic()
 
-    async def drain(self) -> None:
-        """Until every submitted bind (and every PreBind, and the binds it submits) is done."""
-        while self.in_flight:
-            if self._tasks:
-                await asyncio.gather(*list(self._tasks), return_exceptions=True)
-            if self._queue is not None:
-                await self._queue.join()
-
     async def _bind(self, pod: PodInfo, node: str, results: BindResults) -> None:
         """POST the binding. A failure that says the API server (or etcd) is
         away is retried here with backoff for up to BIND_RETRY_SECONDS, the

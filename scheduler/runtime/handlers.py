@@ -1,5 +1,6 @@
-"""Watch events in, cache and queue updates out. The handlers write nothing to the
-objects they watch (what troupe writes, and where: README, "How it works").
+"""Watch events in, cache and queue updates out. The handlers write nothing to
+the objects they watch (what troupe writes, and where: docs/architecture.md
+"What troupe writes, and where").
 
 Pods, Nodes and PodGroups, the kinds with the volume, come through troupe's
 own list+watch (`informer.py`: kopf spent about 1 ms of troupe's CPU per

@@ -30,6 +30,7 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client import Counter
 
 from . import outage
 from .kube import list_paged, read_checked
@@ -46,6 +47,13 @@ WATCH_TIMEOUT_SECONDS = 300
 WATCH_READ_TIMEOUT = 330.0
 CONNECT_TIMEOUT = 30.0
 RETRY_INITIAL, RETRY_MAX = 0.5, 30.0
+
+RELISTS = Counter(
+    "troupe_watch_relists_total",
+    "Full listings of a kind (pods, nodes, PodGroups) by troupe's informer: one at the start, then one per watch that "
+    "expired (410 Gone). Each lists every object of the kind; rising steadily: watches keep expiring.",
+    ["kind"],
+)
 
 
 class WatchExpired(Exception):
@@ -80,7 +88,7 @@ class Informer:
         self._timeout = timeout
         self._read_timeout = read_timeout
         self.resource_version = ""
-        self.relists = 0
+        self._relists = RELISTS.labels(kind=kind)
 
     # -------------------------------------------------------------- listing
 
@@ -102,7 +110,7 @@ class Informer:
             log.info("%s %s was deleted while no watch was open; dropping it", self.kind, key)
             self._handle(self._delete, self._tombstone(key))
         self.resource_version = str(list_meta.get("resourceVersion") or "")
-        self.relists += 1
+        self._relists.inc()
         outage.WATCHES.succeeded()
         return n
 

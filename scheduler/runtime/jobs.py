@@ -158,15 +158,7 @@ class JobController:
                 delay = RETRY_INITIAL
 
     async def reconcile(self, intent: JobIntent) -> None:
-        cache = self._scheduler.cache
-        template, problem = None, intent.problem
-        if problem is None and intent.scheduler_name not in self._scheduler.frameworks:
-            problem = (
-                f"the pod template's schedulerName is {intent.scheduler_name!r}: troupe schedules pods that name "
-                f"{' or '.join(sorted(self._scheduler.frameworks))}, so a PodGroup would not help"
-            )
-        if problem is None and intent.workload_name is not None:
-            template, problem = self._named_template(intent)
+        template, problem = self._template_or_problem(intent)
         self._scheduler.on_group_problem(intent.key, problem)
         await self._blocked_condition(intent, problem)
         if problem is not None:
@@ -174,6 +166,7 @@ class JobController:
             return
         if intent.finished:
             return  # its pods are done: the group stays as it is, for the record
+        cache = self._scheduler.cache
         own = intent.workload_name is None  # troupe makes the Workload (else it is the user's)
         workload, group = cache.workloads.get(intent.key), cache.groups.get(intent.key)
         desired = intent.podgroup(template, self._gang_size(intent, group) if template is None else None)
@@ -182,23 +175,49 @@ class JobController:
         if workload_ok and (group is None if intent.suspended else group_ok):
             self._wrote.pop(intent.key, None)
             return
-        if time.monotonic() < self._wrote.get(intent.key, 0.0):
-            # What we wrote a moment ago is not in the cache yet: acting on
-            # the older view would undo it. Look again shortly.
-            self._dirty.add((intent.namespace, intent.name))
+        if self._cache_lags(intent):
             return
         self._wrote[intent.key] = time.monotonic() + SETTLE_SECONDS
         if own and workload is not None and not workload_ok:
-            # The policy changed (parallelism scaled): the specs are immutable,
-            # so both are made again, the PodGroup first out and last in (a
-            # PodGroup whose Workload is missing is an error while it lasts).
-            if group is not None:
-                await self._delete("podgroups", intent, _uid(group))
-                group, group_ok = None, False
-            await self._delete("workloads", intent, _uid(workload))
-            workload = None
+            await self._delete_for_new_policy(intent, workload, group)
+            workload, group, group_ok = None, None, False
         if own and workload is None:
             await self._create("workloads", intent.workload())
+        await self._sync_group(intent, group, group_ok, desired)
+
+    def _template_or_problem(self, intent: JobIntent) -> tuple[PodGroupTemplate | None, str | None]:
+        """The template of the Workload the Job names (None: troupe's own), or
+        why no PodGroup can be made for the Job."""
+        if intent.problem is not None:
+            return None, intent.problem
+        if intent.scheduler_name not in self._scheduler.frameworks:
+            return None, (
+                f"the pod template's schedulerName is {intent.scheduler_name!r}: troupe schedules pods that name "
+                f"{' or '.join(sorted(self._scheduler.frameworks))}, so a PodGroup would not help"
+            )
+        if intent.workload_name is not None:
+            return self._named_template(intent)
+        return None, None
+
+    def _cache_lags(self, intent: JobIntent) -> bool:
+        """What we wrote a moment ago is not in the cache yet: acting on the
+        older view would undo it. Look again shortly."""
+        if time.monotonic() < self._wrote.get(intent.key, 0.0):
+            self._dirty.add((intent.namespace, intent.name))
+            return True
+        return False
+
+    async def _delete_for_new_policy(self, intent: JobIntent, workload: object, group: object) -> None:
+        """The policy changed (parallelism scaled): the specs are immutable,
+        so both are made again, the PodGroup first out and last in (a
+        PodGroup whose Workload is missing is an error while it lasts)."""
+        if group is not None:
+            await self._delete("podgroups", intent, _uid(group))
+        await self._delete("workloads", intent, _uid(workload))
+
+    async def _sync_group(self, intent: JobIntent, group: object, group_ok: bool, desired: dict[str, Any]) -> None:
+        """The Job's PodGroup made `desired` (replaced where it differs), or
+        deleted while the Job is suspended."""
         if intent.suspended:
             if group is not None:
                 await self._delete("podgroups", intent, _uid(group))

@@ -100,8 +100,11 @@ class LeaderElector:
         # What this candidate last saw of the Lease, and when (its own clock).
         self._observed: tuple[str, str] | None = None  # (holder, renewTime)
         self._observed_at = 0.0
+        # resourceLock names the lock's resource: "leases", the only lock
+        # upstream still has (endpoints and configmaps locks are gone).
         self._path = (
-            f"/apis/coordination.k8s.io/v1/namespaces/{config.resource_namespace}/leases/{config.resource_name}"
+            f"/apis/coordination.k8s.io/v1/namespaces/{config.resource_namespace}"
+            f"/{config.resource_lock}/{config.resource_name}"
         )
         LEADER.labels(name=config.resource_name).set(0)
         # A problem only a person can fix (`explain`), said once, and how many
@@ -165,59 +168,21 @@ class LeaderElector:
         """One acquire-or-renew attempt; returns the holder after it ("" unknown)."""
         cfg = self.config
         sent = self._clock()
-        try:
-            lease = json.loads(await self._rest.request("GET", self._path, b"", timeout=cfg.retry_period))
-        except ApiException as exc:
-            if exc.status != 404:
-                if not self._problem("reading lease", exc):
-                    _failed("reading lease", exc)
-                return ""
-            lease = None
-        except (TimeoutError, OSError, aiohttp.ClientError) as exc:  # ServerDisconnectedError is no OSError
-            _failed("reading lease", exc)
+        read, lease = await self._read()
+        if not read:
             return ""
-        outage.LEASE.succeeded()
         now = now_micro()
-        what = "writing lease"
-        spec_new: dict[str, Any] = {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": max(1, round(cfg.lease_duration)),
-            "renewTime": now,
-        }
+        what = "creating lease" if lease is None else "updating lease"
         try:
             if lease is None:
-                body = {
-                    "apiVersion": "coordination.k8s.io/v1",
-                    "kind": "Lease",
-                    "metadata": {"name": cfg.resource_name, "namespace": cfg.resource_namespace},
-                    "spec": {**spec_new, "acquireTime": now, "leaseTransitions": 0},
-                }
-                path = self._path.rsplit("/", 1)[0]
-                what = "creating lease"
-                await self._rest.request("POST", path, encode(body), timeout=cfg.retry_period)
-                self._renewed_at = sent
-                self._fixed()
-                return self.identity
-            spec = lease.get("spec") or {}
-            holder = str(spec.get("holderIdentity") or "")
-            record = (holder, str(spec.get("renewTime") or ""))
-            if record != self._observed:
-                self._observed, self._observed_at = record, self._clock()
-            if holder and holder != self.identity and self._clock() < self._observed_at + cfg.lease_duration:
-                self._fixed()
-                return holder  # held, and renewed within a lease by what this candidate saw
-            if holder != self.identity:
-                spec_new["acquireTime"] = now
-                spec_new["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+                await self._create(now)
             else:
-                spec_new["acquireTime"] = spec.get("acquireTime") or now
-                spec_new["leaseTransitions"] = int(spec.get("leaseTransitions") or 0)
-            lease["spec"] = spec_new
-            what = "updating lease"
-            await self._rest.request("PUT", self._path, encode(lease), timeout=cfg.retry_period)
-            self._renewed_at = sent
-            self._fixed()
-            return self.identity
+                holder = self._other_holder(lease.get("spec") or {})
+                if holder:
+                    self._fixed()
+                    return holder  # held, and renewed within a lease by what this candidate saw
+                lease["spec"] = self._renewal(lease.get("spec") or {}, now)
+                await self._rest.request("PUT", self._path, encode(lease), timeout=cfg.retry_period)
         except ApiException as exc:
             if exc.status != 409 and not self._problem(what, exc):  # 409: another candidate won this round
                 _failed("writing lease", exc)
@@ -225,6 +190,67 @@ class LeaderElector:
         except (TimeoutError, OSError, aiohttp.ClientError) as exc:  # ServerDisconnectedError is no OSError
             _failed("writing lease", exc)
             return ""
+        self._renewed_at = sent
+        self._fixed()
+        return self.identity
+
+    async def _read(self) -> tuple[bool, dict[str, Any] | None]:
+        """(read, the Lease): (True, None) where there is no Lease yet, (False, None) where the read failed."""
+        try:
+            lease = json.loads(await self._rest.request("GET", self._path, b"", timeout=self.config.retry_period))
+        except ApiException as exc:
+            if exc.status != 404:
+                if not self._problem("reading lease", exc):
+                    _failed("reading lease", exc)
+                return False, None
+            lease = None
+        except (TimeoutError, OSError, aiohttp.ClientError) as exc:  # ServerDisconnectedError is no OSError
+            _failed("reading lease", exc)
+            return False, None
+        outage.LEASE.succeeded()
+        return True, lease
+
+    async def _create(self, now: str) -> None:
+        cfg = self.config
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": cfg.resource_name, "namespace": cfg.resource_namespace},
+            "spec": {**self._spec(now), "acquireTime": now, "leaseTransitions": 0},
+        }
+        path = self._path.rsplit("/", 1)[0]
+        await self._rest.request("POST", path, encode(body), timeout=cfg.retry_period)
+
+    def _other_holder(self, spec: dict[str, Any]) -> str:
+        """Another candidate that holds the Lease and renewed it within a
+        lease by what this candidate saw (its own clock); "" where this one
+        may take or renew it."""
+        holder = str(spec.get("holderIdentity") or "")
+        record = (holder, str(spec.get("renewTime") or ""))
+        if record != self._observed:
+            self._observed, self._observed_at = record, self._clock()
+        if holder and holder != self.identity and self._clock() < self._observed_at + self.config.lease_duration:
+            return holder
+        return ""
+
+    def _renewal(self, spec: dict[str, Any], now: str) -> dict[str, Any]:
+        """The Lease's spec held by this candidate: renewed where it held it,
+        taken over (one more transition) where not."""
+        new = self._spec(now)
+        if str(spec.get("holderIdentity") or "") != self.identity:
+            new["acquireTime"] = now
+            new["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+        else:
+            new["acquireTime"] = spec.get("acquireTime") or now
+            new["leaseTransitions"] = int(spec.get("leaseTransitions") or 0)
+        return new
+
+    def _spec(self, now: str) -> dict[str, Any]:
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self.config.lease_duration)),
+            "renewTime": now,
+        }
 
     async def release(self) -> None:
         """Give the Lease up (a clean stop): holder cleared, so a standby takes it at once."""

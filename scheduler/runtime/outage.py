@@ -29,10 +29,18 @@ from collections.abc import Callable
 
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client import Counter
 
 log = logging.getLogger(__name__)
 
 FLAP_SECONDS = 10.0
+
+OUTAGES = Counter(
+    "troupe_api_outages_total",
+    "API server outages as each component saw them: a request failed for want of the API server "
+    "(or etcd) after the last one succeeded. Rising steadily: a flaky connection, an overloaded API server.",
+    ["component"],
+)
 
 # What a request may fail with when the API server (or etcd behind it) is
 # away or restarting: no answer at all, or a 5xx from a server that cannot
@@ -70,7 +78,7 @@ class Outage:
         self._clock = clock
         self.down_since: float | None = None
         self.failures = 0  # requests failed in the current outage
-        self.outages = 0  # outages seen (warned or not)
+        self._outages = OUTAGES.labels(component=component)  # outages seen (warned or not)
         self._warned = False
         self._up_since = -1e18  # when the last outage ended
 
@@ -88,7 +96,7 @@ class Outage:
         self.failures += 1
         if self.down_since is None:
             self.down_since = now
-            self.outages += 1
+            self._outages.inc()
             self._warned = now - self._up_since >= FLAP_SECONDS and not _announced(self)
             if self._warned:
                 log.warning("API server unreachable (%s): %s; retrying with backoff", self.component, text)

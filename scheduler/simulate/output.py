@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .runner import SimulationResult
+from .runner import GroupResult, SimulationResult
 
 NONE = "<none>"
 
@@ -28,48 +28,68 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 def render_table(result: SimulationResult) -> str:
     lines: list[str] = []
-    preempting = any(p.preempted_by for p in result.pods)
-    placing = any(g.placement for g in result.groups)  # topology constraints: the chosen domain
     if result.groups:
-        rows = []
-        for g in result.groups:
-            cond = g.condition
-            if g.preempted_by:  # its pods are gone: what happened to it is the news
-                message = f"preempted by {g.preempted_by} (DisruptionTarget)"
-                if cond is not None:
-                    message += f"; {cond.message}"
-            elif cond is not None:
-                message = cond.message
-            else:
-                message = "no pods of this PodGroup in the input" if not g.pods else ""
-            row = [
-                f"{g.namespace}/{g.name}",
-                g.policy or "-",
-                str(g.pods),
-                f"{g.placed}/{g.min_count if g.min_count is not None else '-'}",
-                cond.reason if cond is not None else "Preempted" if g.preempted_by else "-",
-            ]
-            if placing:
-                row.append(g.placement or "-")
-            if preempting:
-                row.append(str(len(g.victims)) if g.victims else "-")
-            rows.append([*row, message])
-        headers = ["PODGROUP", "POLICY", "PODS", "PLACED/MIN", "CONDITION"]
-        headers += ["PLACEMENT"] if placing else []
-        lines += _table([*headers, *(["VICTIMS"] if preempting else []), "MESSAGE"], rows)
+        lines += _groups_table(result)
         lines.append("")
     if result.pods:
-        devices = _uses_devices(result)
-        rows = []
-        for p in result.pods:
-            row = [f"{p.namespace}/{p.name}", p.group or "-", p.node or NONE]
-            if devices:
-                row.append(",".join(d.path for d in p.devices) or "-")
-            rows.append([*row, p.message])
-        lines += _table(["POD", "GROUP", "NODE", *(["DEVICES"] if devices else []), "MESSAGE"], rows)
+        lines += _pods_table(result)
         lines.append("")
     lines.append(summary(result))
     return "\n".join(lines) + "\n"
+
+
+def _groups_table(result: SimulationResult) -> list[str]:
+    """A row per PodGroup; PLACEMENT and VICTIMS only where some group has one."""
+    preempting = any(p.preempted_by for p in result.pods)
+    placing = any(g.placement for g in result.groups)  # topology constraints: the chosen domain
+    rows = []
+    for g in result.groups:
+        row = [
+            f"{g.namespace}/{g.name}",
+            g.policy or "-",
+            str(g.pods),
+            f"{g.placed}/{g.min_count if g.min_count is not None else '-'}",
+            _group_reason(g, "-"),
+        ]
+        if placing:
+            row.append(g.placement or "-")
+        if preempting:
+            row.append(str(len(g.victims)) if g.victims else "-")
+        rows.append([*row, _group_message(g)])
+    headers = ["PODGROUP", "POLICY", "PODS", "PLACED/MIN", "CONDITION"]
+    headers += ["PLACEMENT"] if placing else []
+    return _table([*headers, *(["VICTIMS"] if preempting else []), "MESSAGE"], rows)
+
+
+def _group_reason(g: GroupResult, default: str) -> str:
+    """The group's PodGroupScheduled reason, "Preempted" for a group preempted before it had one."""
+    if g.condition is not None:
+        return g.condition.reason
+    return "Preempted" if g.preempted_by else default
+
+
+def _group_message(g: GroupResult) -> str:
+    cond = g.condition
+    if g.preempted_by:  # its pods are gone: what happened to it is the news
+        message = f"preempted by {g.preempted_by} (DisruptionTarget)"
+        if cond is not None:
+            message += f"; {cond.message}"
+        return message
+    if cond is not None:
+        return cond.message
+    return "no pods of this PodGroup in the input" if not g.pods else ""
+
+
+def _pods_table(result: SimulationResult) -> list[str]:
+    """A row per pod; DEVICES only where the input uses ResourceClaims."""
+    devices = _uses_devices(result)
+    rows = []
+    for p in result.pods:
+        row = [f"{p.namespace}/{p.name}", p.group or "-", p.node or NONE]
+        if devices:
+            row.append(",".join(d.path for d in p.devices) or "-")
+        rows.append([*row, p.message])
+    return _table(["POD", "GROUP", "NODE", *(["DEVICES"] if devices else []), "MESSAGE"], rows)
 
 
 def summary(result: SimulationResult) -> str:
@@ -83,16 +103,19 @@ def summary(result: SimulationResult) -> str:
     if preempted:
         text += f"; {preempted} running pods preempted"
     if result.groups:
-        counts: dict[str, int] = {}
-        for g in result.groups:
-            reason = (
-                g.condition.reason if g.condition is not None else "Preempted" if g.preempted_by else "no condition"
-            )
-            counts[reason] = counts.get(reason, 0) + 1
-        order = ["Scheduled", "Unschedulable", "SchedulerError", "Preempted"]
-        parts = [f"{counts[r]} {r}" for r in sorted(counts, key=lambda r: (order.index(r) if r in order else 3, r))]
-        text += f"; PodGroups: {', '.join(parts)}"
+        text += f"; PodGroups: {_group_counts(result.groups)}"
     return text + "."
+
+
+def _group_counts(groups: Sequence[GroupResult]) -> str:
+    """How many groups end with each reason: "2 Scheduled, 1 Unschedulable"."""
+    counts: dict[str, int] = {}
+    for g in groups:
+        reason = _group_reason(g, "no condition")
+        counts[reason] = counts.get(reason, 0) + 1
+    order = ["Scheduled", "Unschedulable", "SchedulerError", "Preempted"]
+    parts = [f"{counts[r]} {r}" for r in sorted(counts, key=lambda r: (order.index(r) if r in order else 3, r))]
+    return ", ".join(parts)
 
 
 def _uses_devices(result: SimulationResult) -> bool:

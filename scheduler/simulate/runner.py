@@ -38,6 +38,7 @@ from ..api.dra import (
     API_VERSION,
     DELETE_PROTECTION_FINALIZER,
     POD_CLAIM_NAME_ANNOTATION,
+    Allocation,
     ConsumerRef,
     ResourceClaim,
     group_claim_name,
@@ -194,53 +195,105 @@ def simulate(
     scheduler costs: one group cycle per unit per round. With `waited`, what
     still waits then gets one more cycle that many seconds later (a group
     that starves gets its reservation)."""
-    clock = FakeClock()
-    recorder = Recorder()
-    # The default binder binds nothing: binding is done below, as the cluster
-    # would; reports are written at once (the fake clock has no timers).
-    sched = Scheduler(config, registry, writer=recorder, clock=clock, report_delay=0)
-    # Plugins that measure waiting (Reservation) see time pass only as
-    # `waited` says: the rounds below are retries, not time a user waits.
-    waiting_clock = FakeClock()
-    for fwk in sched.frameworks.values():
-        fwk.handle.clock = waiting_clock
-    groups = {group_key_of(o.body): o.body for o in inp.of_kind("PodGroup")}
-    claims = Claims(sched, groups, {(o.namespace, o.name): o.body for o in inp.of_kind("ResourceClaimTemplate")})
-    sched.claim_lifecycle = claims
-    pod_bodies: dict[str, dict[str, Any]] = {}
-    warnings = list(inp.warnings)
+    run = _Simulation(inp, config, registry)
+    run.feed(inp)
+    warnings = list(inp.warnings) + run.not_ours_warnings(inp)
+    run.start()
+    rounds = 0
+    q = config.queue
+    # Each round places a pod or evicts one (victims are never recreated), so this bounds it.
+    for _ in range(2 * len(run.pod_bodies) + 1):
+        rounds += 1
+        if run.one_round() == 0:
+            break
+        # Past every backoff and the unschedulable flush: everything left is retried.
+        run.clock.now += max(q.pod_max_backoff_seconds, q.max_unschedulable_seconds) + 1.0
+    if waited > 0:
+        rounds += 1
+        run.wait(waited)
+    return SimulationResult(
+        _pod_results(inp, run.sched, run.recorder, run.placed, run.preemption),
+        _group_results(inp, run.sched, run.recorder, run.preemption, run.placements),
+        rounds,
+        warnings,
+    )
 
-    handlers = {
-        "Namespace": sched.on_namespace,
-        "Node": sched.on_node,
-        "PriorityClass": sched.on_priority_class,
-        "Workload": sched.on_workload,
-        "PodGroup": sched.on_podgroup,
-        "Pod": sched.on_pod,
-        "DeviceClass": sched.on_device_class,
-        "ResourceSlice": sched.on_resource_slice,
-        "ResourceClaim": claims.add,
-    }
-    for kind in FEED_ORDER:
-        for obj in inp.of_kind(kind):
-            if kind == "Pod":
-                pod_bodies[obj.body["metadata"]["uid"]] = obj.body
-                clock.now += POD_SPACING_SECONDS
-            handlers[kind](obj.body)
 
-    for obj in inp.of_kind("Pod"):
-        pod = sched.cache.pods[obj.body["metadata"]["uid"]]
-        if not pod.node_name and not pod.terminal and not sched.is_ours(pod):
-            warnings.append(
-                f"{inp.source}: {obj.label}: warning: schedulerName {pod.scheduler_name} is not a profile of this "
-                f"configuration ({', '.join(sorted(sched.frameworks))}): nothing places it"
-            )
+class _Simulation:
+    """The scheduler of one simulation, and the cluster around it: the fake
+    clocks, the watch that hands it the input, and what the API and the
+    kubelets would answer to its decisions (binds, status written back,
+    claims, victims gone)."""
 
-    def feed_back_status() -> None:
+    def __init__(self, inp: SimulationInput, config: SchedulerConfiguration, registry: Registry) -> None:
+        self.clock = FakeClock()
+        self.recorder = Recorder()
+        # The default binder binds nothing: binding is done below, as the cluster
+        # would; reports are written at once (the fake clock has no timers).
+        self.sched = Scheduler(config, registry, writer=self.recorder, clock=self.clock, report_delay=0)
+        # Plugins that measure waiting (Reservation) see time pass only as
+        # `waited` says: the rounds are retries, not time a user waits.
+        self.waiting_clock = FakeClock()
+        for fwk in self.sched.frameworks.values():
+            fwk.handle.clock = self.waiting_clock
+        self.groups = {group_key_of(o.body): o.body for o in inp.of_kind("PodGroup")}
+        templates = {(o.namespace, o.name): o.body for o in inp.of_kind("ResourceClaimTemplate")}
+        self.claims = Claims(self.sched, self.groups, templates)
+        self.sched.claim_lifecycle = self.claims
+        self.pod_bodies: dict[str, dict[str, Any]] = {}
+        self.placed: set[str] = set()
+        self.preemption = Preemptions()
+        self.placements: dict[GroupKey, str] = {}
+
+    def feed(self, inp: SimulationInput) -> None:
+        """The input through the handlers the watch calls, in the order of kopf's initial listing."""
+        sched = self.sched
+        handlers = {
+            "Namespace": sched.on_namespace,
+            "Node": sched.on_node,
+            "PriorityClass": sched.on_priority_class,
+            "Workload": sched.on_workload,
+            "PodGroup": sched.on_podgroup,
+            "Pod": sched.on_pod,
+            "DeviceClass": sched.on_device_class,
+            "ResourceSlice": sched.on_resource_slice,
+            "ResourceClaim": self.claims.add,
+        }
+        for kind in FEED_ORDER:
+            for obj in inp.of_kind(kind):
+                if kind == "Pod":
+                    self.pod_bodies[obj.body["metadata"]["uid"]] = obj.body
+                    self.clock.now += POD_SPACING_SECONDS
+                handlers[kind](obj.body)
+
+    def not_ours_warnings(self, inp: SimulationInput) -> list[str]:
+        """A pending pod that names no profile of the configuration: nothing places it."""
+        warnings = []
+        for obj in inp.of_kind("Pod"):
+            pod = self.sched.cache.pods[obj.body["metadata"]["uid"]]
+            if not pod.node_name and not pod.terminal and not self.sched.is_ours(pod):
+                warnings.append(
+                    f"{inp.source}: {obj.label}: warning: schedulerName {pod.scheduler_name} is not a profile of this "
+                    f"configuration ({', '.join(sorted(self.sched.frameworks))}): nothing places it"
+                )
+        return warnings
+
+    def start(self) -> None:
+        """The cache is synced: as the runtime does, release what pods not in the
+        input hold and make the PodGroups' claims; then, as Scheduler.run() does
+        before its loop, judge every gate again and say why the gated units wait."""
+        self.sched.synced.set()
+        self.sched.sweep_claims()
+        self.claims.settle()
+        self.sched.start_scheduling()
+        self.feed_back_status()
+        self.claims.settle()
+
+    def feed_back_status(self) -> None:
         """The status writes come back through the PodGroup watch."""
-        writes, recorder.status_writes = recorder.status_writes, []
+        writes, self.recorder.status_writes = self.recorder.status_writes, []
         for key, cond in writes:
-            body = copy.deepcopy(groups[key])
+            body = copy.deepcopy(self.groups[key])
             # In the vocabulary of the body's kind and version, as the runtime writes it.
             (written,) = export_conditions(
                 str(body.get("apiVersion") or ""),
@@ -258,80 +311,60 @@ def simulate(
             ]
             conditions.append(written)
             body["status"] = {**(body.get("status") or {}), "conditions": conditions}
-            groups[key] = body
-            sched.on_podgroup(body)
+            self.groups[key] = body
+            self.sched.on_podgroup(body)
 
-    # The cache is synced: as the runtime does, release what pods not in the
-    # input hold and make the PodGroups' claims; then, as Scheduler.run() does
-    # before its loop, judge every gate again and say why the gated units wait.
-    sched.synced.set()
-    sched.sweep_claims()
-    claims.settle()
-    sched.start_scheduling()
-    feed_back_status()
-    claims.settle()
-
-    placed: set[str] = set()
-    preemption = Preemptions()
-    rounds = 0
-    # Each round places a pod or evicts one (victims are never recreated), so this bounds it.
-    placements: dict[GroupKey, str] = {}
-
-    def one_round() -> int:
+    def one_round(self) -> int:
         """Every unit that is due gets its cycle; returns how many pods were placed or evicted."""
         placed_now = 0
-        while (popped := sched.queue.pop_nowait()) is not None:
-            decision = sched.schedule_unit(popped)
+        while (popped := self.sched.queue.pop_nowait()) is not None:
+            decision = self.sched.schedule_unit(popped)
             if decision is None:
                 continue
-            feed_back_status()
+            self.feed_back_status()
             # Victims terminate and go, as the cluster's kubelets would finish them.
-            placed_now += preemption.evict(sched, decision)
-            key = decision.group_key
-            if key is not None and isinstance(sched.cache.groups.get(key), InvalidObject):
-                # No status is written to a PodGroup the scheduler cannot read; in a
-                # cluster its pods say why. The simulation shows it on the group.
-                recorder.groups[key] = GroupCondition("False", decision.outcome, decision.message)
-            if key is not None and decision.assignments and decision.placement:
-                placements[key] = decision.placement
-            for a in decision.assignments:  # PreBind, for all of them before any bind
-                for claim_key, consumer in claims_of(sched, a.pod):
-                    claims.reserve(claim_key, consumer)
-            for a in decision.assignments:
-                uid = a.pod.uid
-                sched.on_bound(a.pod, a.node)
-                body = copy.deepcopy(pod_bodies[uid])
-                body["spec"]["nodeName"] = a.node
-                pod_bodies[uid] = body
-                sched.on_pod(body)
-                placed.add(uid)
-                placed_now += 1
-            claims.settle()
+            placed_now += self.preemption.evict(self.sched, decision)
+            self._record(decision)
+            placed_now += self._bind(decision)
+            self.claims.settle()
         return placed_now
 
-    q = config.queue
-    for _ in range(2 * len(pod_bodies) + 1):
-        rounds += 1
-        if one_round() == 0:
-            break
-        # Past every backoff and the unschedulable flush: everything left is retried.
-        clock.now += max(q.pod_max_backoff_seconds, q.max_unschedulable_seconds) + 1.0
-    if waited > 0:
-        # What still waits, `waited` seconds later: one more cycle each shows
-        # the room a reservation holds for a group that starves.
-        clock.now += waited
-        waiting_clock.now += waited
-        for unit in list(sched.queue.units()):
-            sched.queue.activate(unit.key)
-        rounds += 1
-        one_round()
+    def _record(self, decision: GroupDecision) -> None:
+        """What the output shows of a group's decision beyond its status."""
+        key = decision.group_key
+        if key is None:
+            return
+        if isinstance(self.sched.cache.groups.get(key), InvalidObject):
+            # No status is written to a PodGroup the scheduler cannot read; in a
+            # cluster its pods say why. The simulation shows it on the group.
+            self.recorder.groups[key] = GroupCondition("False", decision.outcome, decision.message)
+        if decision.assignments and decision.placement:
+            self.placements[key] = decision.placement
 
-    return SimulationResult(
-        _pod_results(inp, sched, recorder, placed, preemption),
-        _group_results(inp, sched, recorder, preemption, placements),
-        rounds,
-        warnings,
-    )
+    def _bind(self, decision: GroupDecision) -> int:
+        """PreBind's claim writes for all the decision's pods, then each bound
+        and back from the watch with its node, as the cluster would answer."""
+        for a in decision.assignments:
+            for claim_key, consumer in claims_of(self.sched, a.pod):
+                self.claims.reserve(claim_key, consumer)
+        for a in decision.assignments:
+            uid = a.pod.uid
+            self.sched.on_bound(a.pod, a.node)
+            body = copy.deepcopy(self.pod_bodies[uid])
+            body["spec"]["nodeName"] = a.node
+            self.pod_bodies[uid] = body
+            self.sched.on_pod(body)
+            self.placed.add(uid)
+        return len(decision.assignments)
+
+    def wait(self, waited: float) -> None:
+        """What still waits, `waited` seconds later: one more cycle each shows
+        the room a reservation holds for a group that starves."""
+        self.clock.now += waited
+        self.waiting_clock.now += waited
+        for unit in list(self.sched.queue.units()):
+            self.sched.queue.activate(unit.key)
+        self.one_round()
 
 
 class Preemptions:
@@ -406,17 +439,7 @@ class Claims:
         allocation = self.sched.cache.dra.assumed.get(key) if claim.allocation is None else None
         if claim.allocation is None and allocation is None:
             return  # nothing was allocated: nothing to write
-        body = copy.deepcopy(body)
-        meta = body["metadata"]
-        status = body.get("status") or {}
-        if allocation is not None:
-            if DELETE_PROTECTION_FINALIZER not in (meta.get("finalizers") or ()):
-                meta["finalizers"] = [*(meta.get("finalizers") or ()), DELETE_PROTECTION_FINALIZER]
-            status["allocation"] = allocation.to_api()
-        others = [r for r in status.get("reservedFor") or () if r.get("uid") != consumer.uid]
-        status["reservedFor"] = [*others, consumer.to_api()]
-        body["status"] = status
-        self._write(body)
+        self._write(_reserved(body, allocation, consumer))
 
     # -------------------------------------------------- ClaimLifecycle
 
@@ -470,29 +493,51 @@ class Claims:
         group = self.groups.get(key)
         if group is None:
             return
-        ns, name = key.namespace, key.name
-        uid = str(group["metadata"].get("uid") or "")
         status = group.get("status") or {}
         recorded = {str(s.get("name")): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or ()}
         before = dict(recorded)
         for entry, template_name in entries:
-            claim_name = group_claim_name(name, entry)
-            existing = self.bodies.get((ns, claim_name))
-            template = self.templates.get((ns, template_name))
-            if existing is None and template is not None:
-                owner = {"apiVersion": group.get("apiVersion") or C.API_VERSION, "name": name, "uid": uid}
-                self.add(_claim_from_template(template, ns, claim_name, entry, owner))
-            elif existing is None or uid not in [
-                o.get("uid") for o in existing["metadata"].get("ownerReferences") or ()
-            ]:
-                continue
-            recorded[entry] = claim_name
+            claim_name = self._group_claim(key, group, entry, template_name)
+            if claim_name is not None:
+                recorded[entry] = claim_name
         if recorded != before:
             body = copy.deepcopy(group)
             statuses = [{"name": n, **({"resourceClaimName": c} if c else {})} for n, c in recorded.items()]
             body["status"] = {**status, "resourceClaimStatuses": statuses}
             self.groups[key] = body
             self.sched.on_podgroup(body)
+
+    def _group_claim(self, key: GroupKey, group: dict[str, Any], entry: str, template_name: str) -> str | None:
+        """The name of the group's claim for `entry`, made from its template
+        if there is none yet; None when the entry waits (no template, or a
+        claim of that name that is not the group's)."""
+        ns, name = key.namespace, key.name
+        uid = str(group["metadata"].get("uid") or "")
+        claim_name = group_claim_name(name, entry)
+        existing = self.bodies.get((ns, claim_name))
+        template = self.templates.get((ns, template_name))
+        if existing is None and template is not None:
+            owner = {"apiVersion": group.get("apiVersion") or C.API_VERSION, "name": name, "uid": uid}
+            self.add(_claim_from_template(template, ns, claim_name, entry, owner))
+        elif existing is None or uid not in [o.get("uid") for o in existing["metadata"].get("ownerReferences") or ()]:
+            return None
+        return claim_name
+
+
+def _reserved(body: dict[str, Any], allocation: Allocation | None, consumer: ConsumerRef) -> dict[str, Any]:
+    """A copy of the claim `body` with `consumer` in `reservedFor` and, for an
+    allocation just made, the allocation and troupe's delete-protection finalizer."""
+    body = copy.deepcopy(body)
+    meta = body["metadata"]
+    status = body.get("status") or {}
+    if allocation is not None:
+        if DELETE_PROTECTION_FINALIZER not in (meta.get("finalizers") or ()):
+            meta["finalizers"] = [*(meta.get("finalizers") or ()), DELETE_PROTECTION_FINALIZER]
+        status["allocation"] = allocation.to_api()
+    others = [r for r in status.get("reservedFor") or () if r.get("uid") != consumer.uid]
+    status["reservedFor"] = [*others, consumer.to_api()]
+    body["status"] = status
+    return body
 
 
 def _claim_from_template(
@@ -532,22 +577,7 @@ def claims_of(sched: Scheduler, pod: PodInfo) -> list[tuple[ClaimKey, ConsumerRe
     PodGroup for a claim the group lists (by name, or made from the template
     entry the pod names too), else the pod. A claim not made yet is left out."""
     group = sched.cache.groups.get(pod.group) if pod.group is not None else None
-    shared: set[str] = set()
-    made: dict[tuple[str, str], str] = {}
-    group_ref: ConsumerRef | None = None
-    if isinstance(group, PodGroup) and group.spec.resource_claims:
-        group_ref = ConsumerRef("podgroups", group.metadata.name, group.metadata.uid, api_group=group.key.source)
-        owned = (
-            sched.cache.dra.owned_by(group.metadata.uid)
-            if any(e.resource_claim_template_name for e in group.spec.resource_claims)
-            else {}
-        )
-        for e in group.spec.resource_claims:
-            if e.resource_claim_name:
-                shared.add(e.resource_claim_name)
-            elif e.resource_claim_template_name and e.name in owned:
-                made[(e.name, e.resource_claim_template_name)] = owned[e.name].name
-                shared.add(owned[e.name].name)
+    group_ref, shared, made = _group_claims(sched, group)
     out: list[tuple[ClaimKey, ConsumerRef]] = []
     for ref in pod.resource_claims:
         name = ref.claim_name or made.get((ref.name, ref.template_name), "")
@@ -555,6 +585,30 @@ def claims_of(sched: Scheduler, pod: PodInfo) -> list[tuple[ClaimKey, ConsumerRe
             consumer = group_ref if group_ref is not None and name in shared else None
             out.append(((pod.namespace, name), consumer or ConsumerRef("pods", pod.name, pod.uid)))
     return out
+
+
+def _group_claims(
+    sched: Scheduler, group: PodGroup | InvalidObject | None
+) -> tuple[ConsumerRef | None, set[str], dict[tuple[str, str], str]]:
+    """(the group as a consumer, the names of the claims it lists, the claim
+    made for each (entry, template)); (None, empty, empty) for a group with no claims."""
+    shared: set[str] = set()
+    made: dict[tuple[str, str], str] = {}
+    if not isinstance(group, PodGroup) or not group.spec.resource_claims:
+        return None, shared, made
+    group_ref = ConsumerRef("podgroups", group.metadata.name, group.metadata.uid, api_group=group.key.source)
+    owned = (
+        sched.cache.dra.owned_by(group.metadata.uid)
+        if any(e.resource_claim_template_name for e in group.spec.resource_claims)
+        else {}
+    )
+    for e in group.spec.resource_claims:
+        if e.resource_claim_name:
+            shared.add(e.resource_claim_name)
+        elif e.resource_claim_template_name and e.name in owned:
+            made[(e.name, e.resource_claim_template_name)] = owned[e.name].name
+            shared.add(owned[e.name].name)
+    return group_ref, shared, made
 
 
 def _devices(sched: Scheduler, pod: PodInfo) -> tuple[DeviceResult, ...]:

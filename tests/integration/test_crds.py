@@ -2,7 +2,8 @@
 
 Every bad object is refused by the real kube-apiserver with a message that
 names the offending field; the PodGroup spec is immutable; status goes through
-the status subresource; `kubectl get pg` shows the printer columns.
+the status subresource; `kubectl get pg` shows the printer columns; `tpg` and
+`twl` are troupe's own short names.
 
 `namespace` (conftest) is a fresh namespace per test: namespaces never finish
 deleting on this control plane, so none is reused.
@@ -78,7 +79,9 @@ def test_install_applies_cleanly_and_is_idempotent(installed):
         (version,) = body["spec"]["versions"]
         assert version["name"] == "v1alpha2" and version["served"] and version["storage"]
     res = installed.kubectl("api-resources", "--api-group=scheduling.troupe.dev", "-o", "wide")
-    assert "podgroups" in res.stdout and "pg" in res.stdout and "workloads" in res.stdout
+    short = {line.split()[0]: line.split()[1] for line in res.stdout.splitlines()[1:]}
+    # tpg/twl are troupe's alone; pg is also scheduler-plugins' and Volcano's (kept for existing users).
+    assert short == {"podgroups": "tpg,pg", "workloads": "twl"}, res.stdout
 
 
 def test_manifests_objects_exist(installed):
@@ -680,7 +683,35 @@ def test_workload_printer_columns(installed, namespace):
 def test_podgroup_list_and_short_name(installed, namespace):
     for i in range(3):
         create(installed, namespace, podgroup(f"g{i}"))
-    items = json.loads(installed.kubectl("get", "pg", "-n", namespace, "-o", "json").stdout)["items"]
-    assert sorted(i["metadata"]["name"] for i in items) == ["g0", "g1", "g2"]
-    assert all(i["apiVersion"] == API_VERSION and i["kind"] == "PodGroup" for i in items)
-    assert items[0]["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    for short in ("tpg", "pg"):
+        items = json.loads(installed.kubectl("get", short, "-n", namespace, "-o", "json").stdout)["items"]
+        assert sorted(i["metadata"]["name"] for i in items) == ["g0", "g1", "g2"]
+        assert all(i["apiVersion"] == API_VERSION and i["kind"] == "PodGroup" for i in items)
+        assert items[0]["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    create(installed, namespace, workload("w"))
+    items = json.loads(installed.kubectl("get", "twl", "-n", namespace, "-o", "json").stdout)["items"]
+    assert [(i["apiVersion"], i["kind"], i["metadata"]["name"]) for i in items] == [(API_VERSION, "Workload", "w")]
+
+
+def test_kubectl_names_where_other_podgroups_are_served(native_cluster, native_namespace, tmp_path):
+    """docs/install.md's claim: where the native API is served, `kubectl get podgroups`
+    is scheduling.k8s.io's; `tpg` and the full name are troupe's."""
+    ns = native_namespace
+    create(native_cluster, ns, podgroup("mine"))
+    native = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "theirs"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+    }
+    create(native_cluster, ns, native)
+
+    def names(resource: str) -> str:
+        # A fresh discovery cache: the cluster's own may predate a CRD.
+        args = ("get", resource, "-n", ns, "-o", "name", f"--cache-dir={tmp_path}")
+        return native_cluster.kubectl(*args).stdout.strip()
+
+    assert names("podgroups") == "podgroup.scheduling.k8s.io/theirs"
+    assert names("podgroup") == "podgroup.scheduling.k8s.io/theirs"
+    for resource in ("tpg", "pg", "podgroups.scheduling.troupe.dev"):
+        assert names(resource) == "podgroup.scheduling.troupe.dev/mine", resource

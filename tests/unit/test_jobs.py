@@ -254,3 +254,30 @@ def test_the_floor_is_what_the_completions_still_to_come_allow():
     explicit["status"]["succeeded"] = 2
     intent = parse_job(explicit)
     assert intent is not None and intent.problem is None and (intent.min_count, intent.floor) == (3, 2)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"metadata": {"name": "j", "uid": "u"}, "spec": {"template": 3}},
+        {"metadata": {"name": "j", "uid": "u"}, "spec": 3},
+        {"metadata": 3, "spec": {}},
+        {"metadata": {"name": "j", "uid": "u"}, "spec": {"template": {"metadata": {"annotations": ["x"]}}}},
+    ],
+)
+def test_a_job_of_the_wrong_shape_is_not_opted_in_and_never_raises(body):
+    assert parse_job(body) is None
+
+
+def test_an_opted_in_job_with_a_malformed_status_still_parses():
+    body = {
+        "metadata": {"name": "j", "uid": "u", "namespace": "ns"},
+        "spec": {
+            "parallelism": 2,
+            "completions": 2,
+            "template": {"metadata": {"annotations": {"scheduling.troupe.dev/job-policy": "gang"}}, "spec": 7},
+        },
+        "status": "weird",
+    }
+    intent = parse_job(body)
+    assert intent is not None and (intent.min_count, intent.finished) == (2, False)

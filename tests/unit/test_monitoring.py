@@ -164,6 +164,8 @@ def test_exported_series_include_unobserved_labelled_metrics() -> None:
         "leader_election_master_status",
         "troupe_events_dropped_total",
         "troupe_build_info",
+        "troupe_watch_relists_total",
+        "troupe_api_outages_total",
     ):
         assert name in exported
     assert "troupe_events_dropped" not in exported  # a counter is exposed with _total only

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from scheduler.api.constants import POD_GROUP_LABEL
 from scheduler.api.parse import parse_pod
 from scheduler.api.records import NodeInfo, PodInfo
 from scheduler.cluster.cache import ClusterCache
+from scheduler.cluster.snapshot import Snapshot
 from scheduler.core.schedule_one import schedule_pod
 from scheduler.core.schedule_podgroup import schedule_group
 from scheduler.framework.framework import Framework, ProfileError
@@ -42,6 +44,8 @@ from scheduler.plugins.podtopologyspread import (
     merge_match_label_keys,
 )
 from scheduler.plugins.podtopologyspread.args import PodTopologySpreadArgs
+from scheduler.plugins.podtopologyspread.common import DO_NOT_SCHEDULE, Constraint
+from scheduler.plugins.podtopologyspread.counting import has_all_keys
 
 from .builders import make_cache, make_group, make_node, make_pod, pod_body, required_affinity, taint, toleration
 
@@ -141,9 +145,35 @@ def filter_codes(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class DomainCounts:
+    """Upstream's preFilterState for one constraint, as plain values:
+    matching pods per eligible domain, and the global minimum used for the
+    skew (0 while there are fewer domains than minDomains)."""
+
+    constraint: Constraint
+    counts: dict[str, int]
+    min_match: int
+
+
+def pre_filter_state(spread: PodTopologySpread, pod: PodInfo, snapshot: Snapshot) -> list[DomainCounts]:
+    """Upstream's preFilterState (TpValueToMatchNum and the global minimum),
+    from what the filter reads: the pod's DoNotSchedule constraints and
+    their counts per domain."""
+    constraints = spread.constraints(pod, DO_NOT_SCHEDULE)
+    has_all = has_all_keys(constraints, snapshot)
+    out = []
+    for c in constraints:
+        per_domain, present, min_match = spread.counting.domain_counts(c, pod, snapshot, has_all)
+        values = snapshot.domains(c.topology_key)[1]
+        counts = {values[d]: int(per_domain[d]) for d in np.flatnonzero(present)}
+        out.append(DomainCounts(c, counts, min_match))
+    return out
+
+
 def prefilter_state(pod: PodInfo, nodes: Sequence[NodeInfo], existing: Sequence[PodInfo] = (), args=LIST):
     cache = make_cache(nodes, existing)
-    return [(s.counts, s.min_match) for s in plugin(args, cache).pre_filter_state(pod, cache.snapshot())]
+    return [(s.counts, s.min_match) for s in pre_filter_state(plugin(args, cache), pod, cache.snapshot())]
 
 
 def scores(
@@ -492,14 +522,14 @@ def test_pre_filter_state_default_constraints_and_a_group():
     }
     pod = P({"foo": "bar", "baz": "kar"}, group="g")
     cache = make_cache([N("n1", zone="z")])
-    state = plugin(args, cache).pre_filter_state(pod, cache.snapshot())
+    state = pre_filter_state(plugin(args, cache), pod, cache.snapshot())
     assert [(s.constraint.max_skew, s.constraint.topology_key, s.counts, s.min_match) for s in state] == [
         (3, "node", {}, 0),
         (5, "rack", {}, 0),
     ]
     assert all(s.constraint.selector.match_labels == ((POD_GROUP_LABEL, "g"),) for s in state)
     # 'default constraints and a service that doesn't match': no group, no defaults (Skip)
-    assert plugin(args, cache).pre_filter_state(P({"foo": "bar"}), cache.snapshot()) == []
+    assert pre_filter_state(plugin(args, cache), P({"foo": "bar"}), cache.snapshot()) == []
     # 'default constraints and a service, but pod has constraints': only the pod's own
     own = P(
         {"foo": "bar", "baz": "tar"},
@@ -507,14 +537,14 @@ def test_pre_filter_state_default_constraints_and_a_group():
         C(2, "planet", SA, {"matchLabels": {"fot": "rok"}}),
         group="g",
     )
-    state = plugin(args, cache).pre_filter_state(own, cache.snapshot())
+    state = pre_filter_state(plugin(args, cache), own, cache.snapshot())
     assert [(s.constraint.topology_key, s.counts) for s in state] == [("zone", {"z": 0})]
     # 'default soft constraints and a service': only ScheduleAnyway defaults -> filter skipped
     soft = {
         "defaultingType": "List",
         "defaultConstraints": [{"maxSkew": 2, "topologyKey": "node", "whenUnsatisfiable": SA}],
     }
-    assert plugin(soft, cache).pre_filter_state(P(group="g"), cache.snapshot()) == []
+    assert pre_filter_state(plugin(soft, cache), P(group="g"), cache.snapshot()) == []
 
 
 # ===================================================== TestSingleConstraint

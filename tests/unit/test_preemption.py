@@ -11,6 +11,7 @@ import pytest
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.parse import parse_pod
 from scheduler.core.scheduler import Scheduler
+from scheduler.framework.events import NODE_ADD
 from scheduler.plugins import in_tree_registry
 from scheduler.plugins.defaultpreemption import DefaultPreemption
 from scheduler.plugins.defaultpreemption.search import remove_all_then_reprieve, search_group
@@ -177,9 +178,9 @@ def test_a_high_priority_gang_evicts_a_whole_low_gang_then_binds_whole(s: Any, c
     assert "preemption: preempting 4 lower-priority pod(s) (whole PodGroup ns/low)" in message
     assert "waiting for 4 victim(s) to terminate" in message
     assert sorted(rec.nominated) == ["high-0", "high-1"] and rec.binds == []
-    # A retry before the victims are gone (the periodic flush) waits; it evicts nobody else.
+    # A retry before the victims are gone (a cluster event) waits; it evicts nobody else.
     clock.now += 1
-    sched.queue.move_all_to_active_or_backoff()
+    assert sched.queue.move_for_event(NODE_ADD) == 1
     clock.now += 20
     drain(sched)
     assert len(rec.preempted) == 4 and rec.binds == []
@@ -234,7 +235,7 @@ def test_victims_that_never_terminate_do_not_wedge_the_preemptor(s: Any, clock: 
     body["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
     sched.on_pod(body)
     clock.now += 30
-    sched.queue.move_all_to_active_or_backoff()
+    assert sched.queue.move_for_event(NODE_ADD) == 1  # retried before the victim is gone
     clock.now += 20
     drain(sched)
     assert list(rec.preempted) == first  # still waiting: no second victim yet

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.api.records import GroupKey
+from scheduler.framework.events import NODE_ADD
 from scheduler.queue.scheduling_queue import SchedulingQueue, State, group_unit, pod_unit, unit_of
 
 from .builders import make_pod
@@ -128,12 +129,11 @@ def test_gated_unit_waits_until_activated(clock):
     gate.closed[G] = "waiting for PodGroup default/g to be created"
     q.add(make_pod("a", group="g"))
     assert q.unit(G).state == State.GATED
-    assert q.unit(G).gate_message == "waiting for PodGroup default/g to be created"
     assert q.pop_nowait() is None
     del gate.closed[G]
     assert q.pop_nowait() is None  # nothing re-runs the gate by itself
     q.activate(G)
-    assert q.unit(G).gate_message == ""
+    assert q.unit(G).state == State.ACTIVE
     assert names(q.pop_nowait()) == ["a"]
 
 
@@ -169,7 +169,7 @@ def test_regate(clock, state):
     assert q.unit(G).state == State.GATED
     clock.advance(1000)
     assert q.pop_nowait() is None
-    q.move_all_to_active_or_backoff()
+    q.move_for_event(NODE_ADD)
     assert q.pop_nowait() is None
     del gate.closed[G]
     q.activate(G)
@@ -237,7 +237,7 @@ def test_activate_during_backoff_keeps_waiting(clock):
     q.pop_nowait()
     q.done(G, [], unschedulable=True, error=True)
     q.activate(G)
-    q.move_all_to_active_or_backoff()
+    q.move_for_event(NODE_ADD)
     assert q.pop_nowait() is None
     clock.advance(1)
     assert names(q.pop_nowait()) == ["a"]
@@ -275,25 +275,25 @@ def test_unschedulable_waits_for_an_event(clock):
     assert q.unit(G).state == State.UNSCHEDULABLE
     clock.advance(60)
     assert q.pop_nowait() is None  # backoff is long over, but nothing changed
-    assert q.move_all_to_active_or_backoff() == 1
+    assert q.move_for_event(NODE_ADD) == 1
     assert q.unit(G).state == State.ACTIVE
     assert names(q.pop_nowait()) == ["a"]
 
 
-def test_move_all_respects_backoff(clock):
+def test_an_event_respects_backoff(clock):
     q, _ = new_queue(clock)
     q.add(make_pod("a", group="g"))
     q.pop_nowait()
     q.done(G, [], unschedulable=True)
     clock.advance(0.5)
-    q.move_all_to_active_or_backoff()
+    q.move_for_event(NODE_ADD)
     assert q.unit(G).state == State.BACKOFF
     assert q.pop_nowait() is None
     clock.advance(0.5)
     assert names(q.pop_nowait()) == ["a"]
 
 
-def test_move_all_counts_only_unschedulable_units(clock):
+def test_an_event_counts_only_unschedulable_units(clock):
     q, gate = new_queue(clock)
     gate.closed[group_unit(GroupKey("default", "gated"))] = "w"
     q.add(make_pod("x", group="gated"))
@@ -305,7 +305,7 @@ def test_move_all_counts_only_unschedulable_units(clock):
         if p.key != group_unit(GroupKey("default", "active")):
             q.done(p.key, [], unschedulable=True)
     q.add(make_pod("z", group="active2"))
-    assert q.move_all_to_active_or_backoff() == 2
+    assert q.move_for_event(NODE_ADD) == 2
 
 
 def test_periodic_flush_after_max_unschedulable(clock):
@@ -381,11 +381,11 @@ def test_pods_arriving_in_flight_after_success_are_tried_at_once(clock):
     assert names(popped) == ["b"]
 
 
-def test_event_while_in_flight_marks_dirty(clock):
+def test_event_while_in_flight_is_remembered(clock):
     q, _ = new_queue(clock)
     q.add(make_pod("a", group="g"))
     q.pop_nowait()
-    q.move_all_to_active_or_backoff()
+    q.move_for_event(NODE_ADD)
     q.done(G, [], unschedulable=True)
     assert q.unit(G).state == State.BACKOFF
 
@@ -416,7 +416,7 @@ def test_done_with_some_placed_parks_the_rest(clock):
     q.done(G, ["uid-default-a", "uid-default-b"], unschedulable=True)
     assert len(q) == 1 and "uid-default-c" in q
     assert q.unit(G).state == State.UNSCHEDULABLE
-    q.move_all_to_active_or_backoff()
+    q.move_for_event(NODE_ADD)
     clock.advance(1)
     assert names(q.pop_nowait()) == ["c"]
 
@@ -440,7 +440,7 @@ def test_delete_while_in_flight(clock):
     q.delete("uid-default-a")
     assert "uid-default-a" not in q
     q.done(G, [], unschedulable=True)
-    q.move_all_to_active_or_backoff()
+    q.move_for_event(NODE_ADD)
     clock.advance(1)
     assert names(q.pop_nowait()) == ["b"]
 
@@ -556,7 +556,7 @@ def _check_invariants(q: SchedulingQueue, expected: set[str], in_flight: dict):
         elif unit.state == State.UNSCHEDULABLE:
             pass  # periodic flush or an event
         elif unit.state == State.GATED:
-            assert unit.gate_message
+            pass  # until the gate is run again (activate, regate)
         assert unit.pods or unit.state == State.IN_FLIGHT
 
 
@@ -613,7 +613,7 @@ def test_nothing_is_ever_lost(operations):
             for u in chosen:
                 placed[u] = pods.pop(u)
         elif kind == "move":
-            q.move_all_to_active_or_backoff()
+            q.move_for_event(NODE_ADD)
         elif kind == "tick":
             clock.advance(op[1])
         elif kind == "close":

@@ -257,3 +257,24 @@ def test_a_native_group_with_preemption_policy_never_does_not_preempt(capsys, tm
     out = run_json(capsys, tmp_path, docs)
     placed = {p["name"]: p["node"] for p in out["pods"]}
     assert placed["high-0"] == "n1" and placed["high-1"] == "n1"
+
+
+@pytest.mark.parametrize("version", ["v1beta1", "v1alpha2"])
+@pytest.mark.parametrize("ref", [3, "w/t", ["w"], {"workload": 3}])
+def test_a_malformed_template_link_is_shown_as_none_not_a_crash(version, ref):
+    # The API server's schema types these; a file given to simulate may not.
+    field = "podGroupTemplateRef" if version == "v1alpha2" else "workloadRef"
+    body = {
+        "apiVersion": f"scheduling.k8s.io/{version}",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "ns"},
+        "spec": {field: ref, "schedulingPolicy": {"basic": {}}},
+    }
+    assert parse_group(body).workload_ref is None
+
+
+def test_a_pod_with_a_null_spec_is_read_as_the_api_server_reads_it(capsys, tmp_path):
+    docs = [node("n1"), {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": None}]
+    rc, out, err = run(capsys, tmp_path, docs)
+    assert rc == 0, err
+    assert "ns/p" in out and "not placed by this scheduler" in out

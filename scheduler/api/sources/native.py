@@ -118,12 +118,17 @@ def _translate(
     return out, problems
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _workload_ref(spec: Mapping[str, Any], version: str) -> str | None:
+    """The template link, for display only: a malformed one shows as none."""
     if version == "v1alpha2":
-        ref = (spec.get("podGroupTemplateRef") or {}).get("workload") or {}
+        ref = _mapping(_mapping(spec.get("podGroupTemplateRef")).get("workload"))
         workload, template = ref.get("workloadName"), ref.get("podGroupTemplateName")
     else:
-        ref = spec.get("workloadRef") or {}
+        ref = _mapping(spec.get("workloadRef"))
         workload, template = ref.get("workloadName"), ref.get("templateName")
     return f"{workload}/{template}" if workload else None
 

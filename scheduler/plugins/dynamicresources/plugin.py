@@ -36,7 +36,7 @@ from ...api.dra import (
     ResourceClaim,
 )
 from ...api.podgroup import PodGroup
-from ...api.records import PodInfo
+from ...api.records import NodeInfo, PodInfo
 from ...cluster.dra import DraStore
 from ...cluster.snapshot import Snapshot
 from ...framework import events as E
@@ -305,28 +305,9 @@ class DynamicResources(
         claims = self._pending_group_claims(group)
         if not claims:
             return [], self._skip
-        homes: dict[NodeSelector | None, tuple[str, np.ndarray]] = {}
-        reachable = np.zeros(len(snapshot), dtype=bool)
-        for parent in parents:
-            reachable |= parent.nodes
-        local = self.store.nodes_with_devices()
-        for row in np.flatnonzero(reachable).tolist():
-            node = snapshot.nodes[row]
-            if node is None or (local is not None and node.name not in local):
-                continue
-            try:
-                outcome, _ = self._allocate(claims, node.name, node.labels)
-            except SelectorError:
-                continue
-            if outcome is None or isinstance(outcome, str):
-                continue
-            selector = outcome[0].node_selector if len(outcome) == 1 else None
-            if selector in homes:
-                continue
-            if selector is None:  # reachable from every node (allNodes), or several claims: no narrowing
-                return [], self._skip
-            name = node.name if selector.node_names() == {node.name} else _pool_names(outcome[0])
-            homes[selector] = (name, selector_rows(selector, snapshot))
+        homes = self._homes(claims, snapshot, parents)
+        if homes is None:
+            return [], self._skip
         out: list[Placement] = []
         for parent in parents:
             for name, mask in homes.values():
@@ -338,6 +319,41 @@ class DynamicResources(
             names = ", ".join(f"{c.namespace}/{c.name}" for c in claims)
             return [], Status.unschedulable(f"{CANNOT_ALLOCATE}: no node can allocate group claim(s) {names}")
         return out, Status.success()
+
+    def _homes(
+        self, claims: list[ResourceClaim], snapshot: Snapshot, parents: Sequence[Placement]
+    ) -> dict[NodeSelector, tuple[str, np.ndarray]] | None:
+        """Where the group claims' allocation could land, by the node selector
+        it would carry: (candidate name, its rows). Tried on each node the
+        parents reach; None where the allocation would narrow nothing."""
+        homes: dict[NodeSelector, tuple[str, np.ndarray]] = {}
+        reachable = np.zeros(len(snapshot), dtype=bool)
+        for parent in parents:
+            reachable |= parent.nodes
+        local = self.store.nodes_with_devices()
+        for row in np.flatnonzero(reachable).tolist():
+            node = snapshot.nodes[row]
+            if node is None or (local is not None and node.name not in local):
+                continue
+            allocations = self._allocation_on(claims, node)
+            if allocations is None:
+                continue
+            selector = allocations[0].node_selector if len(allocations) == 1 else None
+            if selector is None:  # reachable from every node (allNodes), or several claims: no narrowing
+                return None
+            if selector in homes:
+                continue
+            name = node.name if selector.node_names() == {node.name} else _pool_names(allocations[0])
+            homes[selector] = (name, selector_rows(selector, snapshot))
+        return homes
+
+    def _allocation_on(self, claims: list[ResourceClaim], node: NodeInfo) -> list[Allocation] | None:
+        """The claims' allocations on this node; None where they do not fit or a selector fails."""
+        try:
+            outcome, _ = self._allocate(claims, node.name, node.labels)
+        except SelectorError:
+            return None
+        return None if outcome is None or isinstance(outcome, str) else outcome
 
     def _pending_group_claims(self, group: GroupContext) -> list[ResourceClaim]:
         """The claims of the PodGroup (by name, or made from its templates)

@@ -41,17 +41,6 @@ class Constraint:
     node_taints_policy: str = IGNORE
 
 
-@dataclass(frozen=True, slots=True)
-class DomainCounts:
-    """Upstream's preFilterState for one constraint, as plain values (for
-    tests and debugging): matching pods per eligible domain, and the global
-    minimum used for the skew (0 while there are fewer domains than minDomains)."""
-
-    constraint: Constraint
-    counts: dict[str, int]
-    min_match: int
-
-
 # ------------------------------------------------------------- selectors
 
 

@@ -25,7 +25,6 @@ from .common import (
     REASON_MISSING_LABEL,
     SCHEDULE_ANYWAY,
     Constraint,
-    DomainCounts,
     merge_match_label_keys,
     selector_matches,
 )
@@ -96,19 +95,6 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
             node_affinity_policy=c.node_affinity_policy or HONOR,
             node_taints_policy=c.node_taints_policy or IGNORE,
         )
-
-    def pre_filter_state(self, pod: PodInfo, snapshot: Snapshot) -> list[DomainCounts]:
-        """Upstream's preFilterState (TpValueToMatchNum and the global minimum),
-        for tests and debugging. The filter uses the arrays directly."""
-        constraints = self.constraints(pod, DO_NOT_SCHEDULE)
-        has_all = has_all_keys(constraints, snapshot)
-        out = []
-        for c in constraints:
-            per_domain, present, min_match = self.counting.domain_counts(c, pod, snapshot, has_all)
-            values = snapshot.domains(c.topology_key)[1]
-            counts = {values[d]: int(per_domain[d]) for d in np.flatnonzero(present)}
-            out.append(DomainCounts(c, counts, min_match))
-        return out
 
     # ----------------------------------------------------------------- Filter
 
