@@ -1,4 +1,4 @@
-"""Generates crds/*.yaml (the CRD schemas of PodGroup and Workload) and crds/compat/*.yaml
+"""Generates crds/*.yaml (the CRD schemas of PodGroup, Workload and CompositePodGroup) and crds/compat/*.yaml
 (scheduler-plugins' and Volcano's PodGroup, from hack/compat_crds.py).
 
 Run `python hack/gen-crds.py crds` and review the diff. With --check it writes
@@ -83,14 +83,14 @@ def scheduling_policy(desc):
     }
 
 
-def scheduling_constraints(desc):
+def scheduling_constraints(desc, whose="the pod group: all its pods"):
     return {
         "type": "object",
         "description": desc,
         "properties": {
             "topology": {
                 "type": "array",
-                "description": "Topology defines the topology constraints for the pod group: all its pods "
+                "description": f"Topology defines the topology constraints for {whose} "
                 "are placed within one domain of a key. Upstream allows one entry; troupe allows up to 4, most "
                 "preferred first (e.g. rack, block, zone): the group goes into one domain of the first key "
                 "that has a domain it fits, and must fit one domain of the last.",
@@ -183,6 +183,70 @@ def priority(desc):
     return {"type": "integer", "format": "int32", "minimum": -2147483648, "maximum": 1000000000, "description": desc}
 
 
+def composite_scheduling_policy(desc):
+    return {
+        "type": "object",
+        "description": desc,
+        "properties": {
+            "basic": {
+                "type": "object",
+                "description": "Basic specifies that the children of this group are scheduled independently: "
+                "each is placed by its own policy. It is intentionally empty: its presence selects the basic "
+                "policy (which counts as minGroupCount 1).",
+            },
+            "gang": {
+                "type": "object",
+                "description": "Gang specifies that the children of this group are scheduled with "
+                "all-or-nothing semantics: at least minGroupCount of them at the same time, or none.",
+                "required": ["minGroupCount"],
+                "properties": {
+                    "minGroupCount": {
+                        "type": "integer",
+                        "format": "int32",
+                        "minimum": 1,
+                        "description": "MinGroupCount is the minimum number of child groups (PodGroups or "
+                        "CompositePodGroups, each by its own rule) that must be schedulable or scheduled at "
+                        "the same time for the scheduler to admit the group. It must be a positive integer.",
+                    },
+                },
+            },
+        },
+        "x-kubernetes-validations": [
+            {
+                "rule": "has(self.basic) != has(self.gang)",
+                "message": "schedulingPolicy: exactly one of basic or gang must be set",
+            }
+        ],
+    }
+
+
+def composite_disruption_mode(desc, default=None):
+    s = {
+        "type": "object",
+        "description": desc,
+        "properties": {
+            "single": {
+                "type": "object",
+                "description": "Single: the pods under this group may be disrupted by their own groups' "
+                "rules (the default).",
+            },
+            "all": {
+                "type": "object",
+                "description": "All: the running pods of the whole tree under this group are disrupted together.",
+            },
+        },
+        "x-kubernetes-validations": [
+            {
+                "rule": "has(self.single) != has(self.all)",
+                "message": "disruptionMode: exactly one of single or all must be set",
+            }
+        ],
+    }
+    if default:
+        s["default"] = default
+    return s
+
+
 template = {
     "type": "object",
     "description": "PodGroupTemplate represents a template for a set of pods with a scheduling policy.",
@@ -220,10 +284,104 @@ template = {
     },
 }
 
+# A Workload's tree (upstream WorkloadMaxTreeDepth = 4): CompositePodGroupTemplates
+# at levels 1 to 3, PodGroupTemplates as leaves at any level. A schema cannot
+# recurse, so each level is written out; below the third a
+# compositePodGroupTemplates list is refused, not pruned.
+MAX_COMPOSITE_LEVELS = 3
+
+
+def template_list(desc, items, min_items=None):
+    s = {
+        "type": "array",
+        "description": desc,
+        "maxItems": 8,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["name"],
+        "items": items,
+    }
+    if min_items:
+        s["minItems"] = min_items
+    return s
+
+
+too_deep = {
+    "type": "array",
+    "description": "CompositePodGroupTemplates may not be nested deeper: the maximum template hierarchy "
+    "depth is 4 (3 levels of CompositePodGroupTemplates above the PodGroupTemplates).",
+    "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    "x-kubernetes-validations": [
+        {
+            "rule": "size(self) == 0",
+            "message": "compositePodGroupTemplates: maximum template hierarchy depth is 4",
+        }
+    ],
+}
+
+
+def composite_template(level):
+    """The CompositePodGroupTemplate schema at `level` (1: in the Workload's spec)."""
+    children = (
+        template_list(
+            "CompositePodGroupTemplates is the list of templates for child CompositePodGroups, keyed by "
+            "name (at most 8).",
+            composite_template(level + 1),
+        )
+        if level < MAX_COMPOSITE_LEVELS
+        else too_deep
+    )
+    return {
+        "type": "object",
+        "description": "CompositePodGroupTemplate represents a template for a CompositePodGroup (a group of "
+        "groups) with a scheduling policy; the templates of its children are nested in it.",
+        "required": ["name", "schedulingPolicy"],
+        "properties": {
+            "name": label(
+                "Name is a unique identifier for the CompositePodGroupTemplate within the Workload (names "
+                "are unique across all templates of the tree). It must be a DNS label."
+            ),
+            "schedulingPolicy": composite_scheduling_policy(
+                "SchedulingPolicy defines the scheduling policy for this template. Exactly one of basic or "
+                "gang must be set."
+            ),
+            "schedulingConstraints": scheduling_constraints(
+                "SchedulingConstraints defines optional scheduling constraints (e.g. topology) for this "
+                "CompositePodGroupTemplate.",
+                "the composite pod group: all pods of its tree",
+            ),
+            "disruptionMode": composite_disruption_mode(
+                "DisruptionMode defines the mode in which a CompositePodGroup created from this template can "
+                "be disrupted. Exactly one of single or all."
+            ),
+            "priorityClassName": priority_class_name(
+                "PriorityClassName indicates the priority that should be considered when scheduling a "
+                "composite pod group created from this template."
+            ),
+            "priority": priority(
+                "Priority is the value of priority of composite pod groups created from this template; "
+                "normally populated from priorityClassName."
+            ),
+            "podGroupTemplates": template_list(
+                "PodGroupTemplates is the list of templates for child PodGroups, keyed by name (at most 8).",
+                template,
+            ),
+            "compositePodGroupTemplates": children,
+        },
+        "x-kubernetes-validations": [
+            {
+                "rule": "(has(self.podGroupTemplates) && size(self.podGroupTemplates) > 0) || "
+                "(has(self.compositePodGroupTemplates) && size(self.compositePodGroupTemplates) > 0)",
+                "message": "compositePodGroupTemplates: a template must have at least one child in "
+                "podGroupTemplates or compositePodGroupTemplates",
+            }
+        ],
+    }
+
+
 workload_spec = {
     "type": "object",
-    "description": "Spec defines the desired behavior of a Workload.",
-    "required": ["podGroupTemplates"],
+    "description": "Spec defines the desired behavior of a Workload. Exactly one of podGroupTemplates "
+    "and compositePodGroupTemplates must be set.",
     "properties": {
         "controllerRef": {
             "type": "object",
@@ -266,6 +424,23 @@ workload_spec = {
                 }
             ],
         },
+        "compositePodGroupTemplates": {
+            **template_list(
+                "CompositePodGroupTemplates is the list of CompositePodGroup templates that make up the "
+                "Workload, keyed by name: each holds the templates of its children, CompositePodGroupTemplates "
+                "at most 3 levels deep and PodGroupTemplates as leaves (a tree of at most 4 levels). At least 1 "
+                "and at most 8 per list; template names are unique across the tree. Mirrors "
+                "scheduling.k8s.io/v1alpha3. This field is immutable.",
+                composite_template(1),
+                min_items=1,
+            ),
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self == oldSelf",
+                    "message": "compositePodGroupTemplates is immutable",
+                }
+            ],
+        },
     },
     "x-kubernetes-validations": [
         {
@@ -273,7 +448,25 @@ workload_spec = {
             "(!has(self.controllerRef) || self.controllerRef == oldSelf.controllerRef)",
             "message": "controllerRef is immutable",
             "fieldPath": ".controllerRef",
-        }
+        },
+        # Upstream's union of the two lists: exactly one is set.
+        {
+            "rule": "has(self.podGroupTemplates) || has(self.compositePodGroupTemplates)",
+            "message": "exactly one of podGroupTemplates or compositePodGroupTemplates must be set",
+            "fieldPath": ".podGroupTemplates",
+            "reason": "FieldValueRequired",
+        },
+        {
+            "rule": "!has(self.podGroupTemplates) || !has(self.compositePodGroupTemplates)",
+            "message": "exactly one of podGroupTemplates or compositePodGroupTemplates must be set",
+            "fieldPath": ".compositePodGroupTemplates",
+            "reason": "FieldValueForbidden",
+        },
+        {
+            "rule": "has(self.compositePodGroupTemplates) == has(oldSelf.compositePodGroupTemplates)",
+            "message": "compositePodGroupTemplates is immutable",
+            "fieldPath": ".compositePodGroupTemplates",
+        },
     ],
 }
 
@@ -355,6 +548,11 @@ podgroup_spec = {
                 }
             ],
         },
+        "parentCompositePodGroupName": subdomain(
+            "ParentCompositePodGroupName is the name of the CompositePodGroup (same namespace) this PodGroup "
+            "is a child of: the tree under its root is scheduled as one unit. Unset: the PodGroup is scheduled "
+            "on its own. This field is immutable."
+        ),
         "schedulingPolicy": scheduling_policy(
             "SchedulingPolicy defines the scheduling policy for this instance of the PodGroup, normally "
             "copied from a PodGroupTemplate. Exactly one of basic or gang must be set. This field is "
@@ -514,6 +712,13 @@ pg = crd(
             "description": "Reason of the PodGroupScheduled condition.",
         },
         {
+            "name": "Parent",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": ".spec.parentCompositePodGroupName",
+            "description": "The CompositePodGroup this group is a child of.",
+        },
+        {
             "name": "Workload",
             "type": "string",
             "priority": 1,
@@ -582,14 +787,158 @@ wl = crd(
 )
 
 
+composite_spec = {
+    "type": "object",
+    "description": "Spec defines the desired state of the CompositePodGroup. The whole spec is immutable "
+    "once the CompositePodGroup is created.",
+    "required": ["workloadRef", "schedulingPolicy"],
+    "properties": {
+        "parentCompositePodGroupName": subdomain(
+            "ParentCompositePodGroupName is the name of the CompositePodGroup (same namespace) this one is a "
+            "child of. Unset: this CompositePodGroup is the root of its tree, the unit that is scheduled. A "
+            "tree has at most 4 levels (3 of CompositePodGroups above the PodGroups)."
+        ),
+        "workloadRef": {
+            "type": "object",
+            "description": "WorkloadRef references the CompositePodGroupTemplate within the Workload object "
+            "that was used to create the CompositePodGroup.",
+            "required": ["workloadName", "templateName"],
+            "properties": {
+                "workloadName": subdomain("WorkloadName is the name of the Workload object (same namespace)."),
+                "templateName": label(
+                    "TemplateName is the name of the CompositePodGroupTemplate within the Workload object."
+                ),
+            },
+        },
+        "schedulingPolicy": composite_scheduling_policy(
+            "SchedulingPolicy defines the scheduling policy for this CompositePodGroup: basic, or gang with "
+            "the minimum number of its children (minGroupCount) placed together. Exactly one of basic or gang "
+            "must be set."
+        ),
+        "schedulingConstraints": scheduling_constraints(
+            "SchedulingConstraints defines optional scheduling constraints (e.g. topology) for this "
+            "CompositePodGroup: every pod of its tree is placed within them, and each child within them too.",
+            "the composite pod group: all pods of its tree",
+        ),
+        "disruptionMode": composite_disruption_mode(
+            "DisruptionMode defines the mode in which this CompositePodGroup can be disrupted by preemption. "
+            "single (the default): each child by its own rule. all: the running pods of the whole tree under "
+            "it are taken together.",
+            default={"single": {}},
+        ),
+        "priorityClassName": priority_class_name(
+            "PriorityClassName defines the priority that should be considered when scheduling this composite "
+            "pod group (the root's is the tree's)."
+        ),
+        "priority": priority(
+            "Priority is the value of priority of this composite pod group; normally populated from "
+            "priorityClassName. The higher the value, the higher the priority."
+        ),
+    },
+    "x-kubernetes-validations": [
+        {
+            "rule": "self == oldSelf",
+            "message": "spec is immutable",
+        }
+    ],
+}
+
+composite_status = {
+    "type": "object",
+    "description": "Status represents the current observed state of the CompositePodGroup.",
+    "properties": {
+        "conditions": {
+            "type": "array",
+            "description": "Conditions represent the latest observations of the CompositePodGroup's state. "
+            "Known types: CompositePodGroupInitiallyScheduled (reasons Scheduled, Unschedulable, "
+            "SchedulerError, Invalid) and DisruptionTarget (reason PreemptionByScheduler).",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+            "items": condition,
+        },
+    },
+}
+
+# "cpg" is upstream's natural abbreviation: "tcpg" is troupe's alone.
+cpg = crd(
+    "compositepodgroups",
+    "CompositePodGroup",
+    ["tcpg"],
+    "CompositePodGroupList",
+    "CompositePodGroup groups PodGroups (and other CompositePodGroups) into a tree that troupe schedules "
+    "as one unit: its children name it in spec.parentCompositePodGroupName. Mirrors "
+    "scheduling.k8s.io/v1alpha3 CompositePodGroup.",
+    composite_spec,
+    composite_status,
+    [
+        {
+            "name": "Policy",
+            "type": "string",
+            "jsonPath": ".spec.schedulingPolicy",
+            "description": 'The scheduling policy: {"basic":{}} or {"gang":{"minGroupCount":N}}.',
+        },
+        {
+            "name": "MinGroups",
+            "type": "integer",
+            "jsonPath": ".spec.schedulingPolicy.gang.minGroupCount",
+            "description": "Gang minGroupCount (empty for the basic policy).",
+        },
+        {
+            "name": "Parent",
+            "type": "string",
+            "jsonPath": ".spec.parentCompositePodGroupName",
+            "description": "The CompositePodGroup this one is a child of (empty for a root).",
+        },
+        {
+            "name": "Scheduled",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="CompositePodGroupInitiallyScheduled")].reason',
+            "description": "Reason of the CompositePodGroupInitiallyScheduled condition.",
+        },
+        {
+            "name": "Workload",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": ".spec.workloadRef.workloadName",
+            "description": "The Workload this group was created from.",
+        },
+        {
+            "name": "Template",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": ".spec.workloadRef.templateName",
+            "description": "The CompositePodGroupTemplate this group was created from.",
+        },
+        {
+            "name": "Priority",
+            "type": "integer",
+            "priority": 1,
+            "jsonPath": ".spec.priority",
+            "description": "Priority of the group.",
+        },
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ],
+)
+
+
 class Dumper(yaml.SafeDumper):
     def ignore_aliases(self, data):
         return True
 
 
 HEADER = """# Mirrors the upstream Go types of scheduling.k8s.io/v1alpha2 (k8s.io/api v0.36) field
-# for field; only the API group differs. Validation is OpenAPI + CEL so that a bad
-# object is refused by the apiserver with a message naming the field.
+# for field; only the API group differs. Trees of groups add v1alpha3's fields (k8s.io/api
+# v0.37): PodGroup.spec.parentCompositePodGroupName, Workload.spec.compositePodGroupTemplates.
+# Validation is OpenAPI + CEL so that a bad object is refused by the apiserver with a
+# message naming the field.
+"""
+
+
+COMPOSITE_HEADER = """# Mirrors the upstream Go type CompositePodGroup of scheduling.k8s.io/v1alpha3 (k8s.io/api
+# v0.37) field for field, in troupe's API group and version (v1alpha2, as its other kinds).
+# troupe differs where its PodGroup does: up to 4 topology keys, and no preemptionPolicy.
+# Validation is OpenAPI + CEL so that a bad object is refused by the apiserver with a
+# message naming the field.
 """
 
 
@@ -600,7 +949,12 @@ def dump(obj) -> str:
 def render() -> dict[str, str]:
     """File name (relative to the output directory) -> the text this script writes for it."""
     out = {
-        f"{path}.scheduling.troupe.dev.yaml": HEADER + dump(obj) for obj, path in ((pg, "podgroups"), (wl, "workloads"))
+        f"{path}.scheduling.troupe.dev.yaml": header + dump(obj)
+        for obj, path, header in (
+            (pg, "podgroups", HEADER),
+            (wl, "workloads", HEADER),
+            (cpg, "compositepodgroups", COMPOSITE_HEADER),
+        )
     }
     for name, (obj, what, origin) in compat_crds.FILES.items():
         out[f"compat/{name}"] = compat_crds.HEADER.format(what=what, origin=origin, file=name) + dump(obj)

@@ -8,10 +8,10 @@ becomes a `SchedulerError` on the group, not a crash.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Iterator, Mapping
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from .constants import API_VERSION
 from .records import GroupKey
@@ -116,7 +116,9 @@ class _NameField(_Model):
 
 
 class PodGroupSpec(_GroupPolicy, _TemplateRefField):
-    pass
+    # The CompositePodGroup this group is a child of (same namespace, same
+    # API group; api/composite.py); None: the group is not part of a tree.
+    parent_composite_pod_group_name: str | None = Field(default=None, alias="parentCompositePodGroupName", min_length=1)
 
 
 class Condition(_Model):
@@ -176,6 +178,12 @@ class PodGroup(_Model):
         return GroupKey(self.metadata.namespace, self.metadata.name, self.api_version.partition("/")[0])
 
     @property
+    def parent_key(self) -> GroupKey | None:
+        """The CompositePodGroup this group is a child of (same namespace and API group)."""
+        parent = self.spec.parent_composite_pod_group_name
+        return GroupKey(self.metadata.namespace, parent, self.key.source) if parent else None
+
+    @property
     def is_gang(self) -> bool:
         return self.spec.scheduling_policy.gang is not None
 
@@ -201,8 +209,123 @@ class PodGroupTemplate(_GroupPolicy, _NameField):
     pass
 
 
+# A Workload's tree of templates (upstream scheduling.k8s.io v1alpha3/v1beta1
+# WorkloadMaxTreeDepth): CompositePodGroupTemplates at most 3 levels deep,
+# PodGroupTemplates as leaves at any of levels 1 to 4.
+MAX_TEMPLATE_DEPTH = 4
+MAX_TEMPLATES = 8  # per list (upstream WorkloadMaxPodGroupTemplates)
+
+
+class GangCompositeSchedulingPolicy(_Model):
+    min_group_count: int = Field(alias="minGroupCount", ge=1)
+
+
+class CompositeSchedulingPolicy(_Model):
+    """A CompositePodGroup's policy: `basic: {}` or `gang: {minGroupCount}`
+    (the number of its children, a basic child counting as one, that must be
+    feasible together)."""
+
+    basic: BasicSchedulingPolicy | None = None
+    gang: GangCompositeSchedulingPolicy | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> CompositeSchedulingPolicy:
+        if (self.basic is None) == (self.gang is None):
+            raise ValueError("exactly one of basic or gang must be set")
+        return self
+
+
+def composite_disruption_mode(value: Any) -> Any:
+    """The v1alpha3 wire form of a CompositePodGroup's disruptionMode
+    (`{single: {}}` / `{all: {}}`) as troupe's (`Pod` / `PodGroup`); troupe's
+    own form passes as it is."""
+    if isinstance(value, Mapping):
+        if set(value) == {"single"}:
+            return "Pod"
+        if set(value) == {"all"}:
+            return "PodGroup"
+        raise ValueError("exactly one of single or all must be set")
+    if value not in ("Pod", "PodGroup"):
+        raise ValueError("must be {single: {}} or {all: {}}")
+    return value
+
+
+CompositeDisruptionMode = Annotated[DisruptionMode, BeforeValidator(composite_disruption_mode)]
+
+
+class _CompositePolicy(_Model):
+    """What a CompositePodGroup asks for: the fields its spec shares with a
+    Workload's compositePodGroupTemplates[]."""
+
+    scheduling_policy: CompositeSchedulingPolicy = Field(alias="schedulingPolicy")
+    scheduling_constraints: SchedulingConstraints | None = Field(default=None, alias="schedulingConstraints")
+    disruption_mode: CompositeDisruptionMode | None = Field(default=None, alias="disruptionMode")
+    priority_class_name: str | None = Field(default=None, alias="priorityClassName")
+    priority: int | None = None
+    preemption_policy: PreemptionPolicy | None = Field(default=None, alias="preemptionPolicy")
+
+
+class CompositePodGroupTemplate(_CompositePolicy, _NameField):
+    """A template for CompositePodGroups; its children are nested in it
+    (upstream has no references between templates)."""
+
+    pod_group_templates: list[PodGroupTemplate] = Field(
+        default_factory=list, alias="podGroupTemplates", max_length=MAX_TEMPLATES
+    )
+    composite_pod_group_templates: list[CompositePodGroupTemplate] = Field(
+        default_factory=list, alias="compositePodGroupTemplates", max_length=MAX_TEMPLATES
+    )
+
+    @model_validator(mode="after")
+    def _has_a_child(self) -> CompositePodGroupTemplate:
+        if not self.pod_group_templates and not self.composite_pod_group_templates:
+            raise ValueError("must have at least one child in podGroupTemplates or compositePodGroupTemplates")
+        return self
+
+
+def _walk(
+    templates: list[CompositePodGroupTemplate], where: str, depth: int
+) -> Iterator[tuple[str, int, PodGroupTemplate | CompositePodGroupTemplate]]:
+    """Every template under `templates` with its path and level (1: top)."""
+    for i, composite in enumerate(templates):
+        path = f"{where}compositePodGroupTemplates[{i}]"
+        yield path, depth, composite
+        for j, leaf in enumerate(composite.pod_group_templates):
+            yield f"{path}.podGroupTemplates[{j}]", depth + 1, leaf
+        yield from _walk(composite.composite_pod_group_templates, f"{path}.", depth + 1)
+
+
 class WorkloadSpec(_Model):
-    pod_group_templates: list[PodGroupTemplate] = Field(alias="podGroupTemplates", min_length=1, max_length=8)
+    # Exactly one of the two (upstream's union); an absent list is empty.
+    pod_group_templates: list[PodGroupTemplate] = Field(
+        default_factory=list, alias="podGroupTemplates", min_length=1, max_length=MAX_TEMPLATES
+    )
+    composite_pod_group_templates: list[CompositePodGroupTemplate] = Field(
+        default_factory=list, alias="compositePodGroupTemplates", min_length=1, max_length=MAX_TEMPLATES
+    )
+
+    @model_validator(mode="after")
+    def _one_tree(self) -> WorkloadSpec:
+        if bool(self.pod_group_templates) == bool(self.composite_pod_group_templates):
+            raise ValueError("exactly one of podGroupTemplates or compositePodGroupTemplates must be set")
+        seen: dict[str, str] = {}
+        for path, depth, t in self.templates():
+            if isinstance(t, CompositePodGroupTemplate) and depth >= MAX_TEMPLATE_DEPTH:
+                raise ValueError(f"{path}: maximum template hierarchy depth is {MAX_TEMPLATE_DEPTH}")
+            if t.name in seen:
+                raise ValueError(
+                    f"{path}.name: duplicate template name {t.name!r} (also {seen[t.name]}): "
+                    "template names must be unique across the Workload"
+                )
+            seen[t.name] = path
+        return self
+
+    def templates(self) -> Iterator[tuple[str, int, PodGroupTemplate | CompositePodGroupTemplate]]:
+        """Every template of the tree, parents before children, with its path
+        (`compositePodGroupTemplates[0].podGroupTemplates[1]`) and level (1: top)."""
+        for i, leaf in enumerate(self.pod_group_templates):
+            yield f"podGroupTemplates[{i}]", 1, leaf
+        yield from _walk(self.composite_pod_group_templates, "", 1)
 
 
 class Workload(_Model):
@@ -216,7 +339,14 @@ class Workload(_Model):
         return GroupKey(self.metadata.namespace, self.metadata.name, self.api_version.partition("/")[0])
 
     def template(self, name: str) -> PodGroupTemplate | None:
-        return next((t for t in self.spec.pod_group_templates if t.name == name), None)
+        """The PodGroupTemplate `name`, at any level of the tree."""
+        found = (t for _, _, t in self.spec.templates() if isinstance(t, PodGroupTemplate) and t.name == name)
+        return next(found, None)
+
+    def composite_template(self, name: str) -> CompositePodGroupTemplate | None:
+        """The CompositePodGroupTemplate `name`, at any level of the tree."""
+        found = (t for _, _, t in self.spec.templates() if isinstance(t, CompositePodGroupTemplate) and t.name == name)
+        return next(found, None)
 
 
 def describe_validation_error(exc: ValidationError) -> str:

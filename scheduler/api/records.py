@@ -274,6 +274,9 @@ class PodInfo:
     # then all share it: queue, holds, preemption, reservations); this keeps
     # the pod's own `spec.priority` then (None: `priority` is the pod's own).
     own_priority: int | None = None
+    # The tree (CompositePodGroups) the pod's PodGroup is part of: its root,
+    # or its first missing ancestor (cluster/tree.py); the queue's unit.
+    tree: GroupKey | None = None
 
     @property
     def may_preempt(self) -> bool:
@@ -287,6 +290,10 @@ class PodInfo:
         if effective == self.priority and kept == self.own_priority:
             return self
         return replace(self, priority=effective, own_priority=kept)
+
+    def with_tree(self, tree: GroupKey | None) -> PodInfo:
+        """The pod in the tree unit `tree`; the same object where nothing changes."""
+        return self if tree == self.tree else replace(self, tree=tree)
 
     @property
     def key(self) -> str:

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..api.composite import CompositePodGroup
 from ..api.podgroup import PodGroup, Workload
 from ..api.records import GroupKey, NodeInfo, PodDisruptionBudgetInfo, PodInfo
 from ..api.resources import PODS
 from ..api.sources.foreign import MemberCounts
+from . import tree as trees
 from .dra import DraStore
 from .nodetable import NodeTable
 from .snapshot import Snapshot
@@ -55,6 +57,11 @@ class ClusterCache:
         self.namespace_labels: dict[str, Mapping[str, str]] = {}
         self.groups: dict[GroupKey, PodGroup | InvalidObject] = {}
         self.workloads: dict[GroupKey, Workload | InvalidObject] = {}
+        # Trees (cluster/tree.py): CompositePodGroups, and the children each
+        # parent key has among the PodGroups and the CompositePodGroups.
+        self.composites: dict[GroupKey, CompositePodGroup | InvalidObject] = {}
+        self.child_groups: dict[GroupKey, set[GroupKey]] = {}
+        self.child_composites: dict[GroupKey, set[GroupKey]] = {}
         # Why a PodGroup that pods name does not exist and will not be made
         # (an opted-in Job asks for one troupe cannot make: api/jobs.py), and
         # why no PodGroup of a whole source can be read (its API not served:
@@ -206,10 +213,38 @@ class ClusterCache:
     # ----------------------------------------------------------------- groups
 
     def upsert_group(self, key: GroupKey, group: PodGroup | InvalidObject) -> None:
+        _relink(self.child_groups, key, trees.parent_of(self.groups.get(key)), trees.parent_of(group))
         self.groups[key] = group
 
     def remove_group(self, key: GroupKey) -> None:
-        self.groups.pop(key, None)
+        _relink(self.child_groups, key, trees.parent_of(self.groups.pop(key, None)), None)
+
+    def upsert_composite(self, key: GroupKey, composite: CompositePodGroup | InvalidObject) -> None:
+        _relink(self.child_composites, key, trees.parent_of(self.composites.get(key)), trees.parent_of(composite))
+        self.composites[key] = composite
+
+    def remove_composite(self, key: GroupKey) -> None:
+        _relink(self.child_composites, key, trees.parent_of(self.composites.pop(key, None)), None)
+
+    def top_of(self, key: GroupKey) -> tuple[GroupKey | None, str | None]:
+        """The tree unit the PodGroup `key`'s pods wait in (cluster/tree.py
+        `top_of`), None for a group in no tree; and the chain's problem."""
+        parent = trees.parent_of(self.groups.get(key))
+        if parent is None:
+            return None, None
+        return trees.top_of(self.composites, parent)
+
+    def tree_readiness(self, root: GroupKey) -> str | None:
+        """Why the tree under `root` is not ready to be tried (cluster/tree.py), None if it is."""
+        return trees.readiness(
+            root, self.groups, self.composites, self.child_groups, self.child_composites, self.live_member_count
+        )
+
+    def tree(self, root: GroupKey) -> trees.Tree | None:
+        """The tree under the cached CompositePodGroup `root`."""
+        if root not in self.composites:
+            return None
+        return trees.build(root, self.groups, self.composites, self.child_groups, self.child_composites)
 
     def upsert_workload(self, key: GroupKey, workload: Workload | InvalidObject) -> None:
         self.workloads[key] = workload
@@ -270,3 +305,17 @@ class ClusterCache:
             self.pods_by_label,
             self._indexed_node,
         )
+
+
+def _relink(children: dict[GroupKey, set[GroupKey]], key: GroupKey, old: GroupKey | None, new: GroupKey | None) -> None:
+    """Move `key` from the children of `old` to those of `new`."""
+    if old == new:
+        return
+    if old is not None:
+        siblings = children.get(old)
+        if siblings is not None:
+            siblings.discard(key)
+            if not siblings:
+                del children[old]
+    if new is not None:
+        children.setdefault(new, set()).add(key)

@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..api import constants as C
+from ..api.composite import CompositePodGroup
 from ..api.dra import group_claim_name, parse_device_class, parse_resource_claim, parse_resource_slice
 from ..api.parse import parse_node, parse_pdb, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error
 from ..api.records import GroupKey, ObjectError, PodInfo
-from ..api.sources import GroupSource, implied_group, is_implied, parse_group, parse_workload
+from ..api.sources import GroupSource, implied_group, is_implied, parse_composite, parse_group, parse_workload
+from ..cluster import tree as trees
 from ..cluster.cache import ClusterCache, InvalidObject
+from ..cluster.tree import parent_of
 from ..framework import events as E
 from ..framework.framework import Framework
-from ..queue.scheduling_queue import SchedulingQueue, group_unit, unit_of
+from ..queue.scheduling_queue import SchedulingQueue, UnitKey, group_unit, tree_unit, unit_of
 from . import metrics
 from .outputs import ClaimLifecycle, StatusWriter
 from .reporting import WaitingReporter
@@ -95,6 +98,41 @@ class EventHandlers:
             if self.is_pending(updated):
                 self.queue.add(updated)
 
+    def unit_of_group(self, key: GroupKey) -> UnitKey:
+        """The unit the pods of the PodGroup `key` wait in: its tree's, where it has one."""
+        top, _ = self.cache.top_of(key)
+        return tree_unit(top) if top is not None else group_unit(key)
+
+    def _retree(self, keys: Iterable[GroupKey]) -> None:
+        """The trees of these PodGroups may have changed (a parent named,
+        made or deleted): their pods move to the unit of their tree now."""
+        for key in keys:
+            top, _ = self.cache.top_of(key)
+            for pod in list(self.cache.members(key)):
+                updated = pod.with_tree(top)
+                if updated is pod:
+                    continue
+                self.cache.upsert_pod(updated)
+                held = self.nominated.get(updated.uid)
+                if held is not None:
+                    self.nominated[updated.uid] = (held[0], updated)
+                if self.is_pending(updated):
+                    self.queue.add(updated)  # moves it to its new unit
+                    self.reporter.report_if_gated(unit_of(updated), updated)
+
+    def _leaves_under(self, key: GroupKey) -> list[GroupKey]:
+        """The PodGroups under the CompositePodGroup `key`, at any depth."""
+        out: list[GroupKey] = []
+        todo, seen = [key], set()
+        while todo:
+            at = todo.pop()
+            if at in seen:
+                continue
+            seen.add(at)
+            out.extend(self.cache.child_groups.get(at, ()))
+            todo.extend(self.cache.child_composites.get(at, ()))
+        return out
+
     def is_ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.frameworks
 
@@ -141,7 +179,7 @@ class EventHandlers:
             return
         if pod.group is not None:
             self._imply_group(pod)
-            pod = self.with_group_priority(pod)
+            pod = self.with_group_priority(pod).with_tree(self.cache.top_of(pod.group)[0])
         old = self.cache.upsert_pod(pod)
         for event in E.pod_update_events(old, pod):
             self._cluster_event(event)
@@ -177,8 +215,8 @@ class EventHandlers:
         """A pod of `group` added or updated: the gang is judged again when its
         membership changed, and the source's counts written when they may have."""
         if old is None or old.group != group or old.terminal != pod.terminal:
-            # Membership changed: the gang may now have minCount pods.
-            key = group_unit(group)
+            # Membership changed: the gang (or its tree) may now have minCount pods.
+            key = self.unit_of_group(group)
             self.queue.activate(key)
             self.reporter.report_if_gated(key)
         if old is None or old.phase != pod.phase or old.node_name != pod.node_name or old.group != group:
@@ -266,7 +304,7 @@ class EventHandlers:
         if old.group is not None:
             self._imply_group(old, gone=True)  # the size the pods left declare (Kueue)
             self.release_room(old.group)  # a gang that lost a pod is placed anew
-            key = group_unit(old.group)
+            key = self.unit_of_group(old.group)
             self.queue.regate(key)
             self.reporter.report_if_gated(key)
             self._members_changed(old.group)
@@ -316,22 +354,29 @@ class EventHandlers:
         self.cache.upsert_group(key, group)
         if _priority_of(old, self.cache.priority_classes) != _priority_of(group, self.cache.priority_classes):
             self._group_priority_changed(key)
+        if parent_of(old) != parent_of(group):
+            self._retree([key])
         if isinstance(group, PodGroup) and self.synced.is_set():
             self._make_group_claims(group)
         if isinstance(old, PodGroup) and isinstance(group, PodGroup) and old.spec == group.spec:
             return  # only our own status write came back
-        self.queue.activate(group_unit(key))
-        self.reporter.report_if_gated(group_unit(key))
+        unit = self.unit_of_group(key)
+        self.queue.activate(unit)
+        self.reporter.report_if_gated(unit)
 
     def on_podgroup_deleted(self, body: Mapping[str, Any]) -> None:
         key = group_key_of(body)
         old = self.cache.groups.get(key)
+        was = self.unit_of_group(key)
         self.cache.remove_group(key)
         if _priority_of(old, self.cache.priority_classes) is not None:
             self._group_priority_changed(key)  # its pods have their own again
+        if parent_of(old) is not None:
+            self._retree([key])  # its pods wait for it outside the tree
         self.release_room(key)
-        self.queue.regate(group_unit(key))
-        self.reporter.report_if_gated(group_unit(key))
+        for unit in {was, group_unit(key)}:
+            self.queue.regate(unit)
+            self.reporter.report_if_gated(unit)
         uid = str((body.get("metadata") or {}).get("uid") or "")
         if uid:
             made = list(self.cache.dra.owned_by(uid).values())
@@ -341,6 +386,44 @@ class EventHandlers:
                 for claim in self.cache.dra.reserved_for(uid):
                     if claim not in made:
                         self.claim_lifecycle.release(claim, uid)
+
+    def on_composite(self, body: Mapping[str, Any]) -> None:
+        """A CompositePodGroup of any source (api/sources)."""
+        key = group_key_of(body)
+        old = self.cache.composites.get(key)
+        try:
+            composite: CompositePodGroup | InvalidObject = parse_composite(body)
+        except ValidationError as exc:
+            composite = InvalidObject(describe_validation_error(exc))
+            if not (isinstance(old, InvalidObject) and old.message == composite.message):
+                log.warning("CompositePodGroup %s is invalid: %s", key, composite.message)
+        self.cache.upsert_composite(key, composite)
+        if old is None or parent_of(old) != parent_of(composite):
+            self._retree(self._leaves_under(key))
+        if (
+            isinstance(old, CompositePodGroup)
+            and isinstance(composite, CompositePodGroup)
+            and old.spec == composite.spec
+        ):
+            return  # only our own status write came back
+        self._tree_changed(key)
+
+    def on_composite_deleted(self, body: Mapping[str, Any]) -> None:
+        key = group_key_of(body)
+        leaves = self._leaves_under(key)
+        self.cache.remove_composite(key)
+        self._retree(leaves)  # they wait for it again: their unit is now this (missing) key
+        for leaf in leaves:
+            self.release_room(leaf)
+        self._tree_changed(key)
+
+    def _tree_changed(self, key: GroupKey) -> None:
+        """The tree the CompositePodGroup `key` is part of is judged again:
+        its gate (it may be complete or ready now), then a cycle."""
+        top, _ = trees.top_of(self.cache.composites, key)
+        unit = tree_unit(top)
+        self.queue.activate(unit)
+        self.reporter.report_if_gated(unit)
 
     def on_group_problem(self, key: GroupKey, problem: str | None) -> None:
         """A PodGroup that pods name will not be made (`problem`: e.g. its
@@ -353,8 +436,9 @@ class EventHandlers:
             return
         else:
             self.cache.group_problems[key] = problem
-        self.queue.regate(group_unit(key))
-        self.reporter.report_if_gated(group_unit(key))
+        unit = self.unit_of_group(key)
+        self.queue.regate(unit)
+        self.reporter.report_if_gated(unit)
 
     def on_source_problem(self, source: str, problem: str | None) -> None:
         """No PodGroup of `source` (a GroupKey.source) can be read here (its API
@@ -632,6 +716,7 @@ class EventHandlers:
             "node": self.on_node_deleted,
             "podgroup": self.on_podgroup_deleted,
             "workload": self.on_workload_deleted,
+            "compositepodgroup": self.on_composite_deleted,
             "pdb": self.on_pdb_deleted,
         }[kind](body)
 

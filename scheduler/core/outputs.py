@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from ..api.composite import CompositePodGroup
 from ..api.dra import ResourceClaim
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
@@ -86,6 +87,14 @@ class StatusWriter(Protocol):
         `message`) in its status and a Preempted event on it."""
         ...
 
+    def composite_condition(self, composite: CompositePodGroup, status: str, reason: str, message: str) -> None:
+        """CompositePodGroupInitiallyScheduled on a CompositePodGroup."""
+        ...
+
+    def composite_event(
+        self, composite: CompositePodGroup, type_: str, reason: str, note: str, action: str
+    ) -> None: ...
+
 
 class NullBinder:
     """Binds nothing: the caller binds by feeding the pod back (simulate)."""
@@ -122,4 +131,10 @@ class NullWriter:
         return None
 
     def group_disrupted(self, group: PodGroup, message: str) -> None:
+        return None
+
+    def composite_condition(self, composite: CompositePodGroup, status: str, reason: str, message: str) -> None:
+        return None
+
+    def composite_event(self, composite: CompositePodGroup, type_: str, reason: str, note: str, action: str) -> None:
         return None

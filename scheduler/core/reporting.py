@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable
 
 from ..api import constants as C
+from ..api.composite import COMPOSITE_SCHEDULED, CompositePodGroup
 from ..api.podgroup import PodGroup
 from ..api.records import PodInfo
 from ..cluster.cache import ClusterCache
@@ -139,12 +140,23 @@ class WaitingReporter:
                 self.writer.pod_unschedulable(pod, stable, self.still_waiting(pod.uid))
                 self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, stable, "Scheduling")
                 told += 1
-        group_key = key.group_key
+        if told and (key.is_group or key.is_tree):
+            log.info("%d pod(s) of %s told why they wait: %s", told, key, status.message)
+        self._report_group(key, status.message)
+
+    def _report_group(self, key: UnitKey, message: str) -> None:
+        """The unit's PodGroup, or its tree's root, says why it waits (the
+        whole message), unless it was scheduled before."""
+        group_key, tree_key = key.group_key, key.tree_key
         if group_key is not None:
-            if told:
-                log.info("%d pod(s) of %s told why they wait: %s", told, key, status.message)
             group = self.cache.groups.get(group_key)
             if isinstance(group, PodGroup):
                 current = group.condition(C.POD_GROUP_SCHEDULED)
                 if current is None or current.status != "True":
-                    self.writer.group_condition(group, "False", C.REASON_UNSCHEDULABLE, status.message)
+                    self.writer.group_condition(group, "False", C.REASON_UNSCHEDULABLE, message)
+        elif tree_key is not None:
+            composite = self.cache.composites.get(tree_key)  # absent while it is the missing ancestor
+            if isinstance(composite, CompositePodGroup):
+                current = composite.condition(COMPOSITE_SCHEDULED)
+                if current is None or current.status != "True":
+                    self.writer.composite_condition(composite, "False", C.REASON_UNSCHEDULABLE, message)

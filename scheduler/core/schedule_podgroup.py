@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,9 +33,12 @@ from ..api.records import GroupKey, PodInfo
 from ..cluster.snapshot import Mark, Snapshot
 from ..framework.framework import Framework
 from ..framework.groupfit import min_resources_shortfall
-from ..framework.interface import Code, CycleState, GroupContext, Reservation, Status
+from ..framework.interface import Code, CycleState, GroupContext, Placement, Reservation, Status
 from .group_search import Assignment, SearchBudget, Trial, place_group, reaches, unreserve
 from .placement import choose_placement, is_whole_cluster, no_placement_message
+
+if TYPE_CHECKING:
+    from .schedule_tree import TreeResult
 
 __all__ = ["Assignment", "GroupDecision", "Outcome", "error_decision", "order_pods", "schedule_group", "trial_place"]
 
@@ -78,6 +82,8 @@ class GroupDecision:
     reservation: Reservation | None = None
     retry_within: float | None = None  # a PostFilter's "try again within this long" (CycleState.retry_within)
     placement: str = ""  # the chosen placement's label ("" when the group took the whole cluster)
+    # A tree's cycle (core/schedule_tree.py): each group's outcome in it.
+    tree: TreeResult | None = None
 
     @property
     def scheduled(self) -> bool:
@@ -126,10 +132,12 @@ def schedule_group(
     placed_before: int = 0,
     placed_nodes: Sequence[str] = (),
     backfill_only: Sequence[tuple[int, PodInfo]] = (),
+    within: np.ndarray | None = None,
+    in_tree: bool = False,
 ) -> GroupDecision:
     """Places `pods` (already ordered) into `snapshot`. `placed_before` counts the
     group's pods bound or assumed before this cycle, on `placed_nodes`;
-    `backfill_only`: GroupContext's."""
+    `backfill_only`, `within`, `in_tree`: GroupContext's."""
     is_gang = group is not None and group.is_gang
     min_count = group.min_count if group is not None else 1
     ctx = GroupContext(
@@ -141,6 +149,8 @@ def schedule_group(
         group=group,
         placed_nodes=tuple(placed_nodes),
         backfill_only=tuple(backfill_only),
+        within=within,
+        in_tree=in_tree,
     )
     short = _min_resources_shortfall(snapshot, group, min_count) if group is not None and not placed_before else ""
     if short:  # as coscheduling's PreFilter: not tried while the cluster cannot hold it
@@ -155,7 +165,7 @@ def schedule_group(
         )
         return _no_placement(fwk, snapshot, group_key, ctx, Status.unschedulable(why, resolvable=False), "")
     undo = snapshot.mark()
-    trial = place_group(fwk, snapshot, ctx, reserve=True)
+    trial = place_group(fwk, snapshot, ctx, reserve=True, allowed=within)
     return _decide(fwk, snapshot, group_key, ctx, trial, undo=undo)
 
 
@@ -267,7 +277,7 @@ def _post_filter(
 ) -> None:
     """PostFilter for what stays unplaced: a lone pod's own, or the group's
     (with each unplaced pod's diagnosis). Nominations go into the decision."""
-    if not fwk.post_filter or decision.unresolvable:
+    if not fwk.post_filter or decision.unresolvable or ctx.in_tree:
         return
     for row, pod in ctx.backfill_only:  # others' reserved room: backfilled, never planned on
         snapshot.hold(row, pod)
@@ -417,6 +427,11 @@ def _schedule_in_placements(
     placements, status = fwk.run_placement_generate(state, ctx, snapshot)
     if not status.ok:
         return _no_placement(fwk, snapshot, group_key, ctx, status, "")
+    if ctx.within is not None and not is_whole_cluster(placements):
+        placements = _within(placements, ctx.within)
+        if not placements:
+            why = "no domain of its topology key lies within the domain its CompositePodGroup was given"
+            return _no_placement(fwk, snapshot, group_key, ctx, Status.unschedulable(why), "")
     if is_whole_cluster(placements):
         if ctx.topology_keys:
             return _no_placement(
@@ -432,7 +447,7 @@ def _schedule_in_placements(
                 "",
             )
         undo = snapshot.mark()
-        trial = place_group(fwk, snapshot, ctx, reserve=True)
+        trial = place_group(fwk, snapshot, ctx, reserve=True, allowed=ctx.within)
         return _decide(fwk, snapshot, group_key, ctx, trial, undo=undo)
     undo = snapshot.mark()
     result = choose_placement(fwk, snapshot, ctx, placements, state)
@@ -449,6 +464,16 @@ def _schedule_in_placements(
     return _decide(
         fwk, snapshot, group_key, ctx, result.trial, placement=result.placement.label, fallback=fallback, undo=undo
     )
+
+
+def _within(placements: Sequence[Placement], within: np.ndarray) -> list[Placement]:
+    """The placements narrowed to `within` (a tree's domain), empty ones dropped."""
+    out = []
+    for p in placements:
+        nodes = p.nodes & within
+        if nodes.any():
+            out.append(replace(p, nodes=nodes, free_room=None))
+    return out
 
 
 def _no_placement(

@@ -21,10 +21,12 @@ from collections.abc import Callable, Iterable
 from functools import partial
 
 from ..api import constants as C
+from ..api.composite import COMPOSITE_SCHEDULED, REASON_INVALID, CompositePodGroup
 from ..api.config import SchedulerConfiguration
 from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, PodInfo
 from ..api.sources import MemberCounts, enabled_sources
+from ..cluster import tree as trees
 from ..cluster.cache import ClusterCache, InvalidObject
 from ..cluster.snapshot import Snapshot
 from ..framework.framework import Framework
@@ -44,6 +46,7 @@ from .schedule_podgroup import (
     schedule_group,
     trial_place,
 )
+from .schedule_tree import TreeResult, schedule_tree, tree_error
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +184,8 @@ class Scheduler(EventHandlers):
         if not pods:
             self.queue.done(popped.key, [q.uid for q in popped.pods], unschedulable=False)
             return None, None
+        if popped.key.is_tree:
+            return self._decide_tree(popped, pods)
         group_key = popped.key.group_key
         group: PodGroup | None = None
         placed_nodes: list[str] = []
@@ -214,6 +219,48 @@ class Scheduler(EventHandlers):
         return fwk, schedule_group(
             fwk, snapshot, group_key, group, ordered, len(placed_nodes), placed_nodes, backfill_only
         )
+
+    def _decide_tree(self, popped: PoppedUnit, pods: list[PodInfo]) -> tuple[Framework | None, GroupDecision | None]:
+        """A tree's cycle (core/schedule_tree.py): its root is the unit."""
+        root = popped.key.tree_key
+        assert root is not None
+        tree = self.cache.tree(root)
+        top, problem = trees.top_of(self.cache.composites, root)
+        if tree is None or (top != root and problem is None):
+            # Deleted, or given a parent, after the unit was admitted: back to waiting.
+            self.queue.done(popped.key, [], unschedulable=True)
+            self.queue.regate(popped.key)
+            self.reporter.report_if_gated(popped.key)
+            return None, None
+        problem = problem or tree.problem or trees.mixed(tree, self.cache.priority_classes)
+        if problem:
+            return None, tree_error(tree, pods, problem, invalid=True)
+        leaves = [leaf.key for leaf in tree.root.leaves()]
+        names: set[str] = set()
+        placed: dict[GroupKey, list[str]] = {}
+        for leaf in leaves:
+            leaf_names, placed[leaf] = self.cache.member_summary(leaf)
+            names |= leaf_names
+        names |= {p.scheduler_name for p in pods}
+        if len(names) > 1:
+            return None, tree_error(
+                tree,
+                pods,
+                f"pods of {popped.key} name different schedulerName values ({', '.join(sorted(names))}); "
+                "a tree is placed by one scheduler",
+            )
+        fwk = self.frameworks[pods[0].scheduler_name]
+        pending: dict[GroupKey, list[PodInfo]] = {}
+        for pod in pods:
+            if pod.group is not None:
+                pending.setdefault(pod.group, []).append(pod)
+        for leaf, members in pending.items():
+            group = self.cache.groups.get(leaf)
+            per_task = group.min_per_task if isinstance(group, PodGroup) else None
+            pending[leaf] = order_pods(members, popped.first_seen, per_task)
+        snapshot = self.cache.snapshot()
+        self._hold_nominated(snapshot, pods)
+        return fwk, schedule_tree(fwk, snapshot, tree, pending, placed)
 
     def _wake_displaced(self, assignments: list[Assignment]) -> None:
         """Pods placed (by higher priority, or beside) on nodes nominated to
@@ -314,6 +361,8 @@ class Scheduler(EventHandlers):
         group = self.cache.groups.get(decision.group_key) if decision.group_key else None
         if isinstance(group, PodGroup):
             self._write_group_status(group, decision)
+        if decision.tree is not None:
+            self._write_tree_status(decision.tree)
         for pod, why in decision.unplaced:
             message = why
             if decision.group_key is not None:
@@ -384,3 +433,25 @@ class Scheduler(EventHandlers):
         else:
             self.writer.group_condition(group, "False", decision.outcome, decision.message)
             self.writer.group_event(group, "Warning", C.EVENT_FAILED_SCHEDULING, decision.message, "Scheduling")
+
+    def _write_tree_status(self, tree: TreeResult) -> None:
+        """Each PodGroup of the tree its own condition; each CompositePodGroup
+        CompositePodGroupInitiallyScheduled, which stays True once True (as
+        PodGroupInitiallyScheduled), with an Event when it is not."""
+        for key, decision in tree.leaves.items():
+            group = self.cache.groups.get(key)
+            nothing_new = decision.scheduled and not decision.assignments and not decision.unplaced
+            if isinstance(group, PodGroup) and not nothing_new:  # a group placed before keeps its word
+                self._write_group_status(group, decision)
+        for key, (outcome, message) in tree.composites.items():
+            composite = self.cache.composites.get(key)
+            if not isinstance(composite, CompositePodGroup):
+                continue
+            current = composite.condition(COMPOSITE_SCHEDULED)
+            if outcome is Outcome.SCHEDULED:
+                self.writer.composite_condition(composite, "True", C.REASON_SCHEDULED, message)
+            elif current is None or current.status != "True":
+                reason = REASON_INVALID if tree.invalid else str(outcome)
+                self.writer.composite_condition(composite, "False", reason, message)
+                if key == tree.root:
+                    self.writer.composite_event(composite, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")

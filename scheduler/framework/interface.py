@@ -298,6 +298,11 @@ class GroupContext:
     # snapshot it is placed in, held again before PostFilter, which must not
     # plan on it (no reservation on top of a reservation).
     backfill_only: tuple[tuple[int, PodInfo], ...] = ()
+    # A leaf PodGroup of a tree (CompositePodGroups): placed within `within`
+    # (its ancestors' chosen domain, a mask over the snapshot's rows; None:
+    # anywhere), and PostFilter runs for the whole tree, not for the leaf.
+    within: np.ndarray | None = None
+    in_tree: bool = False
 
     @property
     def need(self) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..api.podgroup import PodGroup
-from ..api.records import PodInfo
+from ..api.records import GroupKey, PodInfo
 from ..framework.interface import GroupContext, PermitPlugin, PreEnqueuePlugin, Status
 
 
@@ -26,6 +26,8 @@ class GangScheduling(PreEnqueuePlugin, PermitPlugin):
         key = pod.group
         if key is None:
             return Status.success()
+        if pod.tree is not None and key in self.handle.cache.groups:
+            return self._tree_ready(pod.tree)
         cache = self.handle.cache
         group = cache.groups.get(key)
         if group is None:
@@ -49,6 +51,17 @@ class GangScheduling(PreEnqueuePlugin, PermitPlugin):
                 f"{have} exist",
                 plugin=self.name,
             )
+        return Status.success()
+
+    def _tree_ready(self, root: GroupKey) -> Status:
+        """A pod of a tree waits until the whole tree is ready (cluster/tree.py)."""
+        cache = self.handle.cache
+        where = f"CompositePodGroup {root.namespace}/{root.name}"
+        if root not in cache.composites:
+            return Status.unschedulable(f"waiting for {where} to be created", plugin=self.name)
+        why = cache.tree_readiness(root)
+        if why is not None:
+            return Status.unschedulable(f"waiting for {where} tree to meet quorum", why, plugin=self.name)
         return Status.success()
 
     def permit(self, group: GroupContext) -> Status:

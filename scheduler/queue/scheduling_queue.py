@@ -33,6 +33,7 @@ from ..api.records import GroupKey, PodInfo
 class UnitKind(enum.StrEnum):
     GROUP = "group"  # the pending pods of one PodGroup
     POD = "pod"  # one pod that belongs to no PodGroup
+    TREE = "tree"  # the pending pods of a tree's PodGroups, keyed by its root CompositePodGroup
 
 
 class UnitKey(NamedTuple):
@@ -49,11 +50,22 @@ class UnitKey(NamedTuple):
         return self.kind is UnitKind.GROUP
 
     @property
+    def is_tree(self) -> bool:
+        return self.kind is UnitKind.TREE
+
+    @property
     def group_key(self) -> GroupKey | None:
-        """The PodGroup's key, None for a lone pod."""
+        """The PodGroup's key, None for a lone pod or a tree."""
         return GroupKey(self.namespace, self.name, self.source) if self.kind is UnitKind.GROUP else None
 
+    @property
+    def tree_key(self) -> GroupKey | None:
+        """The root CompositePodGroup's key (or its first missing ancestor's), for a tree."""
+        return GroupKey(self.namespace, self.name, self.source) if self.kind is UnitKind.TREE else None
+
     def __str__(self) -> str:
+        if self.kind is UnitKind.TREE:
+            return f"CompositePodGroup {self.namespace}/{self.name}"
         return str(GroupKey(self.namespace, self.name, self.source)) if self.is_group else f"pod {self.name}"
 
 
@@ -65,7 +77,13 @@ def pod_unit(uid: str) -> UnitKey:
     return UnitKey(UnitKind.POD, "", uid)
 
 
+def tree_unit(key: GroupKey) -> UnitKey:
+    return UnitKey(UnitKind.TREE, key.namespace, key.name, key.source)
+
+
 def unit_of(pod: PodInfo) -> UnitKey:
+    if pod.tree is not None:
+        return tree_unit(pod.tree)
     return group_unit(pod.group) if pod.group is not None else pod_unit(pod.uid)
 
 

@@ -220,7 +220,13 @@ def _start_tasks(
     if resync_seconds > 0:
         # Pods, Nodes and PodGroups need none: their Informers Replace on every relist.
         resync = asyncio.create_task(
-            Resync(scheduler, clients.api_client, clients.bucket, resync_seconds, kinds=("workload", "pdb")).run(),
+            Resync(
+                scheduler,
+                clients.api_client,
+                clients.bucket,
+                resync_seconds,
+                kinds=("workload", "compositepodgroup", "pdb"),
+            ).run(),
             name="resync",
         )
     jobs = JobController(

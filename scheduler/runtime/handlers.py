@@ -29,13 +29,14 @@ import kopf
 from kubernetes_asyncio import client
 
 from ..api import constants as C
+from ..api.composite import COMPOSITE_KIND, COMPOSITE_PLURAL, CompositePodGroup
 from ..api.config import WatchConfig
 from ..api.podgroup import PodGroup
 from ..api.records import GroupKey
 from ..core.scheduler import Scheduler
 from .informer import Informer
 from .jobs import JobController
-from .resync import KINDS, cached_groups, cached_objects
+from .resync import KINDS, cached_objects
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ DEVICE_CLASSES: Resource = ("resource.k8s.io", "v1", "deviceclasses")
 RESOURCE_SLICES: Resource = ("resource.k8s.io", "v1", "resourceslices")
 RESOURCE_CLAIMS: Resource = ("resource.k8s.io", "v1", "resourceclaims")
 PODGROUPS: Resource = (C.GROUP, C.VERSION, C.PODGROUP_PLURAL)
+COMPOSITES: Resource = (C.GROUP, C.VERSION, COMPOSITE_PLURAL)
 # The kinds an Informer serves instead of kopf.
 INFORMED: tuple[Resource, ...] = (NODES, PODGROUPS, PODS)
 
@@ -70,6 +72,7 @@ def watched(scheduler: Scheduler) -> list[tuple[Resource, Callable[[Body], None]
         (RESOURCE_SLICES, scheduler.on_resource_slice, lambda body: scheduler.on_resource_slice(body, deleted=True)),
         (RESOURCE_CLAIMS, scheduler.on_resource_claim, lambda body: scheduler.on_resource_claim(body, deleted=True)),
         ((C.GROUP, C.VERSION, C.WORKLOAD_PLURAL), scheduler.on_workload, scheduler.on_workload_deleted),
+        (COMPOSITES, scheduler.on_composite, scheduler.on_composite_deleted),
         (PODGROUPS, scheduler.on_podgroup, scheduler.on_podgroup_deleted),
         (PODS, scheduler.on_pod, scheduler.on_pod_deleted),
     ]
@@ -112,26 +115,30 @@ def informer_for(scheduler: Scheduler, api: client.ApiClient, resource: Resource
     )
 
 
-def group_informer(scheduler: Scheduler, api: client.ApiClient, path: str, source: str) -> Informer:
+def group_informer(
+    scheduler: Scheduler, api: client.ApiClient, path: str, source: str, kind: str = "PodGroup"
+) -> Informer:
     """The Informer of one source's PodGroups (`path` lists them; their keys
-    carry `source`, the kind's API group)."""
+    carry `source`, the kind's API group), or of its CompositePodGroups."""
+    composite = kind == COMPOSITE_KIND
+    table = scheduler.cache.composites if composite else scheduler.cache.groups
 
     def key_of(meta: Body) -> GroupKey:
         return GroupKey(str(meta.get("namespace") or ""), str(meta.get("name") or ""), source)
 
     def tombstone(key: Any) -> Body:
-        """The body the delete handler gets for a PodGroup gone between two listings."""
-        group = scheduler.cache.groups.get(key)  # its uid: claims made for it go with it
-        uid = group.metadata.uid if isinstance(group, PodGroup) else ""
+        """The body the delete handler gets for a group gone between two listings."""
+        group = table.get(key)  # its uid: claims made for it go with it
+        uid = group.metadata.uid if isinstance(group, PodGroup | CompositePodGroup) else ""
         return {"apiVersion": source, "metadata": {"namespace": key.namespace, "name": key.name, "uid": uid}}
 
     return Informer(
         api,
         path,
-        "podgroup",
-        scheduler.on_podgroup,
-        scheduler.on_podgroup_deleted,
-        cached_keys=lambda: set(cached_groups(scheduler, source)),
+        "compositepodgroup" if composite else "podgroup",
+        scheduler.on_composite if composite else scheduler.on_podgroup,
+        scheduler.on_composite_deleted if composite else scheduler.on_podgroup_deleted,
+        cached_keys=lambda: {k for k in table if k.source == source},
         key_of=key_of,
         tombstone=tombstone,
         timeout=scheduler.config.watch.timeout_seconds,

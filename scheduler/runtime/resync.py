@@ -27,6 +27,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
+from ..api.composite import COMPOSITE_PLURAL
 from ..api.records import GroupKey, PodInfo
 from ..core import metrics
 from ..core.scheduler import Scheduler
@@ -53,6 +54,10 @@ KINDS: dict[str, tuple[str, Callable[[Mapping[str, Any]], Hashable]]] = {
         f"/apis/{C.GROUP}/{C.VERSION}/{C.WORKLOAD_PLURAL}",
         lambda m: GroupKey(m.get("namespace", ""), m.get("name", ""), C.GROUP),
     ),
+    "compositepodgroup": (
+        f"/apis/{C.GROUP}/{C.VERSION}/{COMPOSITE_PLURAL}",
+        lambda m: GroupKey(m.get("namespace", ""), m.get("name", ""), C.GROUP),
+    ),
     "pdb": ("/apis/policy/v1/poddisruptionbudgets", lambda m: (m.get("namespace", ""), m.get("name", ""))),
 }
 
@@ -76,6 +81,8 @@ def cached_objects(scheduler: Scheduler, kind: str) -> dict[Hashable, object]:
         return dict(cache.pdbs)
     if kind == "workload":
         return {k: w for k, w in cache.workloads.items() if k.source == C.GROUP}
+    if kind == "compositepodgroup":
+        return {k: c for k, c in cache.composites.items() if k.source == C.GROUP}
     raise KeyError(kind)
 
 

@@ -48,13 +48,14 @@ class SourceAPI:
     versions: tuple[str, ...]  # the versions troupe speaks, preferred first
     plural: str
     not_served: str  # why none is served, and what to do
+    kind: str = "PodGroup"  # or "CompositePodGroup"
 
 
 def source_apis(names: Sequence[str]) -> list[SourceAPI]:
     """The kinds to discover and watch, of the group sources `names` turns on
     (the registry, api/sources/registry.py)."""
     return [
-        SourceAPI(source.name, kind.group, kind.versions, kind.plural, source.not_served)
+        SourceAPI(source.name, kind.group, kind.versions, kind.plural, source.not_served, kind.kind)
         for source, kind in sources.discovered_kinds(names)
     ]
 
@@ -78,10 +79,10 @@ async def served_version(rest: RestClient, api: SourceAPI) -> tuple[str | None, 
             return version, ""
     if with_podgroups:
         return None, (
-            f"{api.group} serves PodGroups in {', '.join(with_podgroups)}, which troupe does not speak "
+            f"{api.group} serves {api.kind}s in {', '.join(with_podgroups)}, which troupe does not speak "
             f"(it reads {', '.join(api.versions)})"
         )
-    return None, f"{api.group} PodGroups are not served by this cluster ({api.not_served})"
+    return None, f"{api.group} {api.kind}s are not served by this cluster ({api.not_served})"
 
 
 class PodGroupSource:
@@ -111,8 +112,14 @@ class PodGroupSource:
         scheduling); when not, one line says so."""
         version, why = await served_version(self._rest, self.source)
         if version is None:
-            log.info("%s PodGroups are not read: %s; checking again every %.0fs", self.source.name, why, self._recheck)
-            self._scheduler.on_source_problem(self.source.group, why)
+            log.info(
+                "%s %ss are not read: %s; checking again every %.0fs",
+                self.source.name,
+                self.source.kind,
+                why,
+                self._recheck,
+            )
+            self._problem(why)
             return
         await self._serve(version)
 
@@ -128,19 +135,31 @@ class PodGroupSource:
             if version is not None:
                 await self._serve(version)
             else:
-                self._scheduler.on_source_problem(self.source.group, why)
+                self._problem(why)
         await self.informer.run()
 
     async def _serve(self, version: str) -> None:
         api_version = f"{self.source.group}/{version}"
         self.version = version
         self.informer = group_informer(
-            self._scheduler, self._api, f"/apis/{api_version}/{self.source.plural}", self.source.group
+            self._scheduler,
+            self._api,
+            f"/apis/{api_version}/{self.source.plural}",
+            self.source.group,
+            self.source.kind,
         )
-        self._on_served(api_version)
+        if self.source.kind == "PodGroup":
+            self._on_served(api_version)
         n = await _retrying(self.informer.relist, self.source.name)
-        self._scheduler.on_source_problem(self.source.group, None)
-        log.info("%s PodGroups: reading %s (%d listed)", self.source.name, api_version, n)
+        self._problem(None)
+        log.info("%s %ss: reading %s (%d listed)", self.source.name, self.source.kind, api_version, n)
+
+    def _problem(self, why: str | None) -> None:
+        """The source's PodGroups cannot be read (None: they can): their pods
+        say so. A CompositePodGroup kind not served (an alpha gate off) leaves
+        the source's PodGroups as they are; pods naming a parent wait for it."""
+        if self.source.kind == "PodGroup":
+            self._scheduler.on_source_problem(self.source.group, why)
 
 
 async def _retrying(call: Callable[[], Awaitable[int]], name: str) -> int:

@@ -24,6 +24,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
 from ..api import sources
+from ..api.composite import COMPOSITE_KIND, COMPOSITE_PLURAL, COMPOSITE_SCHEDULED, CompositePodGroup
 from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, PodInfo
 from ..api.sources import MemberCounts
@@ -126,6 +127,8 @@ class StatusWriter:
         self._pod_conditions: dict[str, tuple[str, str]] = {}
         # (namespace, name) -> (uid, {condition type: the condition as troupe last queued it})
         self._group_conditions: OrderedDict[GroupKey, tuple[str, dict[str, dict[str, Any]]]] = OrderedDict()
+        # CompositePodGroup -> (uid, the condition troupe wrote last)
+        self._composite_written: OrderedDict[GroupKey, tuple[str, dict[str, Any]]] = OrderedDict()
         self.members = members or (lambda _key: (None, MemberCounts()))
         # Source status fields (phase, counts) last written: key -> (uid, fields).
         self._source_fields: OrderedDict[GroupKey, tuple[str, dict[str, Any]]] = OrderedDict()
@@ -350,6 +353,78 @@ class StatusWriter:
                 raise
 
         self._enqueue(("podgroup", *key), write)
+
+    # ---------------------------------------------------- CompositePodGroups
+
+    def composite_condition(self, composite: CompositePodGroup, status: str, reason: str, message: str) -> None:
+        """CompositePodGroupInitiallyScheduled on a CompositePodGroup (upstream's
+        scheduler writes none; troupe says why a tree waits). The status is
+        merge-patched with the cached conditions and this one; what troupe
+        wrote last is remembered, so that a watch lagging the write does not
+        cause the same write again."""
+        key = composite.key
+        message = message[:MAX_MESSAGE]
+        written = self._composite_written.get(key)
+        if written is not None and written[0] == composite.metadata.uid:
+            current: dict[str, Any] | None = written[1]
+        else:
+            cached = composite.condition(COMPOSITE_SCHEDULED)
+            current = None if cached is None else cached.model_dump(by_alias=True, exclude_none=True)
+        if current is not None and _same(current, status, reason, message):
+            return
+        transition = (
+            current.get("lastTransitionTime") if current is not None and current.get("status") == status else None
+        )
+        condition: dict[str, Any] = {
+            "type": COMPOSITE_SCHEDULED,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": transition or now_rfc3339(),
+        }
+        if composite.metadata.generation:  # a native object may have none (omitempty)
+            condition["observedGeneration"] = composite.metadata.generation
+        self._composite_written[key] = (composite.metadata.uid, condition)
+        self._composite_written.move_to_end(key)
+        while len(self._composite_written) > MAX_GROUP_RECORDS:
+            self._composite_written.popitem(last=False)
+        others = [
+            c.model_dump(by_alias=True, exclude_none=True)
+            for c in composite.status.conditions
+            if c.type != COMPOSITE_SCHEDULED
+        ]
+        kind = sources.group_kind(composite.api_version, COMPOSITE_KIND)
+        plural = kind.plural if kind is not None else COMPOSITE_PLURAL
+        ns, name = composite.metadata.namespace, composite.metadata.name
+        path = f"/apis/{composite.api_version}/namespaces/{ns}/{plural}/{name}/status"
+        body = encode({"status": {"conditions": [*others, condition]}})
+
+        async def write() -> None:
+            try:
+                await self._rest.patch(path, body, MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS)
+                metrics.GROUP_STATUS_WRITES.labels(source=key.source, write="conditions").inc()
+            except ApiException as exc:
+                if exc.status == 404:  # deleted meanwhile
+                    return
+                if exc.status != 429:
+                    self._composite_written.pop(key, None)
+                raise
+            except BaseException:
+                self._composite_written.pop(key, None)
+                raise
+
+        self._enqueue(("compositepodgroup", *key), write)
+
+    def composite_event(self, composite: CompositePodGroup, type_: str, reason: str, note: str, action: str) -> None:
+        meta = composite.metadata
+        regarding = {
+            "apiVersion": composite.api_version,
+            "kind": COMPOSITE_KIND,
+            "namespace": meta.namespace,
+            "name": meta.name,
+            "uid": meta.uid,
+        }
+        self.events.event(regarding, type_, reason, note, action)
 
     def group_members(self, group: PodGroup) -> None:
         """A pod of `group` changed (bound, running, finished, gone): for a

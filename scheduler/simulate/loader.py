@@ -32,13 +32,14 @@ import yaml
 from pydantic import ValidationError
 
 from ..api import constants as C
+from ..api.composite import COMPOSITE_KIND, CompositePodGroup
 from ..api.dra import ResourceClaim, group_claim_name, parse_device_class, parse_resource_claim, parse_resource_slice
 from ..api.jobs import JOB_POLICY_ANNOTATION
 from ..api.parse import parse_node, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error
 from ..api.records import GroupKey, ObjectError, PodClaim, PodInfo
 from ..api.resources import PODS
-from ..api.sources import api_versions, is_implied, parse_group, parse_workload
+from ..api.sources import api_versions, is_implied, parse_composite, parse_group, parse_workload
 from .jobs import expand_job
 
 # Kinds the simulation feeds to the scheduler, and whether they are namespaced;
@@ -383,34 +384,36 @@ def _check_groups(inp: SimulationInput) -> dict[GroupKey, PodGroup | None]:
     one it cannot use is warned, not an input error. Returns the PodGroups
     (None: invalid)."""
     groups: dict[GroupKey, PodGroup | None] = {}
-    for obj in inp.of_kind("PodGroup") + inp.of_kind("Workload"):
+    for obj in inp.of_kind("PodGroup") + inp.of_kind("Workload") + inp.of_kind(COMPOSITE_KIND):
         body = dict(obj.body)
         body["metadata"] = {**(obj.body.get("metadata") or {}), "name": obj.name, "namespace": obj.namespace}
+        key = GroupKey(obj.namespace, obj.name, str(body.get("apiVersion") or "").partition("/")[0])
         if obj.kind == "PodGroup":
-            key = GroupKey(obj.namespace, obj.name, str(body.get("apiVersion") or "").partition("/")[0])
             body["metadata"]["uid"] = group_uid(key)
             groups[key] = None
+        elif obj.kind == COMPOSITE_KIND:
+            body["metadata"]["uid"] = f"simulate-compositepodgroup/{key.source}/{key.namespace}/{key.name}"
         obj.body = body
         _check_group(inp, obj, groups)
     return groups
 
 
 def _check_group(inp: SimulationInput, obj: SourceObject, groups: dict[GroupKey, PodGroup | None]) -> None:
-    parse = parse_group if obj.kind == "PodGroup" else parse_workload
+    parse = {"PodGroup": parse_group, COMPOSITE_KIND: parse_composite}.get(obj.kind, parse_workload)
     try:
         parsed = parse(obj.body)
     except ValidationError as exc:
         consequence = (
             "the scheduler reports it as SchedulerError, as it would in a cluster"
-            if obj.kind == "PodGroup"
+            if obj.kind in ("PodGroup", COMPOSITE_KIND)
             else "the scheduler ignores it, as it would in a cluster"
         )
         _warn(inp, obj, f"invalid {obj.kind}: {describe_validation_error(exc)}; {consequence}")
         return
     if isinstance(parsed, PodGroup):
         groups[parsed.key] = parsed
-        if parsed.problem:
-            _warn(inp, obj, f"{parsed.problem}; the scheduler reports it as SchedulerError")
+    if isinstance(parsed, PodGroup | CompositePodGroup) and parsed.problem:
+        _warn(inp, obj, f"{parsed.problem}; the scheduler reports it as SchedulerError")
 
 
 def _prepared_pod(

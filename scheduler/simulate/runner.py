@@ -33,6 +33,7 @@ from functools import partial
 from typing import Any
 
 from ..api import constants as C
+from ..api.composite import CompositePodGroup
 from ..api.config import SchedulerConfiguration
 from ..api.dra import (
     API_VERSION,
@@ -63,6 +64,7 @@ FEED_ORDER = (
     "ResourceSlice",
     "ResourceClaim",
     "Workload",
+    "CompositePodGroup",
     "PodGroup",
     "Pod",
 )
@@ -92,6 +94,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.groups: dict[GroupKey, GroupCondition] = {}
+        self.composites: dict[GroupKey, GroupCondition] = {}  # CompositePodGroupInitiallyScheduled
         self.pods: dict[str, str] = {}  # uid -> PodScheduled=False message
         self.nominated: dict[str, str] = {}  # uid -> status.nominatedNodeName
         self.status_writes: list[tuple[GroupKey, GroupCondition]] = []  # to feed back, in order
@@ -106,6 +109,12 @@ class Recorder:
 
     def group_members(self, group: PodGroup) -> None:
         pass  # a source's pod counts: the output's pods say them
+
+    def composite_condition(self, composite: CompositePodGroup, status: str, reason: str, message: str) -> None:
+        self.composites[composite.key] = GroupCondition(status, reason, message)
+
+    def composite_event(self, composite: CompositePodGroup, type_: str, reason: str, note: str, action: str) -> None:
+        pass
 
     def pod_unschedulable(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None:
         if still_waiting is None or still_waiting():
@@ -253,6 +262,7 @@ class _Simulation:
             "Node": sched.on_node,
             "PriorityClass": sched.on_priority_class,
             "Workload": sched.on_workload,
+            "CompositePodGroup": sched.on_composite,
             "PodGroup": sched.on_podgroup,
             "Pod": sched.on_pod,
             "DeviceClass": sched.on_device_class,

@@ -1,9 +1,10 @@
 """The CRDs validate what the scheduler will read, before it ever sees it.
 
 Every bad object is refused by the real kube-apiserver with a message that
-names the offending field; the PodGroup spec is immutable; status goes through
-the status subresource; `kubectl get pg` shows the printer columns; `tpg` and
-`twl` are troupe's own short names.
+names the offending field; the PodGroup and CompositePodGroup specs are
+immutable; status goes through the status subresource; `kubectl get pg` and
+`kubectl get tcpg` show the printer columns; `tpg`, `twl` and `tcpg` are
+troupe's own short names.
 
 `namespace` (conftest) is a fresh namespace per test: namespaces never finish
 deleting on this control plane, so none is reused.
@@ -45,6 +46,34 @@ def workload(name: str = "wl", templates: list[Obj] | None = None, **spec: Any) 
     return {"apiVersion": API_VERSION, "kind": "Workload", "metadata": {"name": name}, "spec": spec}
 
 
+def composite(name: str = "cpg", **spec: Any) -> Obj:
+    spec.setdefault("schedulingPolicy", {"gang": {"minGroupCount": 2}})
+    spec.setdefault("workloadRef", {"workloadName": "w", "templateName": "replica"})
+    return {"apiVersion": API_VERSION, "kind": "CompositePodGroup", "metadata": {"name": name}, "spec": spec}
+
+
+def composite_template(name: str, pgs: list[Obj] | None = None, cpgs: list[Obj] | None = None, **fields: Any) -> Obj:
+    fields.setdefault("schedulingPolicy", {"gang": {"minGroupCount": 1}})
+    if pgs is not None:
+        fields["podGroupTemplates"] = pgs
+    if cpgs is not None:
+        fields["compositePodGroupTemplates"] = cpgs
+    return {"name": name, **fields}
+
+
+def composite_workload(name: str = "wl", templates: list[Obj] | None = None, **spec: Any) -> Obj:
+    spec["compositePodGroupTemplates"] = templates if templates is not None else [composite_template("r", [template()])]
+    return {"apiVersion": API_VERSION, "kind": "Workload", "metadata": {"name": name}, "spec": spec}
+
+
+def chain(levels: int) -> Obj:
+    """`levels` composite templates, each the only child of the one above, a PodGroup template at the bottom."""
+    tree = composite_template(f"c{levels}", [template("leaf")])
+    for level in range(levels - 1, 0, -1):
+        tree = composite_template(f"c{level}", cpgs=[tree])
+    return tree
+
+
 def create(cluster, ns: str, obj: Obj, *, check: bool = True):
     return cluster.kubectl("create", "-n", ns, "-f", "-", input=json.dumps(obj), check=check)
 
@@ -69,8 +98,13 @@ def test_install_applies_cleanly_and_is_idempotent(installed):
     res = installed.kubectl("apply", "-f", str(REPO / "crds"), "-f", str(REPO / "manifests"))
     assert "podgroups.scheduling.troupe.dev" in res.stdout
     assert "workloads.scheduling.troupe.dev" in res.stdout
+    assert "compositepodgroups.scheduling.troupe.dev" in res.stdout
     assert "deployment.apps/troupe-scheduler" in res.stdout
-    for crd in ("podgroups.scheduling.troupe.dev", "workloads.scheduling.troupe.dev"):
+    for crd in (
+        "podgroups.scheduling.troupe.dev",
+        "workloads.scheduling.troupe.dev",
+        "compositepodgroups.scheduling.troupe.dev",
+    ):
         body = json.loads(installed.kubectl("get", "crd", crd, "-o", "json").stdout)
         conds = {c["type"]: c["status"] for c in body["status"]["conditions"]}
         assert conds.get("Established") == "True", conds
@@ -80,8 +114,8 @@ def test_install_applies_cleanly_and_is_idempotent(installed):
         assert version["name"] == "v1alpha2" and version["served"] and version["storage"]
     res = installed.kubectl("api-resources", "--api-group=scheduling.troupe.dev", "-o", "wide")
     short = {line.split()[0]: line.split()[1] for line in res.stdout.splitlines()[1:]}
-    # tpg/twl are troupe's alone; pg is also scheduler-plugins' and Volcano's (kept for existing users).
-    assert short == {"podgroups": "tpg,pg", "workloads": "twl"}, res.stdout
+    # tpg/twl/tcpg are troupe's alone; pg is also scheduler-plugins' and Volcano's (kept for existing users).
+    assert short == {"podgroups": "tpg,pg", "workloads": "twl", "compositepodgroups": "tcpg"}, res.stdout
 
 
 def test_manifests_objects_exist(installed):
@@ -174,6 +208,68 @@ def test_valid_workload_is_accepted(installed, namespace):
     create(installed, namespace, workload("core", controllerRef={"apiGroup": "", "kind": "Pod", "name": "p"}))
 
 
+VALID_COMPOSITES: dict[str, Obj] = {
+    "basic": composite("basic", schedulingPolicy={"basic": {}}),
+    "gang": composite("gang"),
+    "everything": composite(
+        "everything",
+        parentCompositePodGroupName="root.of-tree",
+        schedulingPolicy={"gang": {"minGroupCount": 3}},
+        schedulingConstraints={"topology": [{"key": k} for k in ("rack", "block", "zone", "region")]},
+        disruptionMode={"all": {}},
+        priorityClassName="high-priority",
+        priority=1000,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(VALID_COMPOSITES))
+def test_valid_composite_is_accepted(installed, namespace, name):
+    obj = VALID_COMPOSITES[name]
+    create(installed, namespace, obj)
+    stored = get(installed, namespace, "compositepodgroups.scheduling.troupe.dev", name)
+    for field, value in obj["spec"].items():
+        assert stored["spec"][field] == value, field
+    # As upstream, disruptionMode defaults to single.
+    assert stored["spec"]["disruptionMode"] == obj["spec"].get("disruptionMode", {"single": {}})
+
+
+def test_podgroup_with_a_parent_is_accepted(installed, namespace):
+    create(installed, namespace, podgroup("child", parentCompositePodGroupName="replica-0"))
+    stored = get(installed, namespace, "tpg", "child")
+    assert stored["spec"]["parentCompositePodGroupName"] == "replica-0"
+
+
+def test_valid_composite_workload_is_accepted(installed, namespace):
+    """Three levels of composite templates (the most), PodGroup templates at every level below the top."""
+    obj = composite_workload(
+        "replicas",
+        controllerRef={"apiGroup": "leaderworkerset.x-k8s.io", "kind": "LeaderWorkerSet", "name": "lws"},
+        templates=[
+            composite_template(
+                "replica",
+                [template("leader", schedulingPolicy={"basic": {}})],
+                [
+                    composite_template(
+                        "workers",
+                        [template("shard-a"), template("shard-b")],
+                        [composite_template("deep", [template("leaf")])],
+                        schedulingConstraints={"topology": [{"key": "rack"}]},
+                        disruptionMode={"all": {}},
+                    )
+                ],
+                schedulingPolicy={"gang": {"minGroupCount": 2}},
+                schedulingConstraints={"topology": [{"key": "zone"}]},
+                priorityClassName="high",
+                priority=100,
+            )
+        ],
+    )
+    create(installed, namespace, obj)
+    stored = get(installed, namespace, "workloads.scheduling.troupe.dev", "replicas")
+    assert stored["spec"] == obj["spec"]  # nothing pruned or defaulted at any level
+
+
 def test_example_manifest_from_upstream_docs_works_after_changing_api_version(installed, namespace):
     """A PodGroup / Workload pair shaped like the Kubernetes documentation's example."""
     docs = f"""
@@ -232,7 +328,25 @@ def _pg_without_spec() -> Obj:
     return obj
 
 
+def _cpg(**spec: Any) -> Callable[[], Obj]:
+    return lambda: composite("bad", **spec)
+
+
+def _cpg_without(field: str) -> Callable[[], Obj]:
+    def make() -> Obj:
+        obj = composite("bad")
+        del obj["spec"][field]
+        return obj
+
+    return make
+
+
+def _cwl(templates: list[Obj], **spec: Any) -> Callable[[], Obj]:
+    return lambda: composite_workload("bad", templates=templates, **spec)
+
+
 ONE_OF_POLICY = "schedulingPolicy: exactly one of basic or gang must be set"
+ONE_OF_LIST = "exactly one of podGroupTemplates or compositePodGroupTemplates must be set"
 ONE_OF_CLAIM = "resourceClaims: exactly one of resourceClaimName or resourceClaimTemplateName must be set"
 
 # (id, object factory, substrings that must all appear in kubectl's stderr)
@@ -402,6 +516,114 @@ BAD_OBJECTS: list[tuple[str, Callable[[], Obj], list[str]]] = [
         _pg(podGroupTemplateRef={"workload": {"workloadName": "w"}}),
         ["spec.podGroupTemplateRef.workload.podGroupTemplateName: Required value"],
     ),
+    # --- CompositePodGroup
+    (
+        "cpg-min-group-count-zero",
+        _cpg(schedulingPolicy={"gang": {"minGroupCount": 0}}),
+        ["spec.schedulingPolicy.gang.minGroupCount: Invalid value: 0", "greater than or equal to 1"],
+    ),
+    (
+        "cpg-min-group-count-missing",
+        _cpg(schedulingPolicy={"gang": {}}),
+        ["spec.schedulingPolicy.gang.minGroupCount: Required value"],
+    ),
+    (
+        "cpg-policy-both",
+        _cpg(schedulingPolicy={"basic": {}, "gang": {"minGroupCount": 2}}),
+        ["spec.schedulingPolicy: Invalid value", ONE_OF_POLICY],
+    ),
+    ("cpg-policy-neither", _cpg(schedulingPolicy={}), ["spec.schedulingPolicy: Invalid value", ONE_OF_POLICY]),
+    ("cpg-policy-missing", _cpg_without("schedulingPolicy"), ["spec.schedulingPolicy: Required value"]),
+    ("cpg-workload-ref-missing", _cpg_without("workloadRef"), ["spec.workloadRef: Required value"]),
+    (
+        "cpg-workload-ref-missing-template",
+        _cpg(workloadRef={"workloadName": "w"}),
+        ["spec.workloadRef.templateName: Required value"],
+    ),
+    (
+        "cpg-workload-ref-bad-template-name",
+        _cpg(workloadRef={"workloadName": "w", "templateName": "not.a.label"}),
+        ['spec.workloadRef.templateName: Invalid value: "not.a.label"'],
+    ),
+    (
+        "cpg-5-topology",
+        _cpg(schedulingConstraints={"topology": [{"key": k} for k in ("node", "rack", "block", "zone", "region")]}),
+        ["spec.schedulingConstraints.topology: Too many: 5: must have at most 4 items"],
+    ),
+    (
+        "cpg-duplicate-topology-keys",
+        _cpg(schedulingConstraints={"topology": [{"key": "rack"}, {"key": "rack"}]}),
+        ["spec.schedulingConstraints.topology: Invalid value", "topology: each key may appear only once"],
+    ),
+    (
+        "cpg-disruption-mode-both",
+        _cpg(disruptionMode={"single": {}, "all": {}}),
+        ["spec.disruptionMode: Invalid value", "disruptionMode: exactly one of single or all must be set"],
+    ),
+    (
+        "cpg-disruption-mode-string",
+        _cpg(disruptionMode="Pod"),
+        ['spec.disruptionMode: Invalid value: "string": spec.disruptionMode in body must be of type object'],
+    ),
+    (
+        "cpg-bad-parent-name",
+        _cpg(parentCompositePodGroupName="Not_A_Name"),
+        ['spec.parentCompositePodGroupName: Invalid value: "Not_A_Name"', "should match"],
+    ),
+    (
+        "cpg-priority-too-high",
+        _cpg(priority=2_000_000_000),
+        ["spec.priority: Invalid value: 2000000000", "less than or equal to 1000000000"],
+    ),
+    ("pg-bad-parent-name", _pg(parentCompositePodGroupName="a/b"), ["spec.parentCompositePodGroupName: Invalid value"]),
+    # --- compositePodGroupTemplates
+    (
+        "wl-both-template-lists",
+        lambda: {
+            **workload("bad"),
+            "spec": {"podGroupTemplates": [template()], "compositePodGroupTemplates": [chain(1)]},
+        },
+        ["spec.compositePodGroupTemplates: Forbidden", ONE_OF_LIST],
+    ),
+    (
+        "wl-depth-5",
+        _cwl([chain(4)]),
+        [
+            "spec.compositePodGroupTemplates[0].compositePodGroupTemplates[0].compositePodGroupTemplates[0]"
+            ".compositePodGroupTemplates: Invalid value",
+            "maximum template hierarchy depth is 4",
+        ],
+    ),
+    (
+        "wl-composite-without-children",
+        _cwl([composite_template("empty")]),
+        ["spec.compositePodGroupTemplates[0]: Invalid value", "must have at least one child"],
+    ),
+    (
+        "wl-nested-composite-without-children",
+        _cwl([composite_template("r", cpgs=[composite_template("empty", pgs=[])])]),
+        ["spec.compositePodGroupTemplates[0].compositePodGroupTemplates[0]: Invalid value", "at least one child"],
+    ),
+    (
+        "wl-0-composite-templates",
+        _cwl([]),
+        ["spec.compositePodGroupTemplates: Invalid value: 0", "should have at least 1 items"],
+    ),
+    (
+        "wl-9-composite-children",
+        _cwl([composite_template("r", [template(f"t{i}") for i in range(9)])]),
+        ["spec.compositePodGroupTemplates[0].podGroupTemplates: Too many: 9: must have at most 8 items"],
+    ),
+    (
+        "wl-composite-min-group-count-zero",
+        _cwl([composite_template("r", [template()], schedulingPolicy={"gang": {"minGroupCount": 0}})]),
+        ["spec.compositePodGroupTemplates[0].schedulingPolicy.gang.minGroupCount: Invalid value: 0"],
+    ),
+    (
+        "wl-composite-duplicate-names",
+        _cwl([chain(1), chain(1)]),
+        ["spec.compositePodGroupTemplates[1]: Duplicate value", '"name":"c1"'],
+    ),
     ("wl-controller-ref-missing-kind", _wl(controllerRef={"name": "x"}), ["spec.controllerRef.kind: Required value"]),
     (
         "wl-controller-ref-bad-name",
@@ -463,6 +685,53 @@ def test_podgroup_spec_is_immutable(installed, namespace, patch):
     assert "spec: Invalid value" in res.stderr and "spec is immutable" in res.stderr, res.stderr
     stored = get(installed, namespace, "pg", "frozen")
     assert stored["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+
+
+def test_podgroup_parent_is_immutable(installed, namespace):
+    create(installed, namespace, podgroup("child", parentCompositePodGroupName="a"))
+    for patch in ({"spec": {"parentCompositePodGroupName": "b"}}, {"spec": {"parentCompositePodGroupName": None}}):
+        res = _patch(installed, namespace, "tpg/child", patch)
+        assert res.returncode != 0, res.stdout
+        assert "spec: Invalid value" in res.stderr and "spec is immutable" in res.stderr, res.stderr
+    create(installed, namespace, podgroup("orphan"))
+    res = _patch(installed, namespace, "tpg/orphan", {"spec": {"parentCompositePodGroupName": "a"}})
+    assert res.returncode != 0 and "spec is immutable" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"spec": {"schedulingPolicy": {"gang": {"minGroupCount": 3}}}},
+        {"spec": {"schedulingPolicy": {"gang": None, "basic": {}}}},
+        {"spec": {"parentCompositePodGroupName": "other"}},
+        {"spec": {"workloadRef": {"templateName": "other"}}},
+        {"spec": {"disruptionMode": {"single": None, "all": {}}}},
+        {"spec": {"schedulingConstraints": {"topology": [{"key": "zone"}]}}},
+        {"spec": {"priority": 7}},
+    ],
+    ids=["minGroupCount", "policy-kind", "parent", "workloadRef", "disruptionMode", "topology", "priority"],
+)
+def test_composite_spec_is_immutable(installed, namespace, patch):
+    create(installed, namespace, composite("frozen"))
+    res = _patch(installed, namespace, "tcpg/frozen", patch)
+    assert res.returncode != 0, res.stdout
+    assert "spec: Invalid value" in res.stderr and "spec is immutable" in res.stderr, res.stderr
+    stored = get(installed, namespace, "tcpg", "frozen")
+    assert stored["spec"]["schedulingPolicy"] == {"gang": {"minGroupCount": 2}}
+
+
+def test_composite_workload_templates_are_immutable(installed, namespace):
+    create(installed, namespace, composite_workload("w"))
+    res = _patch(installed, namespace, "twl/w", {"spec": {"compositePodGroupTemplates": [chain(2)]}})
+    assert res.returncode != 0
+    assert "compositePodGroupTemplates is immutable" in res.stderr, res.stderr
+    # Nor can a Workload change from one list to the other.
+    res = _patch(
+        installed, namespace, "twl/w", {"spec": {"compositePodGroupTemplates": None, "podGroupTemplates": [template()]}}
+    )
+    assert res.returncode != 0
+    assert "spec.compositePodGroupTemplates: Invalid value" in res.stderr, res.stderr
+    assert "compositePodGroupTemplates is immutable" in res.stderr, res.stderr
 
 
 def test_podgroup_metadata_stays_mutable(installed, namespace):
@@ -552,6 +821,39 @@ def test_status_is_written_through_the_status_subresource(installed, namespace):
     # Status sent to the main resource is ignored (the subresource owns it).
     _patch(installed, namespace, "pg/st", {"status": {"conditions": None}}, check=True)
     assert len(get(installed, namespace, "pg", "st")["status"]["conditions"]) == 2
+
+
+def test_composite_status_is_written_through_the_status_subresource(installed, namespace):
+    create(installed, namespace, composite("st"))
+    status = {"conditions": [_condition("CompositePodGroupInitiallyScheduled", "False", "Invalid")]}
+    installed.kubectl(
+        "patch",
+        "-n",
+        namespace,
+        "tcpg/st",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )
+    stored = get(installed, namespace, "tcpg", "st")
+    assert stored["status"] == status and stored["metadata"]["generation"] == 1
+    # Status sent to the main resource is ignored (the subresource owns it).
+    _patch(installed, namespace, "tcpg/st", {"status": {"conditions": None}}, check=True)
+    assert get(installed, namespace, "tcpg", "st")["status"] == status
+    res = installed.kubectl(
+        "patch",
+        "-n",
+        namespace,
+        "tcpg/st",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"conditions": [_condition(status="Maybe")]}}),
+        check=False,
+    )
+    assert res.returncode != 0
+    assert 'status.conditions[0].status: Unsupported value: "Maybe"' in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize(
@@ -661,8 +963,37 @@ def test_podgroup_printer_columns(installed, namespace):
     assert rows["b"][1:4] == ['{"basic":{}}', "", ""]  # absent values print as empty cells
 
     header, rows = _table(installed.kubectl("get", "pg", "-n", namespace, "-o", "wide").stdout)
-    assert header == ["NAME", "POLICY", "MINCOUNT", "SCHEDULED", "WORKLOAD", "TEMPLATE", "PRIORITY", "AGE"]
-    assert rows["g"][4:7] == ["w", "t", "5"]
+    assert header == ["NAME", "POLICY", "MINCOUNT", "SCHEDULED", "PARENT", "WORKLOAD", "TEMPLATE", "PRIORITY", "AGE"]
+    assert rows["g"][4:8] == ["", "w", "t", "5"]
+
+
+def test_composite_printer_columns(installed, namespace):
+    create(installed, namespace, composite("root", priority=5))
+    create(installed, namespace, composite("child", schedulingPolicy={"basic": {}}, parentCompositePodGroupName="root"))
+    create(installed, namespace, podgroup("leaf", parentCompositePodGroupName="child"))
+    installed.kubectl(
+        "patch",
+        "-n",
+        namespace,
+        "tcpg/root",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(
+            {"status": {"conditions": [_condition("CompositePodGroupInitiallyScheduled", "False", "Unschedulable")]}}
+        ),
+    )
+    header, rows = _table(installed.kubectl("get", "tcpg", "-n", namespace).stdout)
+    assert header == ["NAME", "POLICY", "MINGROUPS", "PARENT", "SCHEDULED", "AGE"]
+    assert rows["root"][1:5] == ['{"gang":{"minGroupCount":2}}', "2", "", "Unschedulable"]
+    assert rows["child"][1:5] == ['{"basic":{}}', "", "root", ""]
+
+    header, rows = _table(installed.kubectl("get", "tcpg", "-n", namespace, "-o", "wide").stdout)
+    assert header == ["NAME", "POLICY", "MINGROUPS", "PARENT", "SCHEDULED", "WORKLOAD", "TEMPLATE", "PRIORITY", "AGE"]
+    assert rows["root"][5:8] == ["w", "replica", "5"]
+
+    _, rows = _table(installed.kubectl("get", "tpg", "-n", namespace, "-o", "wide").stdout)
+    assert rows["leaf"][4] == "child"
 
 
 def test_workload_printer_columns(installed, namespace):
@@ -715,3 +1046,19 @@ def test_kubectl_names_where_other_podgroups_are_served(native_cluster, native_n
     assert names("podgroup") == "podgroup.scheduling.k8s.io/theirs"
     for resource in ("tpg", "pg", "podgroups.scheduling.troupe.dev"):
         assert names(resource) == "podgroup.scheduling.troupe.dev/mine", resource
+
+
+def test_kubectl_names_where_native_composites_are_served(native_cluster, native_namespace, tmp_path):
+    """Where scheduling.k8s.io/v1alpha3 serves CompositePodGroups, `kubectl get
+    compositepodgroups` is theirs; `tcpg` and the full name are troupe's."""
+    ns = native_namespace
+    create(native_cluster, ns, composite("mine"))
+    create(native_cluster, ns, {**composite("theirs"), "apiVersion": "scheduling.k8s.io/v1alpha3"})
+
+    def names(resource: str) -> str:
+        args = ("get", resource, "-n", ns, "-o", "name", f"--cache-dir={tmp_path}")
+        return native_cluster.kubectl(*args).stdout.strip()
+
+    assert names("compositepodgroups") == "compositepodgroup.scheduling.k8s.io/theirs"
+    for resource in ("tcpg", "compositepodgroups.scheduling.troupe.dev"):
+        assert names(resource) == "compositepodgroup.scheduling.troupe.dev/mine", resource

@@ -149,8 +149,9 @@ def test_status_is_written_in_the_served_versions_vocabulary():
 
 
 def test_what_troupe_cannot_honour_is_named():
-    composite = parse_group(native("v1beta1", parentCompositePodGroupName="parent"))
-    assert composite.problem is not None and composite.problem.startswith("spec.parentCompositePodGroupName:")
+    # A parent CompositePodGroup is honoured (issue 36): the PodGroup is a leaf of its tree.
+    child = parse_group(native("v1beta1", parentCompositePodGroupName="parent"))
+    assert child.problem is None and child.parent_key == GroupKey("ns", "parent", "scheduling.k8s.io")
     unknown = parse_group(native("v1beta1", futureField={"x": 1}))
     assert unknown.problem == "spec.futureField: a field troupe does not know (scheduling.k8s.io/v1beta1)"
     policy = parse_group(native("v1beta1", schedulingPolicy={"gang": {"minCount": 2, "timeoutSeconds": 5}}))
@@ -218,17 +219,16 @@ def test_simulate_matches_kinds_by_group_and_version(capsys, tmp_path):
     assert {p["name"]: p["node"] for p in out_json["pods"]} == {"w0": "n1", "w1": "n1"}  # the native gang of 2
 
 
-def test_simulate_reports_a_composite_podgroup_as_scheduler_error(capsys, tmp_path):
+def test_simulate_a_native_podgroup_whose_parent_is_missing_waits_and_says_which(capsys, tmp_path):
     docs = [
         node("n1", cpu="4"),
-        native("v1beta1", parentCompositePodGroupName="p"),
+        native("v1beta1", parentCompositePodGroupName="p", workloadRef={"workloadName": "w", "templateName": "t"}),
         worker("w0", "g"),
         worker("w1", "g"),
     ]
-    out = run_json(capsys, tmp_path, docs)
-    [group] = out["podGroups"]
-    assert group["reason"] == "SchedulerError" and "spec.parentCompositePodGroupName" in group["message"]
-    assert all(p["node"] is None for p in out["pods"])
+    assert all(p["node"] is None for p in run_json(capsys, tmp_path, docs)["pods"])
+    rc, out, _ = run(capsys, tmp_path, docs)
+    assert rc == 0 and out.count("waiting for CompositePodGroup ns/p to be created") == 2
 
 
 def test_a_native_group_with_preemption_policy_never_does_not_preempt(capsys, tmp_path):

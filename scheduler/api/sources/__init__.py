@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ..composite import COMPOSITE_KIND, CompositePodGroup
 from ..podgroup import PodGroup, Workload
 from ..records import GroupKey, PodInfo
 from . import registry, troupe
@@ -177,7 +178,7 @@ def _parse(body: Mapping[str, Any], kind: str) -> Any:
     # apiVersion no source reads is validated as troupe's own kind, whose
     # schema then names what is wrong.
     found = group_kind(str(body.get("apiVersion") or ""), kind) or troupe.SOURCE.kind(kind)
-    assert found is not None  # troupe reads both PodGroup and Workload
+    assert found is not None  # troupe reads PodGroup, Workload and CompositePodGroup
     return found.parse(body)
 
 
@@ -192,3 +193,10 @@ def parse_workload(body: Mapping[str, Any]) -> Workload:
     """troupe's Workload for a Workload of any source that has one."""
     workload: Workload = _parse(body, "Workload")
     return workload
+
+
+def parse_composite(body: Mapping[str, Any]) -> CompositePodGroup:
+    """troupe's CompositePodGroup for one of any source that has the kind
+    (troupe's own, native v1alpha3). Raises pydantic.ValidationError."""
+    composite: CompositePodGroup = _parse(body, COMPOSITE_KIND)
+    return composite

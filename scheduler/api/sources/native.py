@@ -1,5 +1,6 @@
 """The native Workload API: `scheduling.k8s.io` PodGroups, joined by a pod's
-`spec.schedulingGroup.podGroupName` (same namespace).
+`spec.schedulingGroup.podGroupName` (same namespace), and the
+CompositePodGroups above them.
 
 Versions, as Kubernetes serves them (behind the `GenericWorkload` gate):
 
@@ -10,18 +11,23 @@ Versions, as Kubernetes serves them (behind the `GenericWorkload` gate):
 | v1alpha2 | 1.36      | `podGroupTemplateRef.workload{workloadName, podGroupTemplateName}` | `Pod` / `PodGroup` | `PodGroupScheduled` |
 
 A native PodGroup becomes troupe's `PodGroup` field for field: policy,
-constraints, claims, priority, `preemptionPolicy` (v1beta1/v1alpha3), and
-`disruptionMode` (`single` is troupe's `Pod`, `all` its `PodGroup`). Its
-conditions are read and written in troupe's vocabulary inside and in the
-served version's outside (`export_conditions`). The template link is kept
-for display only (`PodGroup.workload_ref`): a native PodGroup carries its
-template's policy itself, so troupe does not need, or wait for, its
-Workload (upstream's scheduler does not either).
+constraints, claims, priority, `preemptionPolicy` (v1beta1/v1alpha3),
+`parentCompositePodGroupName` (v1beta1/v1alpha3: the CompositePodGroup it is
+a child of), and `disruptionMode` (`single` is troupe's `Pod`, `all` its
+`PodGroup`). Its conditions are read and written in troupe's vocabulary
+inside and in the served version's outside (`export_conditions`). The
+template link is kept for display only (`PodGroup.workload_ref`): a native
+PodGroup carries its template's policy itself, so troupe does not need, or
+wait for, its Workload (upstream's scheduler does not either).
+
+CompositePodGroups (`v1alpha3` only, behind the `CompositePodGroup` gate)
+become troupe's `CompositePodGroup` the same way; their condition
+(`CompositePodGroupInitiallyScheduled`) has one name everywhere. A native
+Workload's `compositePodGroupTemplates` are read as troupe's.
 
 What troupe cannot honour is said, not dropped: a spec field it does not
-know, or `parentCompositePodGroupName` (composite PodGroups, alpha in 1.37),
-sets `PodGroup.problem`; the core then reports SchedulerError on the group
-with that message instead of placing it as something it is not.
+know sets `problem` on the PodGroup or CompositePodGroup; the core then
+reports SchedulerError instead of placing it as something it is not.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import constants as C
+from ..composite import COMPOSITE_KIND, COMPOSITE_PLURAL, CompositePodGroup
 from ..podgroup import PodGroup, Workload
 from .base import GroupKind, PodSource, Source
 
@@ -39,6 +46,7 @@ VERSIONS = ("v1beta1", "v1alpha3", "v1alpha2")
 PODGROUP_PLURAL = "podgroups"
 WORKLOAD_PLURAL = "workloads"
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # v1beta1, v1alpha3: terminal once True
+COMPOSITE_VERSIONS = ("v1alpha3",)  # v1beta1 has no CompositePodGroup
 
 
 def scheduled_condition(version: str) -> str:
@@ -59,7 +67,21 @@ _TEMPLATE_FIELDS = {
     "v1alpha3": frozenset((*_COMMON_SPEC, "name", "disruptionMode", "preemptionPolicy")),
 }
 _TEMPLATE_FIELDS["v1beta1"] = _TEMPLATE_FIELDS["v1alpha3"]
+# What troupe's model reads as it is (disruptionMode is translated; the
+# template links of a PodGroup are for display).
+_COPIED = ("name", *_COMMON_SPEC, "preemptionPolicy", "parentCompositePodGroupName")
 _POLICY_FIELDS = {"schedulingPolicy": ("basic", "gang"), "schedulingPolicy.gang": ("minCount",)}
+
+# CompositePodGroups (v1alpha3) and a Workload's compositePodGroupTemplates (v1beta1, v1alpha3).
+_COMPOSITE_COMMON = ("schedulingPolicy", "schedulingConstraints", "disruptionMode", "priorityClassName", "priority")
+_COMPOSITE_SPEC_FIELDS = frozenset(
+    (*_COMPOSITE_COMMON, "preemptionPolicy", "parentCompositePodGroupName", "workloadRef")
+)
+_COMPOSITE_TEMPLATE_FIELDS = frozenset(
+    (*_COMPOSITE_COMMON, "name", "preemptionPolicy", "podGroupTemplates", "compositePodGroupTemplates")
+)
+_COMPOSITE_COPIED = (*_COPIED, "workloadRef")
+_COMPOSITE_POLICY_FIELDS = {"schedulingPolicy": ("basic", "gang"), "schedulingPolicy.gang": ("minGroupCount",)}
 
 
 class _SchedulingGroupPods(PodSource):
@@ -80,10 +102,15 @@ def _unknown(raw: Mapping[str, Any], known: frozenset[str] | tuple[str, ...], wh
 
 
 def _translate(
-    raw: Mapping[str, Any], version: str, known: frozenset[str], where: str
+    raw: Mapping[str, Any],
+    version: str,
+    known: frozenset[str],
+    where: str,
+    copied: tuple[str, ...] = _COPIED,
+    policy_fields: Mapping[str, tuple[str, ...]] = _POLICY_FIELDS,
 ) -> tuple[dict[str, Any], list[str]]:
-    """A native PodGroup spec or template into troupe's shape, and what of it
-    troupe cannot honour (one entry per field, named by its path)."""
+    """A native spec or template into troupe's shape, and what of it troupe
+    cannot honour (one entry per field, named by its path)."""
     out: dict[str, Any] = {}
     problems: list[str] = []
     unknown = _unknown(raw, known, where)
@@ -91,13 +118,13 @@ def _translate(
         problems.append(f"{', '.join(unknown)}: a field troupe does not know (scheduling.k8s.io/{version})")
     policy = raw.get("schedulingPolicy")
     if isinstance(policy, Mapping):
-        unknown = _unknown(policy, _POLICY_FIELDS["schedulingPolicy"], f"{where}schedulingPolicy.")
+        unknown = _unknown(policy, policy_fields["schedulingPolicy"], f"{where}schedulingPolicy.")
         gang = policy.get("gang")
         if isinstance(gang, Mapping):
-            unknown += _unknown(gang, _POLICY_FIELDS["schedulingPolicy.gang"], f"{where}schedulingPolicy.gang.")
+            unknown += _unknown(gang, policy_fields["schedulingPolicy.gang"], f"{where}schedulingPolicy.gang.")
         if unknown:
             problems.append(f"{', '.join(unknown)}: a scheduling policy troupe does not know")
-    for field in ("name", *_COMMON_SPEC, "preemptionPolicy"):
+    for field in copied:
         if field in raw and field in known:
             out[field] = raw[field]
     mode = raw.get("disruptionMode")
@@ -110,11 +137,6 @@ def _translate(
             out["disruptionMode"] = "PodGroup"
         else:
             problems.append(f"{where}disruptionMode: {mode!r} is neither {{single: {{}}}} nor {{all: {{}}}}")
-    if raw.get("parentCompositePodGroupName"):
-        problems.append(
-            f"{where}parentCompositePodGroupName: composite PodGroups (the CompositePodGroup feature, alpha "
-            "in Kubernetes 1.37) are not supported by troupe; this PodGroup is not scheduled"
-        )
     return out, problems
 
 
@@ -166,20 +188,65 @@ def parse_group(body: Mapping[str, Any]) -> PodGroup:
     )
 
 
-def parse_workload(body: Mapping[str, Any]) -> Workload:
-    """A native Workload's PodGroup templates in troupe's shape (composite
-    templates are not read). Raises pydantic.ValidationError."""
+def parse_composite(body: Mapping[str, Any]) -> CompositePodGroup:
+    """troupe's CompositePodGroup for a native one (v1alpha3). Raises
+    pydantic.ValidationError where what troupe needs cannot be read."""
     version = _version(body)
+    spec = _mapping(body.get("spec"))
+    out, problems = _translate(
+        spec, "v1alpha3", _COMPOSITE_SPEC_FIELDS, "spec.", _COMPOSITE_COPIED, _COMPOSITE_POLICY_FIELDS
+    )
+    if version not in COMPOSITE_VERSIONS:
+        problems.insert(
+            0,
+            f"scheduling.k8s.io/{version} is an API version troupe does not speak for CompositePodGroups "
+            f"({', '.join(COMPOSITE_VERSIONS)})",
+        )
+    return CompositePodGroup.model_validate(
+        {
+            "apiVersion": body.get("apiVersion"),
+            "metadata": body.get("metadata") or {},
+            "spec": out,
+            "status": body.get("status") or {},
+            "problem": "; ".join(problems) or None,
+        }
+    )
+
+
+def _templates(raw: Mapping[str, Any], version: str, where: str) -> dict[str, Any]:
+    """The template lists under `raw` (a Workload's spec or a composite
+    template) in troupe's shape; a list that is absent stays absent."""
+    out: dict[str, Any] = {}
     known = _TEMPLATE_FIELDS.get(version, _TEMPLATE_FIELDS["v1beta1"])
-    templates = []
-    for i, raw in enumerate((body.get("spec") or {}).get("podGroupTemplates") or ()):
-        if isinstance(raw, Mapping):
-            templates.append(_translate(raw, version, known, f"spec.podGroupTemplates[{i}].")[0])
+    if "podGroupTemplates" in raw:
+        out["podGroupTemplates"] = [
+            _translate(t, version, known, f"{where}podGroupTemplates[{i}].")[0]
+            for i, t in enumerate(raw.get("podGroupTemplates") or ())
+            if isinstance(t, Mapping)
+        ]
+    if "compositePodGroupTemplates" in raw and version != "v1alpha2":
+        composites = []
+        for i, t in enumerate(raw.get("compositePodGroupTemplates") or ()):
+            if isinstance(t, Mapping):
+                path = f"{where}compositePodGroupTemplates[{i}]."
+                fields = _translate(t, version, _COMPOSITE_TEMPLATE_FIELDS, path, _COPIED, _COMPOSITE_POLICY_FIELDS)[0]
+                composites.append({**fields, **_templates(t, version, path)})
+        out["compositePodGroupTemplates"] = composites
+    return out
+
+
+def parse_workload(body: Mapping[str, Any]) -> Workload:
+    """A native Workload's templates (PodGroup and CompositePodGroup ones)
+    in troupe's shape. Raises pydantic.ValidationError."""
+    version = _version(body)
+    spec = _templates(_mapping(body.get("spec")), version, "spec.")
+    if not spec:
+        spec = {"podGroupTemplates": []}  # troupe's model then names what is missing
     return Workload.model_validate(
         {
             "apiVersion": body.get("apiVersion"),
             "metadata": body.get("metadata") or {},
-            "spec": {"podGroupTemplates": templates},
+            "spec": spec,
         }
     )
 
@@ -207,6 +274,7 @@ SOURCE = Source(
     kinds=(
         GroupKind(GROUP, VERSIONS, "PodGroup", PODGROUP_PLURAL, parse_group, writes_status=True),
         GroupKind(GROUP, VERSIONS, "Workload", WORKLOAD_PLURAL, parse_workload, watched=False),
+        GroupKind(GROUP, COMPOSITE_VERSIONS, COMPOSITE_KIND, COMPOSITE_PLURAL, parse_composite, writes_status=True),
     ),
     help=f"{GROUP} {', '.join(VERSIONS)} (the native Workload API); pods join with spec.schedulingGroup.podGroupName",
     not_served="the native Workload API needs the GenericWorkload feature gate and --runtime-config",

@@ -1,0 +1,233 @@
+"""Trees of groups (CompositePodGroups) placed whole: upstream's
+test/integration/scheduler/podgroup/cpg_test.go cases, each named after
+upstream's, on troupe's own kinds through `troupe simulate` (the same core
+as `troupe run`), plus what upstream does not do: status on each
+CompositePodGroup, and trees laid out wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scheduler.cli import main
+
+API = "scheduling.troupe.dev/v1alpha2"
+LABEL = "scheduling.troupe.dev/pod-group"
+NS = "ns"
+
+
+def node(name: str, cpu: int, **labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": {"cpu": str(cpu), "pods": "32"}},
+    }
+
+
+def policy(minimum: int | None) -> dict[str, Any]:
+    return {"basic": {}} if minimum is None else {"gang": {"minCount": minimum}}
+
+
+def cpg(name: str, min_groups: int | None, parent: str | None = None, key: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "workloadRef": {"workloadName": "w", "templateName": "t"},
+        "schedulingPolicy": {"basic": {}} if min_groups is None else {"gang": {"minGroupCount": min_groups}},
+    }
+    if parent:
+        spec["parentCompositePodGroupName"] = parent
+    if key:
+        spec["schedulingConstraints"] = {"topology": [{"key": key}]}
+    return {"apiVersion": API, "kind": "CompositePodGroup", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+def pg(
+    name: str, minimum: int | None, parent: str | None, cpus: list[int], key: str | None = None
+) -> list[dict[str, Any]]:
+    spec: dict[str, Any] = {"schedulingPolicy": policy(minimum)}
+    if parent:
+        spec["parentCompositePodGroupName"] = parent
+    if key:
+        spec["schedulingConstraints"] = {"topology": [{"key": key}]}
+    out: list[dict[str, Any]] = [
+        {"apiVersion": API, "kind": "PodGroup", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+    ]
+    for i, cpu in enumerate(cpus):
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{name}-pod-{i}", "namespace": NS, "labels": {LABEL: name}},
+                "spec": {
+                    "schedulerName": "troupe-scheduler",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}],
+                },
+            }
+        )
+    return out
+
+
+PLACEMENT = (
+    "apiVersion: scheduling.troupe.dev/v1alpha1\nkind: SchedulerConfiguration\n"
+    "profiles:\n- schedulerName: troupe-scheduler\n  podGroupScheduling: {algorithm: Placement}\n"
+)
+
+
+def simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str], docs: list[dict[str, Any]]) -> dict[str, Any]:
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    config = tmp_path / "config.yaml"
+    config.write_text(PLACEMENT)
+    rc = main(["simulate", str(path), "--output", "json", "--config", str(config)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def table(tmp_path: Path, capsys: pytest.CaptureFixture[str], docs: list[dict[str, Any]]) -> str:
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    config = tmp_path / "config.yaml"
+    config.write_text(PLACEMENT)
+    rc = main(["simulate", str(path), "--config", str(config)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    return out
+
+
+def placed(doc: dict[str, Any]) -> dict[str, bool]:
+    """Each PodGroup: all of its pods placed (True), none (False)."""
+    by_group: dict[str, list[bool]] = {}
+    for p in doc["pods"]:
+        by_group.setdefault(p["name"].rpartition("-pod-")[0], []).append(p["node"] is not None)
+    for name, nodes in by_group.items():
+        assert all(nodes) or not any(nodes), f"{name} placed in part: {nodes}"
+    return {name: all(nodes) for name, nodes in by_group.items()}
+
+
+def test_cpg_hierarchical_scheduling(tmp_path, capsys):
+    docs = [node("n1", 20), cpg("cpg-root", 2)]
+    docs += [cpg("cpg-sub1", 2, "cpg-root"), cpg("cpg-sub2", None, "cpg-root"), cpg("cpg-sub3", 2, "cpg-root")]
+    docs += pg("pg1", 3, "cpg-sub1", [1, 1, 1]) + pg("pg2", 3, "cpg-sub1", [1, 1, 1])
+    docs += pg("pg3", 3, "cpg-sub1", [100, 100, 100])
+    docs += pg("pg4", None, "cpg-sub2", [1, 1, 1]) + pg("pg5", 3, "cpg-sub2", [1, 1, 1])
+    docs += pg("pg6", 3, "cpg-sub3", [1, 1, 1]) + pg("pg7", 3, "cpg-sub3", [100, 100, 100])
+    got = placed(simulate(tmp_path, capsys, docs))
+    # pg6 fits, but its parent cpg-sub3 needs 2 of its groups and has 1.
+    assert got == {"pg1": True, "pg2": True, "pg3": False, "pg4": True, "pg5": True, "pg6": False, "pg7": False}
+
+
+def test_cpg_min_group_count(tmp_path, capsys):
+    docs = [node("n1", 20), cpg("cpg-root", 2)]
+    docs += pg("pg1", 3, "cpg-root", [1, 1, 1]) + pg("pg2", 3, "cpg-root", [1, 1, 1])
+    docs += pg("pg3", 3, "cpg-root", [100, 1, 1])
+    assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": True, "pg2": True, "pg3": False}
+
+
+def test_cpg_basic_with_gang_children(tmp_path, capsys):
+    docs = [node("n1", 20), cpg("cpg-root", None)]
+    docs += pg("pg1", 3, "cpg-root", [1, 1, 1]) + pg("pg2", 3, "cpg-root", [100, 1, 1])
+    assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": True, "pg2": False}
+
+
+def test_cpg_basic_with_basic_children(tmp_path, capsys):
+    docs = [node("n1", 20), cpg("cpg-root", None)]
+    docs += pg("pg1", None, "cpg-root", [1, 1]) + pg("pg2", None, "cpg-root", [1, 1])
+    assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": True, "pg2": True}
+
+
+def test_cpg_gang_with_basic_children(tmp_path, capsys):
+    docs = [node("n1", 8), cpg("cpg-root", 2)]
+    docs += pg("pg1", None, "cpg-root", [1, 1, 1]) + pg("pg2", None, "cpg-root", [1, 1, 1])
+    docs += pg("pg3", None, "cpg-root", [10, 10, 10])
+    assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": True, "pg2": True, "pg3": False}
+
+
+def test_cpg_basic_with_unschedulable_basic_children(tmp_path, capsys):
+    docs = [node("n1", 20), cpg("cpg-root", None)]
+    docs += pg("pg1", None, "cpg-root", [50, 50]) + pg("pg2", None, "cpg-root", [50, 50])
+    assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": False, "pg2": False}
+
+
+def test_two_leader_worker_replicas_room_for_one_bind_one_whole(tmp_path, capsys):
+    """The issue's case: two replicas (root gang over a 1-pod leader group and
+    a 4-pod worker gang), room for one: one replica binds whole, the other
+    nothing (troupe before: neither)."""
+    docs = [node("n1", 5)]
+    for r in ("a", "b"):
+        docs += [cpg(f"replica-{r}", 2)]
+        docs += pg(f"{r}-leader", 1, f"replica-{r}", [1]) + pg(f"{r}-workers", 4, f"replica-{r}", [1, 1, 1, 1])
+    got = placed(simulate(tmp_path, capsys, docs))
+    assert sorted(got.values()) == [False, False, True, True]
+    assert got["a-leader"] == got["a-workers"] and got["b-leader"] == got["b-workers"]
+
+
+def test_a_missing_parent_waits_and_says_which(tmp_path, capsys):
+    docs = [node("n1", 20), *pg("pg1", 2, "nowhere", [1, 1])]
+    assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": False}
+    assert table(tmp_path, capsys, docs).count("waiting for CompositePodGroup ns/nowhere to be created") == 2
+
+
+def test_a_tree_waits_for_its_quorum(tmp_path, capsys):
+    # pg2 has 1 of its 3 pods: the root (2 of 2 groups) is not ready, nothing is tried.
+    docs = [node("n1", 20), cpg("root", 2)]
+    docs += pg("pg1", 2, "root", [1, 1])
+    docs += pg("pg2", 3, "root", [1])
+    assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": False, "pg2": False}
+    assert table(tmp_path, capsys, docs).count("waiting for CompositePodGroup ns/root tree to meet quorum") == 3
+
+
+def test_a_cycle_is_refused_not_scheduled(tmp_path, capsys):
+    docs = [node("n1", 20), cpg("a", None, "b"), cpg("b", None, "a"), *pg("pg1", 1, "a", [1])]
+    assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": False}
+    assert "cycle of parentCompositePodGroupName" in table(tmp_path, capsys, docs)
+
+
+def test_too_deep_is_refused(tmp_path, capsys):
+    docs = [node("n1", 20), cpg("c1", None), cpg("c2", None, "c1"), cpg("c3", None, "c2"), cpg("c4", None, "c3")]
+    docs += pg("pg1", 1, "c4", [1])
+    assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": False}
+    assert "more than 4 levels" in table(tmp_path, capsys, docs)
+
+
+def test_nested_topology_root_in_one_zone_children_in_one_rack(tmp_path, capsys):
+    """Upstream's cpg_tas case 4: root in one zone, each child in one rack."""
+    nodes = [
+        node("n1", 2, zone="z1", rack="r1"),
+        node("n2", 2, zone="z1", rack="r2"),
+        node("n3", 2, zone="z2", rack="r1"),
+        node("n4", 2, zone="z2", rack="r1"),
+    ]
+    existing = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "existing-z2", "namespace": NS},
+        "spec": {"nodeName": "n3", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+    }
+    docs = [*nodes, existing, cpg("root", 2, key="zone")]
+    docs += pg("pg1", 2, "root", [1, 1], key="rack") + pg("pg2", 2, "root", [1, 1], key="rack")
+    doc = simulate(tmp_path, capsys, docs)
+    where = {p["name"]: p["node"] for p in doc["pods"] if "-pod-" in p["name"]}
+    assert set(where.values()) <= {"n1", "n2"} and None not in where.values()
+    assert where["pg1-pod-0"] == where["pg1-pod-1"] and where["pg2-pod-0"] == where["pg2-pod-1"]
+
+
+def test_a_child_with_another_priority_than_its_root_is_refused(tmp_path, capsys):
+    docs = [node("n1", 20), cpg("root", None)]
+    child = pg("pg1", 1, "root", [1])
+    child[0]["spec"]["priority"] = 5
+    docs += child
+    assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": False}
+    assert "has priority 5, its root none: a tree has one priority" in table(tmp_path, capsys, docs)
+
+
+def test_composites_of_several_workloads_are_refused(tmp_path, capsys):
+    sub = cpg("sub", None, "root")
+    sub["spec"]["workloadRef"] = {"workloadName": "other", "templateName": "t"}
+    docs = [node("n1", 20), cpg("root", None), sub, *pg("pg1", 1, "sub", [1])]
+    assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": False}
+    assert "name several Workloads (other, w)" in table(tmp_path, capsys, docs)
