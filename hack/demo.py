@@ -9,7 +9,11 @@ examples/two-training-jobs.yaml: two batch/v1 Jobs of 4 one-CPU workers that
 opt in with one annotation. troupe makes each Job's PodGroup (a gang of 4);
 the Job controller makes the pods. Then it shows what a user would look at,
 and what happens when an urgent Job with a higher PriorityClass arrives
-(examples/urgent-job.yaml): the running gang is preempted whole.
+(examples/urgent-job.yaml): the running gang is preempted whole. Then the
+Jobs make way for two leader+workers replicas (examples/leader-workers.yaml:
+each a CompositePodGroup over a leader PodGroup and a gang of workers) with
+room for one: troupe places one tree whole, and the other's root says why it
+waits.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ JOBS = ("train-a", "train-b")  # batch/v1 Jobs; troupe names their PodGroups <jo
 # The full resource name: plain `podgroups` is scheduling.k8s.io's where the cluster
 # serves the native Workload API (docs/install.md). The short name `tpg` is troupe's too.
 PODGROUPS = "podgroups.scheduling.troupe.dev"
+# examples/leader-workers.yaml: each replica a CompositePodGroup (short name tcpg, troupe's
+# own kind) over a 1-pod leader PodGroup and a gang of 3 workers.
+REPLICAS = ("replica-a", "replica-b")
+ROOT_CONDITION = "CompositePodGroupInitiallyScheduled"
 
 
 def say(text: str) -> None:
@@ -131,6 +139,75 @@ def finish(cluster: LocalCluster, job: str) -> None:
     )
 
 
+def replica_reason(cluster: LocalCluster, replica: str) -> str:
+    return cluster.kubectl(
+        "get",
+        "tcpg",
+        "-n",
+        NS,
+        replica,
+        "-o",
+        f'jsonpath={{.status.conditions[?(@.type=="{ROOT_CONDITION}")].reason}}',
+    ).stdout
+
+
+def namespace_empty(cluster: LocalCluster) -> bool:
+    return not cluster.get_json("pods", "-n", NS)["items"] and not cluster.get_json(PODGROUPS, "-n", NS)["items"]
+
+
+def leader_workers(cluster: LocalCluster) -> None:
+    """Two leader+workers replicas, room for one: one tree bound whole, the other not at all."""
+    say("the Jobs are done: the demo deletes them and, no kubelet here, ends their pods; both nodes are free again")
+    show(cluster, "delete", "jobs", "--all", "-n", NS, "--wait=false")
+    cluster.kubectl("delete", "pods", "--all", "-n", NS, "--grace-period=0", "--force", "--wait=false")
+    wait_until("the Jobs' pods and PodGroups gone", lambda: namespace_empty(cluster))
+
+    say(
+        "two leader+workers replicas, room for one: each a CompositePodGroup, a gang of 2 groups "
+        "(a 1-pod leader and a gang of 3 workers)"
+    )
+    show(cluster, "apply", "-f", str(ROOT / "examples" / "leader-workers.yaml"))
+    wait_until(
+        "one replica scheduled and the other unschedulable",
+        lambda: sorted(replica_reason(cluster, r) for r in REPLICAS) == ["Scheduled", "Unschedulable"],
+        timeout=30,
+    )
+    winner = next(r for r in REPLICAS if replica_reason(cluster, r) == "Scheduled")
+    loser = next(r for r in REPLICAS if r != winner)
+    say(f"troupe placed {winner}'s whole tree in one cycle; {loser} waits whole and its root says why")
+    show(cluster, "get", "tcpg", "-n", NS)
+    show(cluster, "get", "tpg", "-n", NS, "-o", "wide")
+    show(
+        cluster,
+        "get",
+        "pods",
+        "-n",
+        NS,
+        "--sort-by=.metadata.name",
+        "-o",
+        "custom-columns=POD:.metadata.name,GROUP:.metadata.labels.scheduling\\.troupe\\.dev/pod-group,"
+        'NODE:.spec.nodeName,SCHEDULED:.status.conditions[?(@.type=="PodScheduled")].reason',
+    )
+    for replica in (winner, loser):
+        show(
+            cluster,
+            "get",
+            "tcpg",
+            "-n",
+            NS,
+            replica,
+            "-o",
+            'jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\\n"}{end}',
+        )
+    bound = [
+        p["metadata"]["name"]
+        for p in cluster.get_json("pods", "-n", NS, "-l", f"app={loser}")["items"]
+        if p["spec"].get("nodeName")
+    ]
+    if bound:
+        raise SystemExit(f"demo: {loser} is waiting, yet its pods {bound} are bound")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -214,7 +291,9 @@ def main() -> int:
         wait_until("urgent scheduled", lambda: group_reason(cluster, "urgent") == "Scheduled")
         show(cluster, "get", "pods", "-n", NS, "-o", "wide")
 
-        say("the same without any cluster: troupe simulate (same core, a YAML file in, the placement out)")
+        leader_workers(cluster)
+
+        say("the two Jobs again without any cluster: troupe simulate (same core, a YAML file in, the placement out)")
         print("$ troupe simulate examples/simulate-two-jobs.yaml")
         sim = subprocess.run(
             [sys.executable, "-m", "scheduler", "simulate", str(ROOT / "examples" / "simulate-two-jobs.yaml")],
@@ -229,7 +308,7 @@ def main() -> int:
             say("kept running; Ctrl-C stops everything")
             print(f"  export KUBECONFIG={cluster.admin_kubeconfig}")
             print(f"  export PATH={cluster.kubectl_path.parent}:$PATH")
-            print(f"  kubectl get jobs,{PODGROUPS} -n {NS}")
+            print(f"  kubectl get tcpg,tpg,pods -n {NS}")
             stop = threading.Event()
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
             signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -94,6 +94,8 @@ class GroupDecision:
         """Who preempts, in messages: "PodGroup ns/name" or "pod ns/name"."""
         if self.group_key is not None:
             return str(self.group_key)
+        if self.tree is not None:
+            return f"CompositePodGroup {self.tree.root.namespace}/{self.tree.root.name}"
         return f"pod {self.unplaced[0][0].key}" if self.unplaced else "pod"
 
 
@@ -322,7 +324,7 @@ def _preemption(decision: GroupDecision, victims: Sequence[PodInfo], groups: Seq
     decision.victim_groups.extend(groups)
     if message:
         decision.preemption_message = message
-        _append_preemption(decision, message)
+        append_preemption(decision, message)
 
 
 def _reserved(decision: GroupDecision, reservation: Reservation, message: str) -> None:
@@ -337,10 +339,10 @@ def _tell(decision: GroupDecision, status: Status) -> None:
     """Why preemption did not help, after the fit error (upstream's "preemption: ..." suffix)."""
     if status.is_skip or not status.message:
         return
-    _append_preemption(decision, f"{status.plugin}: {status.message}" if status.plugin else status.message)
+    append_preemption(decision, f"{status.plugin}: {status.message}" if status.plugin else status.message)
 
 
-def _append_preemption(decision: GroupDecision, text: str) -> None:
+def append_preemption(decision: GroupDecision, text: str) -> None:
     decision.message = f"{decision.message}; preemption: {text}"
     decision.unplaced = [(p, f"{why}; preemption: {text}") for p, why in decision.unplaced]
 

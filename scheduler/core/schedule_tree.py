@@ -24,11 +24,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..api.records import GroupKey, PodInfo
+from ..cluster.cache import ClusterCache
 from ..cluster.snapshot import Snapshot
 from ..cluster.tree import Tree, TreeNode
 from ..framework.framework import Framework
+from ..plugins.defaultpreemption.search import without
+from ..plugins.defaultpreemption.victims import Unit, budgets, more_important_first, pdb_violations, victim_units
 from .group_search import Assignment, unreserve
-from .schedule_podgroup import GroupDecision, Outcome, schedule_group
+from .schedule_podgroup import GroupDecision, Outcome, append_preemption, schedule_group
 
 
 @dataclass
@@ -51,6 +54,7 @@ class _Node:
     leaves: dict[GroupKey, GroupDecision] = field(default_factory=dict)
     composites: dict[GroupKey, tuple[Outcome, str]] = field(default_factory=dict)
     placed: int = 0  # pods placed now in the subtree
+    failed: set[GroupKey] = field(default_factory=set)  # the children that were not feasible
 
     @property
     def feasible(self) -> bool:
@@ -74,15 +78,35 @@ class TreeCycle:
         self.tree = tree
         self.pending = pending  # each leaf's pods to place, in order
         self.placed = placed  # the nodes of each leaf's pods bound or assumed before
+        self.steps_left = fwk.search_steps  # pod placements other child orders may still take
+        self.preemption: TreePreemption | None = None
 
     def run(self) -> GroupDecision:
         root = self.tree.root
         result = self._place(root, None)
-        if not result.feasible:
-            result = self._fail(root, result)
-        elif not result.placed and any(self.pending.values()):
-            result = self._nothing_new(result)
-        return self._decision(result)
+        if result.feasible:
+            if not result.placed and any(self.pending.values()):
+                result = self._nothing_new(result)
+            return self._decision(result)
+        result = self._fail(root, result)
+        decision = self._decision(result)
+        if self.preemption is not None:
+            self.preemption.preempt_for(self, decision)
+        return decision
+
+    def trial(self) -> list[Assignment] | None:
+        """Would the tree hold in the snapshot as it is now? Its assignments,
+        or None; the snapshot and every reservation are put back."""
+        mark = self.snapshot.mark()
+        saved = self.steps_left
+        try:
+            result = self._place(self.tree.root, None)
+            found = result.assignments() if result.feasible and result.placed else None
+            self._undo(result)
+            return found
+        finally:
+            self.snapshot.restore(mark)
+            self.steps_left = saved
 
     # ------------------------------------------------------------- nodes
 
@@ -124,7 +148,7 @@ class TreeCycle:
         for label, rows in domains:
             mark = self.snapshot.mark()
             result = self._children(node, rows, label)
-            unreserve(self.fwk, result.assignments())
+            self._undo(result)
             self.snapshot.restore(mark)
             tried.append((label, rows, result))
         feasible = [(i, t) for i, t in enumerate(tried) if t[2].feasible]
@@ -134,12 +158,67 @@ class TreeCycle:
         return self._children(node, rows, label)  # again, now kept in the snapshot
 
     def _children(self, node: TreeNode, rows: np.ndarray | None, label: str) -> _Node:
-        """The children in order within `rows`; stops once minGroupCount
+        """The children within `rows`, in upstream's order; where that order
+        falls short of minGroupCount, other orders while the search budget
+        lasts (`searchSteps`, in pod placements, shared by the whole cycle):
+        the children that failed first, then the largest first. A child
+        placed first can take the room a later one needed; upstream tries
+        the one order only."""
+        mark = self.snapshot.mark()
+        first = self._in_order(node, node.children, rows, label)
+        if first.feasible or len(node.children) < 2:
+            return first
+        cost = sum(len(self.pending.get(leaf.key, ())) for leaf in node.leaves())
+        for how, order in self._other_orders(node, first):
+            if self.steps_left < cost:
+                break
+            self.steps_left -= cost
+            self._undo(first)
+            self.snapshot.restore(mark)
+            found = self._in_order(node, order, rows, label)
+            if found.feasible:
+                found.message += f" (search: {how})"
+                found.composites[node.key] = (found.outcome, found.message)
+                return found
+            self._undo(found)
+            self.snapshot.restore(mark)
+        return first
+
+    def _undo(self, result: _Node) -> None:
+        """What `result` reserved is let go (the snapshot is restored by the
+        caller); its decisions keep their outcome, not their assignments."""
+        unreserve(self.fwk, result.assignments())
+        for decision in result.leaves.values():
+            decision.assignments = []
+
+    def _other_orders(self, node: TreeNode, failed: _Node) -> list[tuple[str, list[TreeNode]]]:
+        """Other orders of `node`'s children worth a try, each once."""
+        bad = [c for c in node.children if c.key in failed.failed]
+        orders = [("the children that failed first", bad + [c for c in node.children if c not in bad])]
+        size = {c.key: self._asks(c) for c in node.children}
+        orders.append(("the largest children first", sorted(node.children, key=lambda c: -size[c.key])))
+        seen = [[c.key for c in node.children]]
+        out = []
+        for how, order in orders:
+            keys = [c.key for c in order]
+            if keys not in seen:
+                seen.append(keys)
+                out.append((how, order))
+        return out
+
+    def _asks(self, node: TreeNode) -> float:
+        """The cpu (or, without any, the pods) the child's waiting pods ask for."""
+        pods = [p for leaf in node.leaves() for p in self.pending.get(leaf.key, ())]
+        cpu = sum(p.requests.get("cpu", 0) for p in pods)
+        return float(cpu) if cpu else float(len(pods))
+
+    def _in_order(self, node: TreeNode, children: Sequence[TreeNode], rows: np.ndarray | None, label: str) -> _Node:
+        """`children` in this order within `rows`; stops once minGroupCount
         cannot be reached any more."""
-        need, total = node.min_children, len(node.children)
+        need, total = node.min_children, len(children)
         out = _Node(Outcome.SCHEDULED, "")
         ok, failed = 0, []
-        for i, child in enumerate(node.children):
+        for i, child in enumerate(children):
             result = self._place(child, rows)
             out.leaves.update(result.leaves)
             out.composites.update(result.composites)
@@ -148,6 +227,7 @@ class TreeCycle:
                 out.placed += result.placed
             else:
                 failed.append((child, result))
+                out.failed.add(child.key)
             if ok + (total - i - 1) < need:
                 break
         if ok < need:
@@ -268,15 +348,108 @@ class TreeCycle:
         )
 
 
+class TreePreemption:
+    """PostFilter for a tree that does not fit (upstream: the root is the
+    preemptor): every lower-priority unit running outside the tree is
+    removed, the tree tried once more; if it then holds, each victim unit is
+    put back in the reprieve order (PDB-violating first, then the more
+    important) where the tree still holds without evicting it. The tree's
+    pods are nominated to the nodes of the last trial and wait for the
+    victims, which the scheduler evicts (DisruptionTarget, delete)."""
+
+    MAX_TRIALS = 64  # tree cycles spent on reprieves, at most
+
+    def __init__(self, cache: ClusterCache, nominated: Mapping[str, tuple[str, PodInfo]]) -> None:
+        self.cache = cache
+        self.nominated = nominated  # pod uid -> (node, pod): room held for preemptors (the scheduler's)
+
+    def preempt_for(self, cycle: TreeCycle, decision: GroupDecision) -> None:
+        pods = [p for leaf in cycle.pending.values() for p in leaf]
+        if not pods or not any(p.name == "DefaultPreemption" for p in cycle.fwk.post_filter):
+            return
+        decision.preemption_attempted = True
+        why = self._not_now(pods, decision)
+        if why:
+            self._tell(decision, why)
+            return
+        units = self._units(cycle, pods)
+        if not units:
+            return
+        found = without(cycle.snapshot, units, cycle.trial)
+        if found is None:
+            self._tell(decision, "the tree does not fit even with every lower-priority pod removed")
+            return
+        victims, found = self._reprieve(cycle, units, found)
+        if victims:  # none: it holds as it is, and another cycle places it
+            self._decide(decision, victims, found)
+
+    def _not_now(self, pods: Sequence[PodInfo], decision: GroupDecision) -> str | None:
+        """Why the tree does not preempt now, None where it may."""
+        if any(not p.may_preempt for p in pods):
+            return "not eligible: a pod of the tree has preemptionPolicy Never"
+        held = {p.uid: self.nominated[p.uid][0] for p in pods if p.uid in self.nominated}
+        if held:  # preempted for before: the room stays held while the victims go
+            decision.nominations = held
+            return "waiting for the pods preempted for this tree to terminate"
+        return None
+
+    def _units(self, cycle: TreeCycle, pods: Sequence[PodInfo]) -> list[Unit]:
+        """The lower-priority units running outside the tree."""
+        own = {leaf.key for leaf in cycle.tree.root.leaves()}
+        priority = min(p.priority for p in pods)
+        units = victim_units(self.cache, cycle.snapshot, priority)
+        return [u for u in units if not any(p.group in own for p in u.pods)]
+
+    def _reprieve(
+        self, cycle: TreeCycle, units: list[Unit], found: list[Assignment]
+    ) -> tuple[list[Unit], list[Assignment]]:
+        """The victims the tree still needs once each is tried back in place,
+        and its assignments without them."""
+        used = {cycle.snapshot.row[a.node] for a in found if a.node in cycle.snapshot.row}
+        victims = [u for u in units if u.rows & used]  # the others were never in the way
+        pdbs = budgets(self.cache)
+        order = sorted(more_important_first(victims), key=lambda u: pdb_violations(u.pods, pdbs) == 0)
+        for unit in order[: self.MAX_TRIALS]:
+            rest = [u for u in victims if u is not unit]
+            again = without(cycle.snapshot, rest, cycle.trial)
+            if again is not None:
+                victims, found = rest, again
+        return victims, found
+
+    def _decide(self, decision: GroupDecision, victims: list[Unit], found: list[Assignment]) -> None:
+        decision.victims = [p for u in victims for p in u.pods]
+        decision.victim_groups = [u.group for u in victims if u.group is not None]
+        decision.nominations = {a.pod.uid: a.node for a in found}
+        names = ", ".join(u.name for u in more_important_first(victims)[:3])
+        more = f" and {len(victims) - 3} more" if len(victims) > 3 else ""
+        decision.preemption_message = (
+            f"preempting {names}{more} ({len(decision.victims)} pod(s)); the tree waits for them to terminate"
+        )
+        self._tell(decision, decision.preemption_message)
+
+    @staticmethod
+    def _tell(decision: GroupDecision, text: str) -> None:
+        """After the fit error, on the pods and the root (upstream's "preemption: ..." suffix)."""
+        append_preemption(decision, text)
+        tree = decision.tree
+        if tree is not None:
+            outcome, message = tree.composites[tree.root]
+            tree.composites[tree.root] = (outcome, f"{message}; preemption: {text}")
+
+
 def schedule_tree(
     fwk: Framework,
     snapshot: Snapshot,
     tree: Tree,
     pending: Mapping[GroupKey, Sequence[PodInfo]],
     placed: Mapping[GroupKey, Sequence[str]],
+    preemption: TreePreemption | None = None,
 ) -> GroupDecision:
-    """One cycle for the whole tree (module docstring)."""
-    return TreeCycle(fwk, snapshot, tree, pending, placed).run()
+    """One cycle for the whole tree (module docstring); `preemption`: what to
+    do when it does not fit (None: nothing)."""
+    cycle = TreeCycle(fwk, snapshot, tree, pending, placed)
+    cycle.preemption = preemption
+    return cycle.run()
 
 
 def tree_error(tree: Tree, pods: Sequence[PodInfo], message: str, invalid: bool = False) -> GroupDecision:

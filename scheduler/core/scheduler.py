@@ -46,7 +46,7 @@ from .schedule_podgroup import (
     schedule_group,
     trial_place,
 )
-from .schedule_tree import TreeResult, schedule_tree, tree_error
+from .schedule_tree import TreePreemption, TreeResult, schedule_tree, tree_error
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +260,8 @@ class Scheduler(EventHandlers):
             pending[leaf] = order_pods(members, popped.first_seen, per_task)
         snapshot = self.cache.snapshot()
         self._hold_nominated(snapshot, pods)
-        return fwk, schedule_tree(fwk, snapshot, tree, pending, placed)
+        preemption = TreePreemption(self.cache, self.nominated)
+        return fwk, schedule_tree(fwk, snapshot, tree, pending, placed, preemption)
 
     def _wake_displaced(self, assignments: list[Assignment]) -> None:
         """Pods placed (by higher priority, or beside) on nodes nominated to
@@ -376,7 +377,7 @@ class Scheduler(EventHandlers):
         victim pod, DisruptionTarget on each PodGroup taken whole."""
         preemptor = decision.preemptor
         scheduler = decision.unplaced[0][0].scheduler_name if decision.unplaced else ""
-        if decision.group_key is not None:
+        if decision.group_key is not None or decision.tree is not None:
             pod_message = f"{scheduler}: preempting to accommodate higher priority {preemptor}"
         else:
             pod_message = f"{scheduler}: preempting to accommodate a higher priority pod"  # upstream's text

@@ -99,6 +99,11 @@ def table(tmp_path: Path, capsys: pytest.CaptureFixture[str], docs: list[dict[st
     return out
 
 
+def pod_lines(out: str, text: str) -> int:
+    """The lines of the POD table that say `text`."""
+    return sum(1 for line in out.splitlines() if line.split()[:1] and "-pod-" in line.split()[0] and text in line)
+
+
 def placed(doc: dict[str, Any]) -> dict[str, bool]:
     """Each PodGroup: all of its pods placed (True), none (False)."""
     by_group: dict[str, list[bool]] = {}
@@ -169,7 +174,7 @@ def test_two_leader_worker_replicas_room_for_one_bind_one_whole(tmp_path, capsys
 def test_a_missing_parent_waits_and_says_which(tmp_path, capsys):
     docs = [node("n1", 20), *pg("pg1", 2, "nowhere", [1, 1])]
     assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": False}
-    assert table(tmp_path, capsys, docs).count("waiting for CompositePodGroup ns/nowhere to be created") == 2
+    assert pod_lines(table(tmp_path, capsys, docs), "waiting for CompositePodGroup ns/nowhere to be created") == 2
 
 
 def test_a_tree_waits_for_its_quorum(tmp_path, capsys):
@@ -178,7 +183,7 @@ def test_a_tree_waits_for_its_quorum(tmp_path, capsys):
     docs += pg("pg1", 2, "root", [1, 1])
     docs += pg("pg2", 3, "root", [1])
     assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": False, "pg2": False}
-    assert table(tmp_path, capsys, docs).count("waiting for CompositePodGroup ns/root tree to meet quorum") == 3
+    assert pod_lines(table(tmp_path, capsys, docs), "waiting for CompositePodGroup ns/root tree to meet quorum") == 3
 
 
 def test_a_cycle_is_refused_not_scheduled(tmp_path, capsys):
@@ -231,3 +236,88 @@ def test_composites_of_several_workloads_are_refused(tmp_path, capsys):
     docs = [node("n1", 20), cpg("root", None), sub, *pg("pg1", 1, "sub", [1])]
     assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": False}
     assert "name several Workloads (other, w)" in table(tmp_path, capsys, docs)
+
+
+def test_another_child_order_places_what_upstreams_fixed_order_misses(tmp_path, capsys):
+    """Room for 4 pods. In upstream's order pg1 (basic, 3 pods) takes 3 and
+    pg2 (a gang of 2) cannot fit: the root (2 of 2 groups) fails and nothing
+    binds. With pg2 first, pg2 places 2 and pg1 2 of its 3: the root holds."""
+    docs = [node("n1", 4), cpg("root", 2)]
+    docs += pg("pg1", None, "root", [1, 1, 1]) + pg("pg2", 2, "root", [1, 1])
+    doc = simulate(tmp_path, capsys, docs)
+    nodes = {p["name"]: p["node"] for p in doc["pods"]}
+    assert nodes["pg2-pod-0"] and nodes["pg2-pod-1"]
+    assert sum(1 for name, n in nodes.items() if name.startswith("pg1") and n) == 2
+    out = table(tmp_path, capsys, docs)
+    assert "4/5 pending pods placed" in out, out
+
+
+def test_search_steps_zero_keeps_upstreams_order(tmp_path, capsys):
+    docs = [node("n1", 4), cpg("root", 2)]
+    docs += pg("pg1", None, "root", [1, 1, 1]) + pg("pg2", 2, "root", [1, 1])
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    config = tmp_path / "config.yaml"
+    config.write_text(PLACEMENT.replace("{algorithm: Placement}", "{algorithm: Placement, searchSteps: 0}"))
+    assert main(["simulate", str(path), "--output", "json", "--config", str(config)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert all(p["node"] is None for p in doc["pods"])
+
+
+def priority_class(name: str, value: int) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+
+
+def running(name: str, node_name: str, cpu: int, priority: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "nodeName": node_name,
+            "priorityClassName": priority,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}],
+        },
+    }
+
+
+def with_priority(docs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    for d in docs:
+        if d["kind"] == "Pod":
+            d["spec"]["priorityClassName"] = name
+    return docs
+
+
+def test_a_tree_preempts_lower_priority_pods_for_the_whole_tree(tmp_path, capsys):
+    """Upstream's cpg_tas preemption case 1 without topology: 4 one-CPU low
+    pods fill 2 of 3 nodes; the tree (2 gangs of 2) needs 4 CPUs: exactly
+    the 2 low pods in the way... of the rest none is evicted."""
+    docs = [node("n1", 2), node("n2", 2), node("n3", 2), priority_class("low", 10), priority_class("high", 100)]
+    docs += [running(f"low-{i}", f"n{i // 2 + 1}", 1, "low") for i in range(4)]
+    docs += [cpg("root", 2)]
+    docs += with_priority(pg("pg1", 2, "root", [1, 1]) + pg("pg2", 2, "root", [1, 1]), "high")
+    doc = simulate(tmp_path, capsys, docs)
+    nodes = {p["name"]: p["node"] for p in doc["pods"]}
+    assert all(nodes[f"pg{g}-pod-{i}"] for g in (1, 2) for i in (0, 1)), nodes
+    evicted = sorted(p["name"] for p in doc["pods"] if p["preemptedBy"])
+    assert len(evicted) == 2 and all(name.startswith("low-") for name in evicted), evicted
+
+
+def test_a_tree_does_not_preempt_what_would_not_make_it_fit(tmp_path, capsys):
+    docs = [node("n1", 2), priority_class("low", 10), priority_class("high", 100)]
+    docs += [running("low-0", "n1", 1, "low")]
+    docs += [cpg("root", 2)]
+    docs += with_priority(pg("pg1", 2, "root", [1, 1]) + pg("pg2", 2, "root", [1, 1]), "high")
+    doc = simulate(tmp_path, capsys, docs)
+    assert not any(p["preemptedBy"] for p in doc["pods"])
+    assert "the tree does not fit even with every lower-priority pod removed" in table(tmp_path, capsys, docs)
+
+
+def test_a_lower_priority_tree_preempts_nothing(tmp_path, capsys):
+    docs = [node("n1", 2), priority_class("low", 10), priority_class("high", 100)]
+    docs += [running("high-0", "n1", 2, "high")]
+    docs += [cpg("root", None)]
+    docs += with_priority(pg("pg1", 1, "root", [1]), "low")
+    doc = simulate(tmp_path, capsys, docs)
+    assert not any(p["preemptedBy"] for p in doc["pods"])
+    assert all(p["node"] in (None, "n1") for p in doc["pods"])
