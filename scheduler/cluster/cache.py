@@ -234,6 +234,35 @@ class ClusterCache:
             return None, None
         return trees.top_of(self.composites, parent)
 
+    def leaves_under(self, key: GroupKey) -> list[GroupKey]:
+        """The PodGroups under the CompositePodGroup `key`, at any depth."""
+        out: list[GroupKey] = []
+        todo, seen = [key], set()
+        while todo:
+            at = todo.pop()
+            if at in seen:
+                continue
+            seen.add(at)
+            out.extend(sorted(self.child_groups.get(at, ())))
+            todo.extend(self.child_composites.get(at, ()))
+        return out
+
+    def taken_whole_above(self, key: GroupKey) -> GroupKey | None:
+        """The highest CompositePodGroup above the PodGroup `key` whose
+        `disruptionMode` is all (troupe's `PodGroup`): preemption takes its
+        whole tree below it together, or nothing of it (upstream's
+        getHighestAllAncestor). None where there is none."""
+        found: GroupKey | None = None
+        parent = trees.parent_of(self.groups.get(key))
+        for _ in range(trees.MAX_DEPTH):
+            composite = self.composites.get(parent) if parent is not None else None
+            if not isinstance(composite, CompositePodGroup):
+                break
+            if composite.spec.disruption_mode == "PodGroup":
+                found = parent
+            parent = composite.parent_key
+        return found
+
     def tree_readiness(self, root: GroupKey) -> str | None:
         """Why the tree under `root` is not ready to be tried (cluster/tree.py), None if it is."""
         return trees.readiness(

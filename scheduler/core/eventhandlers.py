@@ -120,19 +120,6 @@ class EventHandlers:
                     self.queue.add(updated)  # moves it to its new unit
                     self.reporter.report_if_gated(unit_of(updated), updated)
 
-    def _leaves_under(self, key: GroupKey) -> list[GroupKey]:
-        """The PodGroups under the CompositePodGroup `key`, at any depth."""
-        out: list[GroupKey] = []
-        todo, seen = [key], set()
-        while todo:
-            at = todo.pop()
-            if at in seen:
-                continue
-            seen.add(at)
-            out.extend(self.cache.child_groups.get(at, ()))
-            todo.extend(self.cache.child_composites.get(at, ()))
-        return out
-
     def is_ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.frameworks
 
@@ -399,7 +386,7 @@ class EventHandlers:
                 log.warning("CompositePodGroup %s is invalid: %s", key, composite.message)
         self.cache.upsert_composite(key, composite)
         if old is None or parent_of(old) != parent_of(composite):
-            self._retree(self._leaves_under(key))
+            self._retree(self.cache.leaves_under(key))
         if (
             isinstance(old, CompositePodGroup)
             and isinstance(composite, CompositePodGroup)
@@ -410,7 +397,7 @@ class EventHandlers:
 
     def on_composite_deleted(self, body: Mapping[str, Any]) -> None:
         key = group_key_of(body)
-        leaves = self._leaves_under(key)
+        leaves = self.cache.leaves_under(key)
         self.cache.remove_composite(key)
         self._retree(leaves)  # they wait for it again: their unit is now this (missing) key
         for leaf in leaves:

@@ -71,7 +71,11 @@ class StatusWriter(Protocol):
         ...
 
     def pod_unschedulable(
-        self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None
+        self,
+        pod: PodInfo,
+        message: str,
+        still_waiting: Callable[[], bool] | None = None,
+        reason: str = "Unschedulable",
     ) -> None: ...
     def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None: ...
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None: ...
@@ -94,6 +98,9 @@ class StatusWriter(Protocol):
     def composite_event(
         self, composite: CompositePodGroup, type_: str, reason: str, note: str, action: str
     ) -> None: ...
+    def composite_disrupted(self, composite: CompositePodGroup, message: str) -> None:
+        """A CompositePodGroup whose tree was preempted whole: DisruptionTarget=True."""
+        ...
 
 
 class NullBinder:
@@ -112,7 +119,13 @@ class NullWriter:
     def group_members(self, group: PodGroup) -> None:
         return None
 
-    def pod_unschedulable(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None:
+    def pod_unschedulable(
+        self,
+        pod: PodInfo,
+        message: str,
+        still_waiting: Callable[[], bool] | None = None,
+        reason: str = "Unschedulable",
+    ) -> None:
         return None
 
     def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None:
@@ -137,4 +150,7 @@ class NullWriter:
         return None
 
     def composite_event(self, composite: CompositePodGroup, type_: str, reason: str, note: str, action: str) -> None:
+        return None
+
+    def composite_disrupted(self, composite: CompositePodGroup, message: str) -> None:
         return None

@@ -141,9 +141,31 @@ class TreeCycle:
         return _Node(decision.outcome, decision.message, {key: decision}, placed=len(decision.assignments))
 
     def _composite(self, node: TreeNode, within: np.ndarray | None) -> _Node:
-        domains, problem = self._domains(node, within)
-        if problem is not None:
-            return self._error(node, problem)
+        """In one domain of its first topology key that holds it (troupe's
+        kind takes up to 4 keys, most preferred first, as its PodGroup; the
+        last one is required), or within its parent's domain without one."""
+        assert node.composite is not None
+        keys: list[str | None] = list(node.composite.topology_keys) or [None]
+        first: list[tuple[str, np.ndarray | None, _Node]] | None = None
+        for level, key in enumerate(keys):
+            domains, problem = self._domains(node, within, key)
+            if problem is not None:
+                if level == len(keys) - 1:
+                    return self._error(node, problem)
+                continue
+            tried = self._try_domains(node, domains)
+            feasible = [(i, t) for i, t in enumerate(tried) if t[2].feasible]
+            if feasible:
+                _, (label, rows, _) = max(feasible, key=lambda f: (f[1][2].placed, -f[0]))
+                return self._children(node, rows, label)  # again, now kept in the snapshot
+            first = tried if first is None else first
+        # nothing of it stays placed: its leaves are told why (the most preferred level's reasons)
+        return self._fail(node, self._no_domain(node, first or []))
+
+    def _try_domains(
+        self, node: TreeNode, domains: list[tuple[str, np.ndarray | None]]
+    ) -> list[tuple[str, np.ndarray | None, _Node]]:
+        """Each domain tried in turn, the snapshot put back after each."""
         tried: list[tuple[str, np.ndarray | None, _Node]] = []
         for label, rows in domains:
             mark = self.snapshot.mark()
@@ -151,11 +173,7 @@ class TreeCycle:
             self._undo(result)
             self.snapshot.restore(mark)
             tried.append((label, rows, result))
-        feasible = [(i, t) for i, t in enumerate(tried) if t[2].feasible]
-        if not feasible:  # nothing of it stays placed: its leaves are told why
-            return self._fail(node, self._no_domain(node, tried))
-        _, (label, rows, _) = max(feasible, key=lambda f: (f[1][2].placed, -f[0]))
-        return self._children(node, rows, label)  # again, now kept in the snapshot
+        return tried
 
     def _children(self, node: TreeNode, rows: np.ndarray | None, label: str) -> _Node:
         """The children within `rows`, in upstream's order; where that order
@@ -244,17 +262,14 @@ class TreeCycle:
         return out
 
     def _domains(
-        self, node: TreeNode, within: np.ndarray | None
+        self, node: TreeNode, within: np.ndarray | None, key: str | None
     ) -> tuple[list[tuple[str, np.ndarray | None]], str | None]:
-        """Where the CompositePodGroup may go: one candidate per domain of its
-        topology key within `within` (nodes without the label dropped), or
-        `within` itself; only the domain its subtree's placed pods are in,
-        where it has some."""
-        assert node.composite is not None
-        keys = node.composite.topology_keys
-        if not keys:
+        """Where the CompositePodGroup may go: one candidate per domain of
+        `key` within `within` (nodes without the label dropped), or `within`
+        itself without a key; only the domain its subtree's placed pods are
+        in, where it has some."""
+        if key is None:
             return [("", within)], None
-        key = keys[0]
         ids, names = self.snapshot.domains(key)
         base = within if within is not None else self.snapshot.valid
         allowed = base & (ids >= 0)
@@ -418,7 +433,7 @@ class TreePreemption:
 
     def _decide(self, decision: GroupDecision, victims: list[Unit], found: list[Assignment]) -> None:
         decision.victims = [p for u in victims for p in u.pods]
-        decision.victim_groups = [u.group for u in victims if u.group is not None]
+        decision.victim_groups = [k for u in victims for k in (u.group, u.composite) if k is not None]
         decision.nominations = {a.pod.uid: a.node for a in found}
         names = ", ".join(u.name for u in more_important_first(victims)[:3])
         more = f" and {len(victims) - 3} more" if len(victims) > 3 else ""

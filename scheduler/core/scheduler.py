@@ -363,14 +363,19 @@ class Scheduler(EventHandlers):
         if isinstance(group, PodGroup):
             self._write_group_status(group, decision)
         if decision.tree is not None:
-            self._write_tree_status(decision.tree)
+            self._write_tree_status(decision.tree, bool(decision.assignments))
+        self._tell_unplaced(decision)
+        self._nominate(decision)
+
+    def _tell_unplaced(self, decision: GroupDecision) -> None:
+        """Each pod left waiting: PodScheduled=False and a FailedScheduling Event."""
         for pod, why in decision.unplaced:
             message = why
             if decision.group_key is not None:
                 message = f"{decision.group_key}: {why}"
-            self.writer.pod_unschedulable(pod, message, self.still_waiting(pod.uid))
+            reason = C.REASON_SCHEDULER_ERROR if _errored(decision, pod) else C.REASON_UNSCHEDULABLE
+            self.writer.pod_unschedulable(pod, message, self.still_waiting(pod.uid), reason)
             self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")
-        self._nominate(decision)
 
     def _preempt(self, decision: GroupDecision) -> None:
         """Carry out what PostFilter chose: DisruptionTarget and delete on each
@@ -386,9 +391,13 @@ class Scheduler(EventHandlers):
         for victim in decision.victims:
             self.writer.preempt_pod(victim, pod_message)
         for key in decision.victim_groups:
+            message = f"preempted by {preemptor}, which has a higher priority"
             group = self.cache.groups.get(key)
             if isinstance(group, PodGroup):
-                self.writer.group_disrupted(group, f"preempted by {preemptor}, which has a higher priority")
+                self.writer.group_disrupted(group, message)
+            composite = self.cache.composites.get(key)  # a tree taken whole (disruptionMode: all)
+            if isinstance(composite, CompositePodGroup):
+                self.writer.composite_disrupted(composite, message)
 
     def _nominate(self, decision: GroupDecision) -> None:
         """The unplaced pods' nominations are what this decision says: new
@@ -435,10 +444,11 @@ class Scheduler(EventHandlers):
             self.writer.group_condition(group, "False", decision.outcome, decision.message)
             self.writer.group_event(group, "Warning", C.EVENT_FAILED_SCHEDULING, decision.message, "Scheduling")
 
-    def _write_tree_status(self, tree: TreeResult) -> None:
+    def _write_tree_status(self, tree: TreeResult, placed: bool) -> None:
         """Each PodGroup of the tree its own condition; each CompositePodGroup
         CompositePodGroupInitiallyScheduled, which stays True once True (as
-        PodGroupInitiallyScheduled), with an Event when it is not."""
+        PodGroupInitiallyScheduled; a later cycle that places nothing keeps
+        its word), with an Event when it is not."""
         for key, decision in tree.leaves.items():
             group = self.cache.groups.get(key)
             nothing_new = decision.scheduled and not decision.assignments and not decision.unplaced
@@ -449,10 +459,22 @@ class Scheduler(EventHandlers):
             if not isinstance(composite, CompositePodGroup):
                 continue
             current = composite.condition(COMPOSITE_SCHEDULED)
+            was = current is not None and current.status == "True"
             if outcome is Outcome.SCHEDULED:
-                self.writer.composite_condition(composite, "True", C.REASON_SCHEDULED, message)
-            elif current is None or current.status != "True":
+                if placed or not was:
+                    self.writer.composite_condition(composite, "True", C.REASON_SCHEDULED, message)
+            elif not was:
                 reason = REASON_INVALID if tree.invalid else str(outcome)
                 self.writer.composite_condition(composite, "False", reason, message)
                 if key == tree.root:
                     self.writer.composite_event(composite, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")
+
+
+def _errored(decision: GroupDecision, pod: PodInfo) -> bool:
+    """The pod waits for an error (its group's, in a tree its own PodGroup's),
+    not for room: PodScheduled=False with reason SchedulerError, as upstream."""
+    if decision.tree is not None and pod.group is not None:
+        leaf = decision.tree.leaves.get(pod.group)
+        if leaf is not None:
+            return leaf.outcome is Outcome.SCHEDULER_ERROR
+    return decision.outcome is Outcome.SCHEDULER_ERROR

@@ -127,8 +127,8 @@ class StatusWriter:
         self._pod_conditions: dict[str, tuple[str, str]] = {}
         # (namespace, name) -> (uid, {condition type: the condition as troupe last queued it})
         self._group_conditions: OrderedDict[GroupKey, tuple[str, dict[str, dict[str, Any]]]] = OrderedDict()
-        # CompositePodGroup -> (uid, the condition troupe wrote last)
-        self._composite_written: OrderedDict[GroupKey, tuple[str, dict[str, Any]]] = OrderedDict()
+        # CompositePodGroup -> (uid, condition type -> the condition troupe wrote last)
+        self._composite_written: OrderedDict[GroupKey, tuple[str, dict[str, dict[str, Any]]]] = OrderedDict()
         self.members = members or (lambda _key: (None, MemberCounts()))
         # Source status fields (phase, counts) last written: key -> (uid, fields).
         self._source_fields: OrderedDict[GroupKey, tuple[str, dict[str, Any]]] = OrderedDict()
@@ -358,25 +358,34 @@ class StatusWriter:
 
     def composite_condition(self, composite: CompositePodGroup, status: str, reason: str, message: str) -> None:
         """CompositePodGroupInitiallyScheduled on a CompositePodGroup (upstream's
-        scheduler writes none; troupe says why a tree waits). The status is
-        merge-patched with the cached conditions and this one; what troupe
-        wrote last is remembered, so that a watch lagging the write does not
-        cause the same write again."""
+        scheduler writes none; troupe says why a tree waits)."""
+        self._composite_write(composite, COMPOSITE_SCHEDULED, status, reason, message)
+
+    def composite_disrupted(self, composite: CompositePodGroup, message: str) -> None:
+        """DisruptionTarget=True (PreemptionByScheduler) on a CompositePodGroup
+        whose tree was preempted whole, and a Preempted Event."""
+        self._composite_write(composite, C.DISRUPTION_TARGET, "True", C.REASON_PREEMPTION_BY_SCHEDULER, message)
+        self.composite_event(composite, "Normal", C.EVENT_PREEMPTED, message[:MAX_MESSAGE], "Preempting")
+
+    def _composite_write(
+        self, composite: CompositePodGroup, type_: str, status: str, reason: str, message: str
+    ) -> None:
+        """Merge-patch the composite's conditions: the cached ones, with the
+        ones troupe wrote and the cache does not show yet, and this one (as
+        `_group_write` does for PodGroups)."""
         key = composite.key
         message = message[:MAX_MESSAGE]
-        written = self._composite_written.get(key)
-        if written is not None and written[0] == composite.metadata.uid:
-            current: dict[str, Any] | None = written[1]
-        else:
-            cached = composite.condition(COMPOSITE_SCHEDULED)
-            current = None if cached is None else cached.model_dump(by_alias=True, exclude_none=True)
+        entry = self._composite_written.get(key)
+        owned = dict(entry[1]) if entry is not None and entry[0] == composite.metadata.uid else {}
+        cached = composite.condition(type_)
+        current = owned.get(type_) or (None if cached is None else cached.model_dump(by_alias=True, exclude_none=True))
         if current is not None and _same(current, status, reason, message):
             return
         transition = (
             current.get("lastTransitionTime") if current is not None and current.get("status") == status else None
         )
         condition: dict[str, Any] = {
-            "type": COMPOSITE_SCHEDULED,
+            "type": type_,
             "status": status,
             "reason": reason,
             "message": message,
@@ -384,20 +393,21 @@ class StatusWriter:
         }
         if composite.metadata.generation:  # a native object may have none (omitempty)
             condition["observedGeneration"] = composite.metadata.generation
-        self._composite_written[key] = (composite.metadata.uid, condition)
+        owned[type_] = condition
+        self._composite_written[key] = (composite.metadata.uid, owned)
         self._composite_written.move_to_end(key)
         while len(self._composite_written) > MAX_GROUP_RECORDS:
             self._composite_written.popitem(last=False)
-        others = [
-            c.model_dump(by_alias=True, exclude_none=True)
-            for c in composite.status.conditions
-            if c.type != COMPOSITE_SCHEDULED
+        conditions = [
+            owned.get(c.type) or c.model_dump(by_alias=True, exclude_none=True) for c in composite.status.conditions
         ]
+        cached_types = {c.type for c in composite.status.conditions}
+        conditions += [c for t, c in owned.items() if t not in cached_types]
         kind = sources.group_kind(composite.api_version, COMPOSITE_KIND)
         plural = kind.plural if kind is not None else COMPOSITE_PLURAL
         ns, name = composite.metadata.namespace, composite.metadata.name
         path = f"/apis/{composite.api_version}/namespaces/{ns}/{plural}/{name}/status"
-        body = encode({"status": {"conditions": [*others, condition]}})
+        body = encode({"status": {"conditions": conditions}})
 
         async def write() -> None:
             try:
@@ -492,8 +502,15 @@ class StatusWriter:
 
     # ------------------------------------------------------------------ pods
 
-    def pod_unschedulable(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None:
-        """PodScheduled=False/Unschedulable, never on a bound pod.
+    def pod_unschedulable(
+        self,
+        pod: PodInfo,
+        message: str,
+        still_waiting: Callable[[], bool] | None = None,
+        reason: str = C.REASON_UNSCHEDULABLE,
+    ) -> None:
+        """PodScheduled=False/Unschedulable (or SchedulerError, as upstream
+        words an error), never on a bound pod.
 
         `still_waiting` is asked again just before the write (the cache's
         view), and the patch carries the pod's resourceVersion as a
@@ -502,13 +519,13 @@ class StatusWriter:
         and the pod as it is now decides whether the condition still holds.
         Without it a write sent before the bind and applied after it would
         turn the bind's PodScheduled=True back to False."""
-        if self._pod_conditions.get(pod.uid) == (C.REASON_UNSCHEDULABLE, message):
+        if self._pod_conditions.get(pod.uid) == (reason, message):
             return
-        self._pod_conditions[pod.uid] = (C.REASON_UNSCHEDULABLE, message)
+        self._pod_conditions[pod.uid] = (reason, message)
         condition = {
             "type": C.POD_SCHEDULED,
             "status": "False",
-            "reason": C.REASON_UNSCHEDULABLE,
+            "reason": reason,
             "message": message[:MAX_MESSAGE],
             "lastProbeTime": None,
             "lastTransitionTime": now_rfc3339(),
@@ -543,7 +560,7 @@ class StatusWriter:
                     )
                     return
             # Changed on every try: forget it, so the pod's next attempt writes it.
-            if self._pod_conditions.get(pod.uid) == (C.REASON_UNSCHEDULABLE, message):
+            if self._pod_conditions.get(pod.uid) == (reason, message):
                 del self._pod_conditions[pod.uid]
             log.debug("pod %s/%s: changed on every try; its next attempt writes it", pod.namespace, pod.name)
 

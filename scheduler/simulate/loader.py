@@ -403,11 +403,10 @@ def _check_group(inp: SimulationInput, obj: SourceObject, groups: dict[GroupKey,
     try:
         parsed = parse(obj.body)
     except ValidationError as exc:
-        consequence = (
-            "the scheduler reports it as SchedulerError, as it would in a cluster"
-            if obj.kind in ("PodGroup", COMPOSITE_KIND)
-            else "the scheduler ignores it, as it would in a cluster"
-        )
+        consequence = {
+            "PodGroup": "the scheduler reports it as SchedulerError, as it would in a cluster",
+            COMPOSITE_KIND: "the scheduler reports its tree as Invalid, as it would in a cluster",
+        }.get(obj.kind, "the scheduler ignores it, as it would in a cluster")
         _warn(inp, obj, f"invalid {obj.kind}: {describe_validation_error(exc)}; {consequence}")
         return
     if isinstance(parsed, PodGroup):

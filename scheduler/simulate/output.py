@@ -2,16 +2,20 @@
 
 Both are deterministic: rows sorted by namespace/name, no times, no uids.
 When a pod of the input uses ResourceClaims, each pod also shows its devices
-(`driver/pool/device`, in the order of its `spec.resourceClaims`).
+(`driver/pool/device`, in the order of its `spec.resourceClaims`). When the
+input has CompositePodGroups (trees of groups), a table of them comes first,
+and each PodGroup of a tree names its parent; an input without trees prints
+as it did before trees.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .runner import GroupResult, SimulationResult
+from ..api.composite import COMPOSITE_KIND
+from .runner import CompositeResult, GroupCondition, GroupResult, SimulationResult
 
 NONE = "<none>"
 
@@ -28,6 +32,9 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 def render_table(result: SimulationResult) -> str:
     lines: list[str] = []
+    if result.composites:
+        lines += _composites_table(result)
+        lines.append("")
     if result.groups:
         lines += _groups_table(result)
         lines.append("")
@@ -38,10 +45,52 @@ def render_table(result: SimulationResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _composites_table(result: SimulationResult) -> list[str]:
+    """A row per CompositePodGroup. GROUPS is its children placed (a PodGroup
+    with minCount pods bound, a CompositePodGroup with minGroupCount children
+    placed) over minGroupCount (1 for a basic one), as PLACED/MIN is for a
+    PodGroup's pods."""
+    preempting = any(c.victims for c in result.composites)
+    rows = []
+    for c in result.composites:
+        row = [
+            f"{c.namespace}/{c.name}",
+            c.policy or "-",
+            f"{c.placed}/{c.min_group_count if c.min_group_count is not None else '-'}",
+            c.parent or "-",
+            _composite_reason(c, "-"),
+        ]
+        if preempting:
+            row.append(str(len(c.victims)) if c.victims else "-")
+        rows.append([*row, _composite_message(c)])
+    headers = ["COMPOSITEPODGROUP", "POLICY", "GROUPS", "PARENT", "CONDITION", *(["VICTIMS"] if preempting else [])]
+    return _table([*headers, "MESSAGE"], rows)
+
+
+def _composite_reason(c: CompositeResult, default: str) -> str:
+    """Its CompositePodGroupInitiallyScheduled reason, "Preempted" for a tree taken before it had one."""
+    if c.condition is not None:
+        return c.condition.reason
+    return "Preempted" if c.preempted_by else default
+
+
+def _composite_message(c: CompositeResult) -> str:
+    if c.preempted_by:  # its tree is gone: what happened to it is the news
+        message = f"preempted by {c.preempted_by} (DisruptionTarget)"
+        return f"{message}; {c.condition.message}" if c.condition is not None else message
+    if c.condition is not None:
+        return c.condition.message
+    if not c.children:
+        return "no PodGroups or CompositePodGroups under it in the input"
+    return "no pods under it in the input" if not c.pods else ""
+
+
 def _groups_table(result: SimulationResult) -> list[str]:
-    """A row per PodGroup; PLACEMENT and VICTIMS only where some group has one."""
-    preempting = any(p.preempted_by for p in result.pods)
+    """A row per PodGroup; PARENT, PLACEMENT and VICTIMS only where some group has one."""
+    # Victims of a tree are counted on its root, in the CompositePodGroup table.
+    preempting = any(p.preempted_by and not p.preempted_by.startswith(f"{COMPOSITE_KIND} ") for p in result.pods)
     placing = any(g.placement for g in result.groups)  # topology constraints: the chosen domain
+    in_trees = any(g.parent for g in result.groups)
     rows = []
     for g in result.groups:
         row = [
@@ -49,14 +98,16 @@ def _groups_table(result: SimulationResult) -> list[str]:
             g.policy or "-",
             str(g.pods),
             f"{g.placed}/{g.min_count if g.min_count is not None else '-'}",
-            _group_reason(g, "-"),
         ]
+        if in_trees:
+            row.append(g.parent or "-")
+        row.append(_group_reason(g, "-"))
         if placing:
             row.append(g.placement or "-")
         if preempting:
             row.append(str(len(g.victims)) if g.victims else "-")
         rows.append([*row, _group_message(g)])
-    headers = ["PODGROUP", "POLICY", "PODS", "PLACED/MIN", "CONDITION"]
+    headers = ["PODGROUP", "POLICY", "PODS", "PLACED/MIN", *(["PARENT"] if in_trees else []), "CONDITION"]
     headers += ["PLACEMENT"] if placing else []
     return _table([*headers, *(["VICTIMS"] if preempting else []), "MESSAGE"], rows)
 
@@ -77,6 +128,8 @@ def _group_message(g: GroupResult) -> str:
         return message
     if cond is not None:
         return cond.message
+    if g.waiting:  # a tree's leaf: its tree waits, and its pods say why
+        return g.waiting
     return "no pods of this PodGroup in the input" if not g.pods else ""
 
 
@@ -103,15 +156,16 @@ def summary(result: SimulationResult) -> str:
     if preempted:
         text += f"; {preempted} running pods preempted"
     if result.groups:
-        text += f"; PodGroups: {_group_counts(result.groups)}"
+        text += f"; PodGroups: {_counts(_group_reason(g, 'no condition') for g in result.groups)}"
+    if result.composites:
+        text += f"; CompositePodGroups: {_counts(_composite_reason(c, 'no condition') for c in result.composites)}"
     return text + "."
 
 
-def _group_counts(groups: Sequence[GroupResult]) -> str:
+def _counts(reasons: Iterable[str]) -> str:
     """How many groups end with each reason: "2 Scheduled, 1 Unschedulable"."""
     counts: dict[str, int] = {}
-    for g in groups:
-        reason = _group_reason(g, "no condition")
+    for reason in reasons:
         counts[reason] = counts.get(reason, 0) + 1
     order = ["Scheduled", "Unschedulable", "SchedulerError", "Preempted"]
     parts = [f"{counts[r]} {r}" for r in sorted(counts, key=lambda r: (order.index(r) if r in order else 3, r))]
@@ -133,22 +187,47 @@ def render_json(result: SimulationResult) -> str:
                 for d in p.devices
             ]
         pods.append(pod)
-    doc = {
-        "pods": pods,
-        "podGroups": [
+    groups: list[dict[str, Any]] = []
+    for g in result.groups:
+        group: dict[str, Any] = {
+            "namespace": g.namespace,
+            "name": g.name,
+            "scheduled": g.scheduled,
+            "reason": _reason(g.condition),
+            "message": _message(g.condition),
+            "victims": list(g.victims),
+            "preemptedBy": g.preempted_by,
+            "placement": g.placement,
+            "apiGroup": g.api_group,
+            "workload": g.workload,
+        }
+        if g.parent:  # a tree's leaf (the key is absent otherwise: inputs without trees print as before)
+            group["parent"] = g.parent
+        groups.append(group)
+    doc: dict[str, Any] = {"pods": pods, "podGroups": groups}
+    if result.composites:
+        doc["compositePodGroups"] = [
             {
-                "namespace": g.namespace,
-                "name": g.name,
-                "scheduled": g.scheduled,
-                "reason": g.condition.reason if g.condition is not None else None,
-                "message": g.condition.message if g.condition is not None else None,
-                "victims": list(g.victims),
-                "preemptedBy": g.preempted_by,
-                "placement": g.placement,
-                "apiGroup": g.api_group,
-                "workload": g.workload,
+                "namespace": c.namespace,
+                "name": c.name,
+                "parent": c.parent,
+                "policy": c.policy,
+                "minGroupCount": c.min_group_count,
+                "scheduled": c.scheduled,
+                "reason": _reason(c.condition),
+                "message": _message(c.condition),
+                "victims": list(c.victims),
+                "preemptedBy": c.preempted_by,
+                "apiGroup": c.api_group,
             }
-            for g in result.groups
-        ],
-    }
+            for c in result.composites
+        ]
     return json.dumps(doc, indent=2) + "\n"
+
+
+def _reason(cond: GroupCondition | None) -> str | None:
+    return cond.reason if cond is not None else None
+
+
+def _message(cond: GroupCondition | None) -> str | None:
+    return cond.message if cond is not None else None

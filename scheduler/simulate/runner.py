@@ -33,7 +33,7 @@ from functools import partial
 from typing import Any
 
 from ..api import constants as C
-from ..api.composite import CompositePodGroup
+from ..api.composite import COMPOSITE_KIND, COMPOSITE_SCHEDULED, REASON_INVALID, CompositePodGroup
 from ..api.config import SchedulerConfiguration
 from ..api.dra import (
     API_VERSION,
@@ -95,6 +95,8 @@ class Recorder:
     def __init__(self) -> None:
         self.groups: dict[GroupKey, GroupCondition] = {}
         self.composites: dict[GroupKey, GroupCondition] = {}  # CompositePodGroupInitiallyScheduled
+        self.composite_writes: list[tuple[GroupKey, GroupCondition]] = []  # to feed back, in order
+        self.disrupted_composites: dict[GroupKey, str] = {}  # victim CompositePodGroup -> DisruptionTarget message
         self.pods: dict[str, str] = {}  # uid -> PodScheduled=False message
         self.nominated: dict[str, str] = {}  # uid -> status.nominatedNodeName
         self.status_writes: list[tuple[GroupKey, GroupCondition]] = []  # to feed back, in order
@@ -111,12 +113,23 @@ class Recorder:
         pass  # a source's pod counts: the output's pods say them
 
     def composite_condition(self, composite: CompositePodGroup, status: str, reason: str, message: str) -> None:
-        self.composites[composite.key] = GroupCondition(status, reason, message)
+        cond = GroupCondition(status, reason, message)
+        self.composites[composite.key] = cond
+        self.composite_writes.append((composite.key, cond))
 
     def composite_event(self, composite: CompositePodGroup, type_: str, reason: str, note: str, action: str) -> None:
         pass
 
-    def pod_unschedulable(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None:
+    def composite_disrupted(self, composite: CompositePodGroup, message: str) -> None:
+        self.disrupted_composites[composite.key] = message
+
+    def pod_unschedulable(
+        self,
+        pod: PodInfo,
+        message: str,
+        still_waiting: Callable[[], bool] | None = None,
+        reason: str = "Unschedulable",
+    ) -> None:
         if still_waiting is None or still_waiting():
             self.pods[pod.uid] = message
 
@@ -183,6 +196,34 @@ class GroupResult:
     placement: str | None = None  # the domain its last placing cycle chose (`key=value`), if any
     api_group: str = C.GROUP  # of its kind (GroupKey.source): troupe's, scheduling.k8s.io, scheduling.x-k8s.io, ...
     workload: str | None = None  # "<workload>/<template>" a native PodGroup names (display only)
+    parent: str | None = None  # spec.parentCompositePodGroupName: the CompositePodGroup it is a child of
+    # A tree's leaf that got no condition (its tree waits for a missing
+    # ancestor or for its quorum): what its pods were told.
+    waiting: str = ""
+
+    @property
+    def scheduled(self) -> bool:
+        return self.condition is not None and self.condition.status == "True"
+
+
+@dataclass(frozen=True, slots=True)
+class CompositeResult:
+    """A CompositePodGroup and its CompositePodGroupInitiallyScheduled condition."""
+
+    namespace: str
+    name: str
+    parent: str | None  # spec.parentCompositePodGroupName; None: a root
+    policy: str | None  # "basic" | "gang"; None when the CompositePodGroup is invalid
+    min_group_count: int | None  # a basic one: 1
+    children: int  # PodGroups and CompositePodGroups that name it as their parent
+    # Of those, placed at the end: a PodGroup with minCount pods bound (a basic
+    # one: 1), a CompositePodGroup with minGroupCount children placed.
+    placed: int
+    pods: int  # pods of the input in its tree below it that can still run
+    condition: GroupCondition | None  # None: it got no condition
+    api_group: str = C.GROUP
+    victims: tuple[str, ...] = ()  # pods (ns/name) its tree's preemption evicted (a root's)
+    preempted_by: str | None = None  # its tree taken whole by this preemptor (disruptionMode: all; DisruptionTarget)
 
     @property
     def scheduled(self) -> bool:
@@ -195,6 +236,7 @@ class SimulationResult:
     groups: list[GroupResult]
     rounds: int
     warnings: list[str] = field(default_factory=list)
+    composites: list[CompositeResult] = field(default_factory=list)
 
 
 def simulate(
@@ -220,11 +262,13 @@ def simulate(
     if waited > 0:
         rounds += 1
         run.wait(waited)
+    groups = _group_results(inp, run.sched, run.recorder, run.preemption, run.placements)
     return SimulationResult(
         _pod_results(inp, run.sched, run.recorder, run.placed, run.preemption),
-        _group_results(inp, run.sched, run.recorder, run.preemption, run.placements),
+        groups,
         rounds,
         warnings,
+        _composite_results(inp, run.sched, run.recorder, groups, run.preemption),
     )
 
 
@@ -246,6 +290,7 @@ class _Simulation:
         for fwk in self.sched.frameworks.values():
             fwk.handle.clock = self.waiting_clock
         self.groups = {group_key_of(o.body): o.body for o in inp.of_kind("PodGroup")}
+        self.composite_bodies = {group_key_of(o.body): o.body for o in inp.of_kind(COMPOSITE_KIND)}
         templates = {(o.namespace, o.name): o.body for o in inp.of_kind("ResourceClaimTemplate")}
         self.claims = Claims(self.sched, self.groups, templates)
         self.sched.claim_lifecycle = self.claims
@@ -323,6 +368,21 @@ class _Simulation:
             body["status"] = {**(body.get("status") or {}), "conditions": conditions}
             self.groups[key] = body
             self.sched.on_podgroup(body)
+        composite_writes, self.recorder.composite_writes = self.recorder.composite_writes, []
+        for key, cond in composite_writes:  # CompositePodGroupInitiallyScheduled, likewise
+            body = copy.deepcopy(self.composite_bodies[key])
+            written = {
+                "type": COMPOSITE_SCHEDULED,
+                "status": cond.status,
+                "reason": cond.reason,
+                "message": cond.message,
+            }
+            conditions = [
+                c for c in (body.get("status") or {}).get("conditions") or [] if c.get("type") != COMPOSITE_SCHEDULED
+            ]
+            body["status"] = {**(body.get("status") or {}), "conditions": [*conditions, written]}
+            self.composite_bodies[key] = body
+            self.sched.on_composite(body)
 
     def one_round(self) -> int:
         """Every unit that is due gets its cycle; returns how many pods were placed or evicted."""
@@ -341,6 +401,16 @@ class _Simulation:
 
     def _record(self, decision: GroupDecision) -> None:
         """What the output shows of a group's decision beyond its status."""
+        tree = decision.tree
+        if tree is not None:
+            for leaf in tree.leaves.values():  # each of its PodGroups' domain
+                if leaf.group_key is not None and leaf.assignments and leaf.placement:
+                    self.placements[leaf.group_key] = leaf.placement
+            for at, (outcome, message) in tree.composites.items():
+                if isinstance(self.sched.cache.composites.get(at), InvalidObject):
+                    # As for an invalid PodGroup (below): shown on it, not written.
+                    reason = REASON_INVALID if tree.invalid else str(outcome)
+                    self.recorder.composites[at] = GroupCondition("False", reason, message)
         key = decision.group_key
         if key is None:
             return
@@ -689,8 +759,10 @@ def _group_results(
         members = [p for p in sched.cache.members(key) if not p.terminal]
         placed = sum(1 for p in members if sched.cache.placed_node(p.uid))
         condition = recorder.groups.get(key)
-        policy = min_count = None
+        policy = min_count = parent = None
+        waiting = ""
         if isinstance(group, PodGroup):
+            parent = group.spec.parent_composite_pod_group_name
             policy = "gang" if group.is_gang else "basic"
             min_count = group.min_count
             if condition is None:
@@ -698,6 +770,8 @@ def _group_results(
                 own = group.condition(C.POD_GROUP_SCHEDULED)
                 if own is not None:
                     condition = GroupCondition(own.status, own.reason, own.message)
+            if condition is None and parent is not None:
+                waiting = next((recorder.pods[p.uid] for p in members if p.uid in recorder.pods), "")
         out.append(
             GroupResult(
                 key.namespace,
@@ -712,6 +786,73 @@ def _group_results(
                 placements.get(key),
                 key.source,
                 group.workload_ref if isinstance(group, PodGroup) else None,
+                parent,
+                waiting,
             )
         )
     return sorted(out, key=lambda g: (g.namespace, g.name))
+
+
+def _composite_results(
+    inp: SimulationInput,
+    sched: Scheduler,
+    recorder: Recorder,
+    groups: Sequence[GroupResult],
+    preemption: Preemptions,
+) -> list[CompositeResult]:
+    """Each CompositePodGroup of the input: its condition and how many of its
+    children are placed (counted from the PodGroups' results, bottom up)."""
+    cache = sched.cache
+    leaves = {GroupKey(g.namespace, g.name, g.api_group): g for g in groups}
+
+    def tally(key: GroupKey, seen: frozenset[GroupKey]) -> tuple[int, int]:
+        """(children placed, pods below) of the CompositePodGroup `key`; a cycle counts nothing twice."""
+        placed = pods = 0
+        for leaf in cache.child_groups.get(key, ()):
+            g = leaves.get(leaf)
+            if g is not None:
+                pods += g.pods
+                placed += int(g.min_count is not None and g.placed >= g.min_count)
+        for sub in cache.child_composites.get(key, ()):
+            found = cache.composites.get(sub)
+            if sub in seen or not isinstance(found, CompositePodGroup):
+                continue
+            sub_placed, sub_pods = tally(sub, seen | {sub})
+            pods += sub_pods
+            placed += int(sub_placed >= found.min_group_count)
+        return placed, pods
+
+    out = []
+    for obj in inp.of_kind(COMPOSITE_KIND):
+        key = GroupKey(obj.namespace, obj.name, str(obj.body.get("apiVersion") or "").partition("/")[0])
+        found = cache.composites.get(key)
+        composite = found if isinstance(found, CompositePodGroup) else None
+        condition = recorder.composites.get(key)
+        if condition is None and composite is not None:
+            own = composite.condition(COMPOSITE_SCHEDULED)  # what the object already says
+            if own is not None:
+                condition = GroupCondition(own.status, own.reason, own.message)
+        parent = composite.spec.parent_composite_pod_group_name if composite is not None else None
+        if composite is None:  # invalid: its parent as written
+            raw = (obj.body.get("spec") or {}).get("parentCompositePodGroupName")
+            parent = raw if isinstance(raw, str) and raw else None
+        placed, pods = tally(key, frozenset({key}))
+        children = len(cache.child_groups.get(key, ())) + len(cache.child_composites.get(key, ()))
+        out.append(
+            CompositeResult(
+                key.namespace,
+                key.name,
+                parent,
+                None if composite is None else "gang" if composite.is_gang else "basic",
+                None if composite is None else composite.min_group_count,
+                children,
+                placed,
+                pods,
+                condition,
+                key.source,
+                # A tree preempts as its root (GroupDecision.preemptor).
+                tuple(preemption.victims.get(f"CompositePodGroup {key.namespace}/{key.name}", ())),
+                preemption.groups.get(key),
+            )
+        )
+    return sorted(out, key=lambda c: (c.namespace, c.name))

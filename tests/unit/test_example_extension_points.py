@@ -60,7 +60,9 @@ class Recorder:
     def group_members(self, group: Any) -> None:
         pass
 
-    def pod_unschedulable(self, pod: Any, message: str, still_waiting: Any = None) -> None:
+    def pod_unschedulable(
+        self, pod: Any, message: str, still_waiting: Any = None, reason: str = "Unschedulable"
+    ) -> None:
         self.pods[pod.name] = message
 
     def pod_event(self, *args: Any) -> None:

@@ -39,7 +39,7 @@ class Recorder:
     def group_members(self, group) -> None:
         pass
 
-    def pod_unschedulable(self, pod, message, still_waiting=None) -> None:
+    def pod_unschedulable(self, pod, message, still_waiting=None, reason="Unschedulable") -> None:
         self.pod_writes += 1
         if still_waiting is None or still_waiting():
             self.pods[pod.name] = message

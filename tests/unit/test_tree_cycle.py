@@ -321,3 +321,38 @@ def test_a_lower_priority_tree_preempts_nothing(tmp_path, capsys):
     doc = simulate(tmp_path, capsys, docs)
     assert not any(p["preemptedBy"] for p in doc["pods"])
     assert all(p["node"] in (None, "n1") for p in doc["pods"])
+
+
+def test_a_tree_with_disruption_mode_all_is_preempted_whole(tmp_path, capsys):
+    """A gang of 2 needs one node's room; the low tree runs on both nodes,
+    below a CompositePodGroup with disruptionMode all: its 4 pods go
+    together (a pod at a time would take 2 and leave the tree broken)."""
+    docs = [node("n1", 2), node("n2", 2), priority_class("low", 10), priority_class("high", 100)]
+    root = cpg("low-root", None)
+    root["spec"]["disruptionMode"] = {"all": {}}
+    docs += [root]
+    for leaf, where in (("lpg1", "n1"), ("lpg2", "n2")):
+        members = pg(leaf, None, "low-root", [1, 1])
+        for d in members[1:]:
+            d["spec"]["nodeName"] = where
+        docs += with_priority(members, "low")
+    docs += with_priority(pg("urgent", 2, None, [1, 1]), "high")
+    doc = simulate(tmp_path, capsys, docs)
+    evicted = sorted(p["name"] for p in doc["pods"] if p["preemptedBy"])
+    assert evicted == ["lpg1-pod-0", "lpg1-pod-1", "lpg2-pod-0", "lpg2-pod-1"], evicted
+    assert all(p["node"] for p in doc["pods"] if p["name"].startswith("urgent"))
+
+
+def test_a_composite_falls_back_to_its_next_topology_key(tmp_path, capsys):
+    """troupe's kind ranks up to 4 keys: no rack holds the tree (2+2 pods on
+    2-CPU nodes, one node per rack), a zone does."""
+    nodes = [
+        node("n1", 2, zone="z1", rack="r1"),
+        node("n2", 2, zone="z1", rack="r2"),
+        node("n3", 1, zone="z2", rack="r3"),
+    ]
+    root = cpg("root", 2)
+    root["spec"]["schedulingConstraints"] = {"topology": [{"key": "rack"}, {"key": "zone"}]}
+    docs = [*nodes, root, *pg("pg1", 2, "root", [1, 1]), *pg("pg2", 2, "root", [1, 1])]
+    doc = simulate(tmp_path, capsys, docs)
+    assert {p["node"] for p in doc["pods"]} == {"n1", "n2"}

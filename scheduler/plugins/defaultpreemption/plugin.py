@@ -230,7 +230,8 @@ class DefaultPreemption(PostFilterPlugin):
 
 
 def _groups(units: list[Unit]) -> tuple[GroupKey, ...]:
-    return tuple(u.group for u in units if u.group is not None)
+    """The PodGroups, and the CompositePodGroups, taken whole (DisruptionTarget)."""
+    return tuple(k for u in units for k in (u.group, u.composite) if k is not None)
 
 
 def _describe(units: list[Unit]) -> str:

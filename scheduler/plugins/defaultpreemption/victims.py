@@ -4,6 +4,8 @@ A unit is either a PodGroup's running pods, taken whole (`disruptionMode:
 PodGroup`, or a gang that leaves the field unset: a gang left below minCount
 is useless), or one pod: a lone pod, a pod of a `basic` group without
 `disruptionMode: PodGroup`, or a pod of a group whose `disruptionMode` is `Pod`.
+A pod of a tree (CompositePodGroups) below a CompositePodGroup whose
+`disruptionMode` is all goes with the whole tree below the highest such one.
 A unit is a candidate only if its priority and every one of its pods'
 priorities are below the preemptor's: nothing of equal or higher priority is
 ever taken. Pods already terminating are not candidates (their room is on
@@ -33,6 +35,7 @@ class Unit:
     group: GroupKey | None  # the gang PodGroup taken whole (it gets DisruptionTarget)
     rows: frozenset[int]  # the snapshot rows its pods run on
     start: str  # the earliest start (or creation) time of its pods, RFC 3339
+    composite: GroupKey | None = None  # the CompositePodGroup whose tree is taken whole (DisruptionTarget)
 
     @property
     def size(self) -> int:
@@ -61,6 +64,7 @@ def victim_units(cache: ClusterCache, snapshot: Snapshot, below: int, exclude: G
     the pods of the PodGroup `exclude` (the preemptor's own)."""
     units: list[Unit] = []
     seen: set[GroupKey] = set()
+    whole: dict[GroupKey, GroupKey | None] = {}  # PodGroup -> the tree above it taken whole
     for node, pods in snapshot.pods_on_node.items():
         row = snapshot.row.get(node)
         if row is None:
@@ -70,6 +74,14 @@ def victim_units(cache: ClusterCache, snapshot: Snapshot, below: int, exclude: G
                 continue
             key = pod.group
             if key is not None and key == exclude:
+                continue
+            top = whole.setdefault(key, cache.taken_whole_above(key)) if key is not None else None
+            if top is not None:
+                if top not in seen:
+                    seen.add(top)
+                    unit = _tree_unit(cache, snapshot, top, below)
+                    if unit is not None:
+                        units.append(unit)
                 continue
             group = cache.groups.get(key) if key is not None else None
             if isinstance(group, PodGroup) and taken_whole(group):
@@ -104,6 +116,29 @@ def _gang_unit(cache: ClusterCache, snapshot: Snapshot, key: GroupKey, group: Po
         return None
     start = min(_started(p) for p in members)
     return Unit(str(key), tuple(members), priority, key, frozenset(rows), start)
+
+
+def _tree_unit(cache: ClusterCache, snapshot: Snapshot, top: GroupKey, below: int) -> Unit | None:
+    """The running pods of every PodGroup under the CompositePodGroup `top`
+    (`disruptionMode: all`), or None if any of them is not below `below`."""
+    members: list[PodInfo] = []
+    rows: set[int] = set()
+    for key in cache.leaves_under(top):
+        for pod in cache.members(key):
+            node = snapshot.node_of(pod.uid)
+            row = snapshot.row.get(node) if node is not None else None
+            if row is None or pod.deleting or pod.terminal:
+                continue
+            if pod.priority >= below:
+                return None
+            members.append(pod)
+            rows.add(row)
+    if not members:
+        return None
+    priority = max(p.priority for p in members)
+    start = min(_started(p) for p in members)
+    name = f"CompositePodGroup {top.namespace}/{top.name}"
+    return Unit(name, tuple(members), priority, None, frozenset(rows), start, composite=top)
 
 
 def budgets(cache: ClusterCache) -> list[Budget]:
