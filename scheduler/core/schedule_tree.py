@@ -28,6 +28,7 @@ from ..cluster.cache import ClusterCache
 from ..cluster.snapshot import Snapshot
 from ..cluster.tree import Tree, TreeNode
 from ..framework.framework import Framework
+from ..plugins.defaultpreemption.plugin import DefaultPreemption
 from ..plugins.defaultpreemption.search import without
 from ..plugins.defaultpreemption.victims import Unit, budgets, more_important_first, pdb_violations, victim_units
 from .group_search import Assignment, unreserve
@@ -374,16 +375,17 @@ class TreePreemption:
 
     MAX_TRIALS = 64  # tree cycles spent on reprieves, at most
 
-    def __init__(self, cache: ClusterCache, nominated: Mapping[str, tuple[str, PodInfo]]) -> None:
+    def __init__(self, cache: ClusterCache) -> None:
         self.cache = cache
-        self.nominated = nominated  # pod uid -> (node, pod): room held for preemptors (the scheduler's)
 
     def preempt_for(self, cycle: TreeCycle, decision: GroupDecision) -> None:
         pods = [p for leaf in cycle.pending.values() for p in leaf]
-        if not pods or not any(p.name == "DefaultPreemption" for p in cycle.fwk.post_filter):
+        plugin = next((p for p in cycle.fwk.post_filter if isinstance(p, DefaultPreemption)), None)
+        if not pods or plugin is None:
             return
         decision.preemption_attempted = True
-        why = self._not_now(pods, decision)
+        key = f"CompositePodGroup {cycle.tree.key.namespace}/{cycle.tree.key.name}"
+        why = self._not_now(pods, decision, plugin, key)
         if why:
             self._tell(decision, why)
             return
@@ -397,15 +399,19 @@ class TreePreemption:
         victims, found = self._reprieve(cycle, units, found)
         if victims:  # none: it holds as it is, and another cycle places it
             self._decide(decision, victims, found)
+            plugin.remember(key, decision.victims, decision.nominations)
 
-    def _not_now(self, pods: Sequence[PodInfo], decision: GroupDecision) -> str | None:
-        """Why the tree does not preempt now, None where it may."""
+    @staticmethod
+    def _not_now(pods: Sequence[PodInfo], decision: GroupDecision, plugin: DefaultPreemption, key: str) -> str | None:
+        """Why the tree does not preempt now, None where it may: a pod says
+        Never, or its victims are still going (for at most the plugin's
+        `victimWaitSeconds`, as a PodGroup's), their room held meanwhile."""
         if any(not p.may_preempt for p in pods):
             return "not eligible: a pod of the tree has preemptionPolicy Never"
-        held = {p.uid: self.nominated[p.uid][0] for p in pods if p.uid in self.nominated}
-        if held:  # preempted for before: the room stays held while the victims go
-            decision.nominations = held
-            return "waiting for the pods preempted for this tree to terminate"
+        waiting = plugin.waiting(key)
+        if waiting is not None:
+            decision.nominations = dict(waiting.nominations)
+            return f"waiting for {plugin.left(waiting)} pod(s) preempted for this tree to terminate"
         return None
 
     def _units(self, cycle: TreeCycle, pods: Sequence[PodInfo]) -> list[Unit]:

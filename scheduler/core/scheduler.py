@@ -260,7 +260,7 @@ class Scheduler(EventHandlers):
             pending[leaf] = order_pods(members, popped.first_seen, per_task)
         snapshot = self.cache.snapshot()
         self._hold_nominated(snapshot, pods)
-        preemption = TreePreemption(self.cache, self.nominated)
+        preemption = TreePreemption(self.cache)
         return fwk, schedule_tree(fwk, snapshot, tree, pending, placed, preemption)
 
     def _wake_displaced(self, assignments: list[Assignment]) -> None:

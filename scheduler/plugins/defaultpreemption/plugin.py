@@ -78,10 +78,10 @@ class DefaultPreemption(PostFilterPlugin):
             return None, Status.skip(self.name)
         if not pod.may_preempt:
             return None, Status.unschedulable("not eligible: preemptionPolicy is Never", plugin=self.name)
-        waiting = self._waiting(pod.uid)
+        waiting = self.waiting(pod.uid)
         if waiting is not None:
             node = waiting.nominations.get(pod.uid, "")
-            return PostFilterResult(node, message=_waiting_message(self._left(waiting))), Status.success()
+            return PostFilterResult(node, message=_waiting_message(self.left(waiting))), Status.success()
         cache = self.handle.cache
         units = victim_units(cache, snapshot, pod.priority)
         if not units:
@@ -101,7 +101,7 @@ class DefaultPreemption(PostFilterPlugin):
         chosen = best(found, pdbs)
         node = snapshot.names[chosen.row]
         victims = [p for u in chosen.victims for p in u.pods]
-        self._remember(pod.uid, victims, {pod.uid: node})
+        self.remember(pod.uid, victims, {pod.uid: node})
         return (
             PostFilterResult(
                 node,
@@ -166,10 +166,10 @@ class DefaultPreemption(PostFilterPlugin):
         if any(not p.may_preempt for p in pods):
             return None, Status.unschedulable("not eligible: a pod has preemptionPolicy Never", plugin=self.name)
         key = str(group.key)
-        waiting = self._waiting(key)
+        waiting = self.waiting(key)
         if waiting is not None:
             return (
-                GroupPostFilterResult(waiting.nominations, message=_waiting_message(self._left(waiting))),
+                GroupPostFilterResult(waiting.nominations, message=_waiting_message(self.left(waiting))),
                 Status.success(),
             )
         needed = max(group.min_count - group.placed_before, 1)
@@ -186,7 +186,7 @@ class DefaultPreemption(PostFilterPlugin):
             return None, Status.unschedulable(why, plugin=self.name)
         nominations = {pod.uid: snapshot.names[row] for pod, row in choice.placed}
         victims = choice.pods
-        self._remember(key, victims, nominations)
+        self.remember(key, victims, nominations)
         return (
             GroupPostFilterResult(
                 nominations,
@@ -207,23 +207,24 @@ class DefaultPreemption(PostFilterPlugin):
 
     # --------------------------------------------------------- waiting victims
 
-    def _remember(self, key: str, victims: list[PodInfo], nominations: dict[str, str]) -> None:
+    def remember(self, key: str, victims: list[PodInfo], nominations: dict[str, str]) -> None:
+        """A preemption for `key` (a pod, a PodGroup, a tree) is under way."""
         self._pending[key] = _Pending(
             frozenset(p.uid for p in victims), nominations, self.clock() + self.args.victim_wait_seconds
         )
 
-    def _left(self, pending: _Pending) -> int:
+    def left(self, pending: _Pending) -> int:
         pods = self.handle.cache.pods
         return sum(1 for uid in pending.victims if uid in pods and not pods[uid].terminal)
 
-    def _waiting(self, key: str) -> _Pending | None:
+    def waiting(self, key: str) -> _Pending | None:
         """The preemption under way for `key`, if its victims are still
         terminating and the wait has not run out (then no new victims: upstream
         waits for terminating victims too). Otherwise forgotten."""
         pending = self._pending.get(key)
         if pending is None:
             return None
-        if self._left(pending) and self.clock() < pending.deadline:
+        if self.left(pending) and self.clock() < pending.deadline:
             return pending
         del self._pending[key]
         return None
