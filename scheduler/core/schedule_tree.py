@@ -385,7 +385,7 @@ class TreePreemption:
             return
         decision.preemption_attempted = True
         key = f"CompositePodGroup {cycle.tree.key.namespace}/{cycle.tree.key.name}"
-        why = self._not_now(pods, decision, plugin, key)
+        why = self._never(cycle.tree) or self._not_now(pods, decision, plugin, key)
         if why:
             self._tell(decision, why)
             return
@@ -400,6 +400,16 @@ class TreePreemption:
         if victims:  # none: it holds as it is, and another cycle places it
             self._decide(decision, victims, found)
             plugin.remember(key, decision.victims, decision.nominations)
+
+    @staticmethod
+    def _never(tree: Tree) -> str | None:
+        """A group of the tree with `preemptionPolicy: Never` (native kinds)
+        keeps the whole tree from preempting, as upstream's root policy."""
+        for node in tree.root.walk():
+            obj = node.composite if node.composite is not None else node.group
+            if obj is not None and obj.spec.preemption_policy == "Never":
+                return f"not eligible: {node.label} has preemptionPolicy Never"
+        return None
 
     @staticmethod
     def _not_now(pods: Sequence[PodInfo], decision: GroupDecision, plugin: DefaultPreemption, key: str) -> str | None:

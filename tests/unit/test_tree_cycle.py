@@ -356,3 +356,35 @@ def test_a_composite_falls_back_to_its_next_topology_key(tmp_path, capsys):
     docs = [*nodes, root, *pg("pg1", 2, "root", [1, 1]), *pg("pg2", 2, "root", [1, 1])]
     doc = simulate(tmp_path, capsys, docs)
     assert {p["node"] for p in doc["pods"]} == {"n1", "n2"}
+
+
+def test_a_native_tree_whose_root_says_never_does_not_preempt(tmp_path, capsys):
+    docs = [node("n1", 2), priority_class("low", 10), priority_class("high", 100)]
+    docs += [running("low-0", "n1", 2, "low")]
+    root = {
+        "apiVersion": "scheduling.k8s.io/v1alpha3",
+        "kind": "CompositePodGroup",
+        "metadata": {"name": "root", "namespace": NS},
+        "spec": {
+            "workloadRef": {"workloadName": "w", "templateName": "t"},
+            "schedulingPolicy": {"basic": {}},
+            "preemptionPolicy": "Never",
+        },
+    }
+    leaf = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg1", "namespace": NS},
+        "spec": {
+            "schedulingPolicy": {"gang": {"minCount": 1}},
+            "parentCompositePodGroupName": "root",
+            "workloadRef": {"workloadName": "w", "templateName": "t"},
+        },
+    }
+    pod = pg("pg1", 1, None, [1])[1]
+    pod["metadata"]["labels"] = {}
+    pod["spec"]["schedulingGroup"] = {"podGroupName": "pg1"}
+    pod["spec"]["priorityClassName"] = "high"
+    doc = simulate(tmp_path, capsys, [*docs, root, leaf, pod])
+    assert not any(p["preemptedBy"] for p in doc["pods"])
+    assert "has preemptionPolicy Never" in table(tmp_path, capsys, [*docs, root, leaf, pod])
