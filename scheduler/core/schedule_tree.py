@@ -18,11 +18,12 @@ that names which child failed and why, for its status.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, PodInfo
 from ..cluster.cache import ClusterCache
 from ..cluster.snapshot import Snapshot
@@ -81,6 +82,8 @@ class TreeCycle:
         self.placed = placed  # the nodes of each leaf's pods bound or assumed before
         self.steps_left = fwk.search_steps  # pod placements other child orders may still take
         self.preemption: TreePreemption | None = None
+        # What else keeps a leaf from being placed (a Workload template it names that does not exist).
+        self.leaf_problem: Callable[[PodGroup], str | None] = lambda _group: None
 
     def run(self) -> GroupDecision:
         root = self.tree.root
@@ -122,11 +125,10 @@ class TreeCycle:
             decision = GroupDecision(key, Outcome.SCHEDULER_ERROR, message, unplaced=[(p, message) for p in pods])
             return _Node(Outcome.SCHEDULER_ERROR, message, {key: decision})
         nodes_before = list(self.placed.get(key, ()))
-        if group.problem:
-            decision = GroupDecision(
-                key, Outcome.SCHEDULER_ERROR, group.problem, unplaced=[(p, group.problem) for p in pods]
-            )
-            return _Node(Outcome.SCHEDULER_ERROR, group.problem, {key: decision})
+        problem = group.problem or self.leaf_problem(group)
+        if problem:
+            decision = GroupDecision(key, Outcome.SCHEDULER_ERROR, problem, unplaced=[(p, problem) for p in pods])
+            return _Node(Outcome.SCHEDULER_ERROR, problem, {key: decision})
         if not pods:  # nothing to place: feasible if placed whole before (a late joiner's sibling)
             have, need = len(nodes_before), group.min_count
             ok = have >= need
@@ -475,11 +477,14 @@ def schedule_tree(
     pending: Mapping[GroupKey, Sequence[PodInfo]],
     placed: Mapping[GroupKey, Sequence[str]],
     preemption: TreePreemption | None = None,
+    leaf_problem: Callable[[PodGroup], str | None] | None = None,
 ) -> GroupDecision:
     """One cycle for the whole tree (module docstring); `preemption`: what to
-    do when it does not fit (None: nothing)."""
+    do when it does not fit (None: nothing); `leaf_problem`: TreeCycle's."""
     cycle = TreeCycle(fwk, snapshot, tree, pending, placed)
     cycle.preemption = preemption
+    if leaf_problem is not None:
+        cycle.leaf_problem = leaf_problem
     return cycle.run()
 
 

@@ -261,7 +261,7 @@ class Scheduler(EventHandlers):
         snapshot = self.cache.snapshot()
         self._hold_nominated(snapshot, pods)
         preemption = TreePreemption(self.cache)
-        return fwk, schedule_tree(fwk, snapshot, tree, pending, placed, preemption)
+        return fwk, schedule_tree(fwk, snapshot, tree, pending, placed, preemption, self._template_ref_problem)
 
     def _wake_displaced(self, assignments: list[Assignment]) -> None:
         """Pods placed (by higher priority, or beside) on nodes nominated to

@@ -388,3 +388,12 @@ def test_a_native_tree_whose_root_says_never_does_not_preempt(tmp_path, capsys):
     doc = simulate(tmp_path, capsys, [*docs, root, leaf, pod])
     assert not any(p["preemptedBy"] for p in doc["pods"])
     assert "has preemptionPolicy Never" in table(tmp_path, capsys, [*docs, root, leaf, pod])
+
+
+def test_a_leaf_naming_a_missing_workload_template_fails_alone(tmp_path, capsys):
+    docs = [node("n1", 20), cpg("root", None)]
+    bad = pg("pg1", 1, "root", [1])
+    bad[0]["spec"]["podGroupTemplateRef"] = {"workload": {"workloadName": "nowhere", "podGroupTemplateName": "t"}}
+    docs += bad + pg("pg2", 1, "root", [1])
+    assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": False, "pg2": True}
+    assert "Workload ns/nowhere does not exist" in table(tmp_path, capsys, docs)
