@@ -156,6 +156,16 @@ class TreeCycle:
                 if level == len(keys) - 1:
                     return self._error(node, problem)
                 continue
+            if len(domains) == 1:  # one candidate: placed once, not tried and placed again
+                label, rows = domains[0]
+                mark = self.snapshot.mark()
+                result = self._children(node, rows, label)
+                if result.feasible:
+                    return result
+                self._undo(result)
+                self.snapshot.restore(mark)
+                first = [(label, rows, result)] if first is None else first
+                continue
             tried = self._try_domains(node, domains)
             feasible = [(i, t) for i, t in enumerate(tried) if t[2].feasible]
             if feasible:
