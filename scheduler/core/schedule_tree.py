@@ -88,11 +88,12 @@ class TreeCycle:
     def run(self) -> GroupDecision:
         root = self.tree.root
         result = self._place(root, None)
-        if result.feasible:
-            if not result.placed and any(self.pending.values()):
-                result = self._nothing_new(result)
+        if result.feasible and (result.placed or not any(self.pending.values())):
             return self._decision(result)
-        result = self._fail(root, result)
+        # Not feasible, or it holds but none of its waiting pods fit (a late
+        # child of a placed root): PostFilter, as upstream (the root is then
+        # unschedulable).
+        result = self._fail(root, result) if not result.feasible else self._nothing_new(result)
         decision = self._decision(result)
         if self.preemption is not None:
             self.preemption.preempt_for(self, decision)
@@ -452,10 +453,11 @@ class TreePreemption:
         victims = [u for u in units if u.rows & used]  # the others were never in the way
         pdbs = budgets(self.cache)
         order = sorted(more_important_first(victims), key=lambda u: pdb_violations(u.pods, pdbs) == 0)
+        full = len(found)  # a victim is spared only where every pod the trial placed still fits
         for unit in order[: self.MAX_TRIALS]:
             rest = [u for u in victims if u is not unit]
             again = without(cycle.snapshot, rest, cycle.trial)
-            if again is not None:
+            if again is not None and len(again) >= full:
                 victims, found = rest, again
         return victims, found
 

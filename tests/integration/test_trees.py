@@ -8,13 +8,15 @@ process against a real kube-apiserver.
   12 placement cases of topology_aware_scheduling/cpg_tas_test.go
   (TestCPGTopologyAwareScheduling), each named after upstream's, with
   v1alpha3 CompositePodGroups, v1beta1 PodGroups and pods that name them in
-  `spec.schedulingGroup`. (TestCPGTopologyAwareSchedulingWorkloadAwarePreemption
-  is not here: tree preemption is not built yet.)
+  `spec.schedulingGroup`; and the 13 cases of
+  TestCPGTopologyAwareSchedulingWorkloadAwarePreemption (priorities from
+  PriorityClasses, see there).
 - On a cluster without those gates (`installed`): the same trees on troupe's
   own kinds (scheduling.troupe.dev/v1alpha2 CompositePodGroup, PodGroup with
   parentCompositePodGroupName, pods with the pod-group label) for a subset:
   MinGroupCount, Hierarchical, the nested zone/rack case, and the issue's two
-  leader+workers replicas with room for one.
+  leader+workers replicas with room for one; and a tree with
+  `disruptionMode: {all: {}}` preempted whole.
 - What upstream does not do: CompositePodGroupInitiallyScheduled on the
   composites, each leaf PodGroup's own condition, and pods of a tree whose
   parent is missing saying which.
@@ -912,3 +914,489 @@ def test_a_missing_parent_waits_and_says_which(scene):
     s.wait_scheduled(["p1", "p2"])
     s.wait_composite("later", "True", "Scheduled")
     s.wait_group("pg1", "True", "Scheduled")
+
+
+# ====== cpg_tas_test.go: TestCPGTopologyAwareSchedulingWorkloadAwarePreemption
+
+# Upstream's priorities 10 ("low") and 100 (every pod, PodGroup and
+# CompositePodGroup of a tree, and every pre-bound "existing" pod) as
+# PriorityClasses: the Priority admission plugin is on here. The groups name
+# the class too: left without one, admission sets their `spec.priority` to 0,
+# and a group's priority is its pods' (troupe; upstream refuses pods whose
+# priority is not their root's), so the tree would have priority 0.
+LOW, HIGH = "cpg-low", "cpg-high"
+
+
+def _priority_classes(cluster: Any) -> None:
+    for name, value in ((LOW, 10), (HIGH, 100)):
+        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}}
+        body |= {"value": value, "preemptionPolicy": "PreemptLowerPriority"}
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
+
+
+@pytest.fixture(scope="module")
+def classes_native(native_cluster) -> None:
+    _priority_classes(native_cluster)
+
+
+@pytest.fixture(scope="module")
+def classes_own(installed) -> None:
+    _priority_classes(installed)
+
+
+@pytest.fixture
+def pre(native, classes_native) -> Scene:
+    """`native`, with the two PriorityClasses."""
+    return native
+
+
+def low(s: Scene, name: str, on: str, cpu: str = "2") -> dict[str, Any]:
+    """makeAssignedPodWithPriority(name, node, cpu, 10): a bound victim, no group."""
+    body = s.pod(name, on=on, cpu=cpu)
+    body["spec"]["priorityClassName"] = LOW
+    return body
+
+
+def high(body: dict[str, Any]) -> dict[str, Any]:
+    """The pod or group with upstream's priority 100 (the tree's, and the pre-bound 'existing' pods')."""
+    body["spec"]["priorityClassName"] = HIGH
+    return body
+
+
+def hi(s: Scene, name: str, group: str | None = None, **kw: Any) -> dict[str, Any]:
+    return high(s.pod(name, group, **kw))
+
+
+def tree(s: Scene, *groups: dict[str, Any]) -> None:
+    """The tree's CompositePodGroups and PodGroups, with the tree's priority class."""
+    s.create(*map(high, groups))
+
+
+def wait_removed(s: Scene, victims: Iterable[str]) -> None:
+    """WaitForPodsRemoved. troupe deletes a victim with its grace period (0
+    here, as upstream's): it is gone at once; one still terminating is
+    force-deleted as a kubelet would once it stopped."""
+    want = set(victims)
+
+    def gone() -> bool:
+        pods = s.pods()
+        ending = [n for n in want & set(pods) if pods[n]["metadata"].get("deletionTimestamp")]
+        if ending:
+            s.cluster.kubectl("delete", "pods", "-n", s.ns, *ending, "--grace-period=0", "--force", "--wait=false")
+        return not want & set(pods)
+
+    try:
+        wait_for(gone, timeout=TIMEOUT, interval=POLL, message=f"pods removed: {sorted(want)}")
+    except AssertionError as e:
+        now = {n: (p["spec"].get("nodeName"), pod_scheduled(p)) for n, p in s.pods().items()}
+        raise AssertionError(f"{e}\nnow: {now}") from None
+
+
+RACKS_1_2 = (
+    rz("node1-z1-r1", "rack-1", "zone-1"),
+    rz("node2-z1-r1", "rack-1", "zone-1"),
+    rz("node3-z1-r2", "rack-2", "zone-1"),
+    rz("node4-z1-r2", "rack-2", "zone-1"),
+)
+
+
+def _rack_tree_after_preempting(s: Scene) -> None:
+    """Cases 1 and 2: rack-1 holds two low pods, rack-2 one higher one; the
+    tree (a rack) needs a whole rack: both low pods go, the tree is on rack-1."""
+    s.nodes(*RACKS_1_2)
+    s.create(low(s, "low1", "node1-z1-r1"), low(s, "low2", "node2-z1-r1"), hi(s, "existing", on="node4-z1-r2", cpu="2"))
+    tree(s, s.cpg("cpg-root", 2, key="rack"), s.pg("pg1", 2, "cpg-root"), s.pg("pg2", 2, "cpg-root"))
+    s.create(hi(s, "p1", "pg1"), hi(s, "p2", "pg1"), hi(s, "p3", "pg2"), hi(s, "p4", "pg2"))
+    wait_removed(s, ["low1", "low2"])
+    placed = s.wait_scheduled(["p1", "p2", "p3", "p4"])
+    s.assert_on(placed, ["p1", "p2", "p3", "p4"], R1)
+    assert "existing" in s.pods()
+
+
+def test_cpg_tas_preemption_parent_has_topology_children_do_not(pre):
+    """parent CPG has topology constraints, children do not; schedules on a
+    single rack after preempting lower priority pods."""
+    _rack_tree_after_preempting(pre)
+
+
+def test_cpg_tas_preemption_parent_has_topology_then_cannot_schedule_additional_pods(pre):
+    """parent CPG has topology constraints, children do not; schedules on a
+    single rack after preempting lower priority pods, then cannot schedule
+    additional pods: rack-2 has 2 free CPU, but the tree is pinned to rack-1
+    and nothing of lower priority is left there."""
+    s = pre
+    _rack_tree_after_preempting(s)
+    s.create(hi(s, "p5", "pg1"))
+    s.wait_unschedulable(["p5"])
+    assert "p5" not in s.bound()
+
+
+def test_cpg_tas_preemption_preexisting_pod_in_hierarchy_determines_topology(pre):
+    """parent CPG has topology constraints, children do not; preexisting pod
+    belonging to the hierarchy determines topology and lower priority pods
+    are preempted (rack-1 is free, but the tree is already on rack-2)."""
+    s = pre
+    s.nodes(*RACKS_1_2)
+    s.create(hi(s, "existing", "pg1", on="node4-z1-r2"))
+    s.create(low(s, "low1-z1-r2", "node3-z1-r2"), low(s, "low2-z1-r2", "node4-z1-r2", cpu="1"))
+    tree(s, s.cpg("cpg-root", 2, key="rack"), s.pg("pg1", 2, "cpg-root"), s.pg("pg2", 2, "cpg-root"))
+    s.create(hi(s, "p1", "pg1"), hi(s, "p2", "pg2"), hi(s, "p3", "pg2"))
+    wait_removed(s, ["low1-z1-r2", "low2-z1-r2"])
+    placed = s.wait_scheduled(["p1", "p2", "p3"])
+    s.assert_on(placed, ["p1", "p2", "p3"], R2)
+
+
+def test_cpg_tas_preemption_basic_children_schedule_on_a_rack_after_preempting(pre):
+    """parent CPG has topology constraints, children do not; schedules on a
+    rack after preempting lower priority pods (basic children)."""
+    s = pre
+    s.nodes(rz("node1-z1-r1", "rack-1", "zone-1"), rz("node2-z1-r2", "rack-2", "zone-1"))
+    s.create(low(s, "low1", "node1-z1-r1"), hi(s, "existing2", on="node2-z1-r2", cpu="2"))
+    tree(s, s.cpg("cpg-root", 2, key="rack"), s.pg("pg1", None, "cpg-root"), s.pg("pg2", None, "cpg-root"))
+    s.create(hi(s, "p1", "pg1"), hi(s, "p2", "pg2"))
+    wait_removed(s, ["low1"])
+    placed = s.wait_scheduled(["p1", "p2"])
+    s.assert_on(placed, ["p1", "p2"], {"node1-z1-r1"})
+
+
+def test_cpg_tas_preemption_parent_and_children_have_topology_zone_and_rack(pre):
+    """parent CPG and child PGs both have topology constraints (multi-level
+    constraints: zone and rack) with preemption: zone-2's one rack has 3 free
+    CPU, so zone-1 once both its low pods are gone."""
+    s = pre
+    s.nodes(
+        rz("node1-z1-r1", "rack-1", "zone-1"),
+        rz("node2-z1-r2", "rack-2", "zone-1"),
+        rz("node3-z2-r1", "rack-1", "zone-2"),
+        rz("node4-z2-r1", "rack-1", "zone-2"),
+    )
+    s.create(low(s, "low-z1-r1", "node1-z1-r1"), low(s, "low-z1-r2", "node2-z1-r2"))
+    s.create(hi(s, "existing-z2", on="node3-z2-r1"))
+    tree(s, s.cpg("cpg-root", 2, key="zone"), s.pg("pg1", 2, "cpg-root", "rack"), s.pg("pg2", 2, "cpg-root", "rack"))
+    s.create(hi(s, "p1", "pg1"), hi(s, "p2", "pg1"), hi(s, "p3", "pg2"), hi(s, "p4", "pg2"))
+    wait_removed(s, ["low-z1-r1", "low-z1-r2"])
+    placed = s.wait_scheduled(["p1", "p2", "p3", "p4"])
+    s.assert_on(placed, ["p1", "p2", "p3", "p4"], {"node1-z1-r1", "node2-z1-r2"})
+    s.assert_one_domain(placed, ["p1", "p2"], "rack")
+    s.assert_one_domain(placed, ["p3", "p4"], "rack")
+
+
+def test_cpg_tas_preemption_does_not_help_for_subsequent(pre):
+    """parent CPG and child PGs both have topology constraints (zone and
+    rack), preemption does not help for subsequent: pg1 and pg2 fit zone-1
+    without preempting; pg3 added later preempts rack-3's low pod; pg4 added
+    after that stays unschedulable (zone-2 could hold it after preempting,
+    but the root is pinned to zone-1)."""
+    s = pre
+    s.nodes(
+        rz("node1-z1-r1", "rack-1", "zone-1"),
+        rz("node2-z1-r2", "rack-2", "zone-1"),
+        rz("node3-z1-r3", "rack-3", "zone-1"),
+        rz("node4-z2-r1", "rack-1", "zone-2"),
+        rz("node5-z2-r1", "rack-1", "zone-2"),
+    )
+    s.create(low(s, "low-z1-r3", "node3-z1-r3"), low(s, "low-z2-r1", "node4-z2-r1"))
+    tree(s, s.cpg("cpg-root", 2, key="zone"), s.pg("pg1", 2, "cpg-root", "rack"), s.pg("pg2", 2, "cpg-root", "rack"))
+    s.create(hi(s, "p1", "pg1"), hi(s, "p2", "pg1"), hi(s, "p3", "pg2"), hi(s, "p4", "pg2"))
+    placed = s.wait_scheduled(["p1", "p2", "p3", "p4"])
+    s.assert_one_domain(placed, ["p1", "p2"], "rack")
+    s.assert_one_domain(placed, ["p3", "p4"], "rack")
+    assert {"low-z1-r3", "low-z2-r1"} <= set(s.pods())  # no preemption for these
+
+    tree(s, s.pg("pg3", 2, "cpg-root", "rack"))
+    s.create(hi(s, "p5", "pg3"), hi(s, "p6", "pg3"))
+    wait_removed(s, ["low-z1-r3"])
+    placed = s.wait_scheduled(["p5", "p6"])
+    s.assert_one_domain(placed, ["p5", "p6"], "rack")
+
+    tree(s, s.pg("pg4", 2, "cpg-root", "rack"))
+    s.create(hi(s, "p7", "pg4"), hi(s, "p8", "pg4"))
+    s.wait_unschedulable(["p7", "p8"])
+    assert not {"p7", "p8"} & set(s.bound())
+    assert "low-z2-r1" in s.pods()  # zone-2's low pod is not taken for a tree pinned to zone-1
+
+
+def test_cpg_tas_preemption_only_one_child_has_topology_other_uses_parents(pre):
+    """parent CPG and only one child PG has topology constraints; the other
+    child uses parent's topology with preemption: pg1 (tolerating the taint)
+    needs the tainted node1's rack, whose low pod goes."""
+    s = pre
+    s.nodes(
+        node("node1-z1-r1", labels={"rack": "rack-1", "zone": "zone-1"}, taints=["taint"]),
+        rz("node2-z1-r2", "rack-2", "zone-1"),
+        rz("node3-z1-r3", "rack-3", "zone-1"),
+        rz("node4-z2-r1", "rack-1", "zone-2"),
+        rz("node5-z2-r2", "rack-2", "zone-2"),
+    )
+    s.create(hi(s, "existing-z2", on="node5-z2-r2"))
+    s.create(hi(s, "existing-z1-r2", on="node2-z1-r2"), hi(s, "existing-z1-r3", on="node3-z1-r3"))
+    s.create(low(s, "low-z1-r1", "node1-z1-r1"))
+    tree(s, s.cpg("cpg-root", 2, key="zone"), s.pg("pg1", 2, "cpg-root", "rack"), s.pg("pg2", 2, "cpg-root"))
+    s.create(
+        hi(s, "p1", "pg1", tolerate="taint"),
+        hi(s, "p2", "pg1", tolerate="taint"),
+        hi(s, "p3", "pg2", prefer="node4-z2-r1"),
+        hi(s, "p4", "pg2", prefer="node4-z2-r1"),
+    )
+    wait_removed(s, ["low-z1-r1"])
+    placed = s.wait_scheduled(["p1", "p2", "p3", "p4"])
+    s.assert_one_domain(placed, ["p1", "p2", "p3", "p4"], "zone")
+    s.assert_one_domain(placed, ["p1", "p2"], "rack")
+
+
+def test_cpg_tas_preemption_preexisting_group_pods_constrain_domains(pre):
+    """parent CPG and all child PGs have topology constraints, preexisting pod
+    group pods constrain available topology domains with preemption.
+
+    Upstream removes both low pods: it reprieves a victim only against the
+    assignments of its one run without victims, where pg2 may have landed on
+    node2. troupe reprieves by trying the tree again with the victim back
+    (TreePreemption._reprieve): pg2 fits node3 (rack-2, free) alone, so
+    low-z1-r2 on node2 is spared; only low-z1-r1, in the way of p1 on node1,
+    goes."""
+    s = pre
+    s.nodes(
+        rz("node1-z1-r1", "rack-1", "zone-1"),
+        rz("node2-z1-r2", "rack-2", "zone-1"),
+        rz("node3-z1-r2", "rack-2", "zone-1"),
+        rz("node4-z2-r1", "rack-1", "zone-2"),
+        rz("node5-z2-r1", "rack-1", "zone-2"),
+    )
+    tree(s, s.cpg("cpg-root", 2, key="zone"), s.pg("pg1", 2, "cpg-root", "rack"), s.pg("pg2", 2, "cpg-root", "rack"))
+    s.create(hi(s, "existing-z1", "pg1", on="node1-z1-r1"))
+    s.create(low(s, "low-z1-r1", "node1-z1-r1", cpu="1"), low(s, "low-z1-r2", "node2-z1-r2"))
+    s.create(hi(s, "p1", "pg1"), hi(s, "p2", "pg2"), hi(s, "p3", "pg2"))
+    wait_removed(s, ["low-z1-r1"])
+    placed = s.wait_scheduled(["p1", "p2", "p3"])
+    s.assert_on(placed, ["p1"], {"node1-z1-r1"})
+    s.assert_on(placed, ["p2", "p3"], {"node2-z1-r2", "node3-z1-r2"})
+    assert "low-z1-r2" in s.pods()  # upstream: removed (see above)
+    s.assert_on(placed, ["p2", "p3"], {"node3-z1-r2"})
+
+
+def _zbr(name: str, zone: str, block: str, rack: str) -> dict[str, Any]:
+    return node(name, labels={"zone": zone, "block": block, "rack": rack})
+
+
+def test_cpg_tas_preemption_three_levels_all_with_topology(pre):
+    """3-level CPG hierarchy: all levels have topology constraints (root=zone,
+    sub=block, leaf=rack) with preemption: zone-2 has 4 CPU for 8 pods, so
+    zone-1, once its 4 low pods are gone."""
+    s = pre
+    s.nodes(
+        _zbr("node1-z1-g1-r1", "zone-1", "block-1", "rack-1"),
+        _zbr("node2-z1-g1-r2", "zone-1", "block-1", "rack-2"),
+        _zbr("node3-z1-g2-r1", "zone-1", "block-2", "rack-1"),
+        _zbr("node4-z1-g2-r2", "zone-1", "block-2", "rack-2"),
+        _zbr("node5-z2-g1-r1", "zone-2", "block-1", "rack-1"),
+        _zbr("node6-z2-g1-r1", "zone-2", "block-1", "rack-1"),
+    )
+    lows = {
+        f"low-{i}": n for i, n in enumerate(("node1-z1-g1-r1", "node2-z1-g1-r2", "node3-z1-g2-r1", "node4-z1-g2-r2"))
+    }
+    s.create(*(low(s, v, n) for v, n in lows.items()))
+    tree(
+        s,
+        s.cpg("cpg-root", 2, key="zone"),
+        s.cpg("cpg-sub1", 2, "cpg-root", "block"),
+        s.cpg("cpg-sub2", 2, "cpg-root", "block"),
+        s.pg("pg1", 2, "cpg-sub1", "rack"),
+        s.pg("pg2", 2, "cpg-sub1", "rack"),
+        s.pg("pg3", 2, "cpg-sub2", "rack"),
+        s.pg("pg4", 2, "cpg-sub2", "rack"),
+    )
+    pods = [f"p{i}" for i in range(1, 9)]
+    s.create(*(hi(s, p, f"pg{(i // 2) + 1}") for i, p in enumerate(pods)))
+    wait_removed(s, lows)
+    placed = s.wait_scheduled(pods)
+    s.assert_one_domain(placed, pods, "zone")
+    s.assert_one_domain(placed, pods[:4], "block")
+    s.assert_one_domain(placed, pods[4:], "block")
+    for i in range(0, 8, 2):
+        s.assert_one_domain(placed, pods[i : i + 2], "rack")
+
+
+def test_cpg_tas_preemption_three_levels_mid_level_without_topology(pre):
+    """3-level CPG hierarchy: mid-level without topology constraints
+    (root=zone, sub=none, leaf=rack) with preemption."""
+    s = pre
+    s.nodes(
+        rz("node1-z1-r1", "rack-1", "zone-1"),
+        rz("node2-z1-r2", "rack-2", "zone-1"),
+        rz("node3-z2-r1", "rack-1", "zone-2"),
+    )
+    s.create(low(s, "low-z1-r1", "node1-z1-r1"), low(s, "low-z1-r2", "node2-z1-r2"))
+    tree(
+        s,
+        s.cpg("cpg-root", 2, key="zone"),
+        s.cpg("cpg-sub1", None, "cpg-root"),
+        s.cpg("cpg-sub2", None, "cpg-root"),
+        s.pg("pg1", 2, "cpg-sub1", "rack"),
+        s.pg("pg2", 2, "cpg-sub2", "rack"),
+    )
+    pods = ["p1", "p2", "p3", "p4"]
+    s.create(hi(s, "p1", "pg1"), hi(s, "p2", "pg1"), hi(s, "p3", "pg2"), hi(s, "p4", "pg2"))
+    wait_removed(s, ["low-z1-r1", "low-z1-r2"])
+    placed = s.wait_scheduled(pods)
+    s.assert_one_domain(placed, pods, "zone")
+    s.assert_one_domain(placed, ["p1", "p2"], "rack")
+    s.assert_one_domain(placed, ["p3", "p4"], "rack")
+
+
+def test_cpg_tas_preemption_three_levels_top_level_without_topology(pre):
+    """3-level CPG hierarchy: top level without topology constraint
+    (root=none, sub=zone, leaf=rack) with preemption: 4 nodes, each full of
+    a low pod; every one goes."""
+    s = pre
+    s.nodes(
+        rz("node1-z1-r1", "rack-1", "zone-1"),
+        rz("node2-z1-r2", "rack-2", "zone-1"),
+        rz("node3-z2-r3", "rack-3", "zone-2"),
+        rz("node4-z2-r4", "rack-4", "zone-2"),
+    )
+    lows = {f"low-{i}": n for i, n in enumerate(("node1-z1-r1", "node2-z1-r2", "node3-z2-r3", "node4-z2-r4"))}
+    s.create(*(low(s, v, n) for v, n in lows.items()))
+    tree(
+        s,
+        s.cpg("cpg-root", None),
+        s.cpg("cpg-sub1", 2, "cpg-root", "zone"),
+        s.cpg("cpg-sub2", 2, "cpg-root", "zone"),
+        s.pg("pg1", 2, "cpg-sub1", "rack"),
+        s.pg("pg2", 2, "cpg-sub1", "rack"),
+        s.pg("pg3", 2, "cpg-sub2", "rack"),
+        s.pg("pg4", 2, "cpg-sub2", "rack"),
+    )
+    pods = [f"p{i}" for i in range(1, 9)]
+    s.create(*(hi(s, p, f"pg{(i // 2) + 1}") for i, p in enumerate(pods)))
+    wait_removed(s, lows)
+    placed = s.wait_scheduled(pods)
+    s.assert_one_domain(placed, pods[:4], "zone")
+    s.assert_one_domain(placed, pods[4:], "zone")
+    for i in range(0, 8, 2):
+        s.assert_one_domain(placed, pods[i : i + 2], "rack")
+
+
+def test_cpg_tas_preemption_three_levels_bottom_level_without_topology(pre):
+    """3-level CPG hierarchy: bottom level without topology constraint
+    (root=zone, sub=rack, leaf=none) with preemption: zone-2 has 4 CPU for 8
+    pods, so zone-1, once its 4 low pods are gone. (Upstream's step name says
+    "Basic"; its root is a gang of 2, as here.)"""
+    s = pre
+    s.nodes(
+        rz("node1-z1-r1", "rack-1", "zone-1"),
+        rz("node2-z1-r1", "rack-1", "zone-1"),
+        rz("node3-z1-r2", "rack-2", "zone-1"),
+        rz("node4-z1-r2", "rack-2", "zone-1"),
+        rz("node5-z2-r3", "rack-3", "zone-2"),
+        rz("node6-z2-r3", "rack-3", "zone-2"),
+    )
+    lows = {f"low-{i}": n for i, n in enumerate(("node1-z1-r1", "node2-z1-r1", "node3-z1-r2", "node4-z1-r2"))}
+    s.create(*(low(s, v, n) for v, n in lows.items()))
+    tree(
+        s,
+        s.cpg("cpg-root", 2, key="zone"),
+        s.cpg("cpg-sub1", 2, "cpg-root", "rack"),
+        s.cpg("cpg-sub2", 2, "cpg-root", "rack"),
+        s.pg("pg1", 2, "cpg-sub1"),
+        s.pg("pg2", 2, "cpg-sub1"),
+        s.pg("pg3", 2, "cpg-sub2"),
+        s.pg("pg4", 2, "cpg-sub2"),
+    )
+    pods = [f"p{i}" for i in range(1, 9)]
+    s.create(*(hi(s, p, f"pg{(i // 2) + 1}") for i, p in enumerate(pods)))
+    wait_removed(s, lows)
+    placed = s.wait_scheduled(pods)
+    s.assert_one_domain(placed, pods, "zone")
+    s.assert_one_domain(placed, pods[:4], "rack")
+    s.assert_one_domain(placed, pods[4:], "rack")
+
+
+def test_cpg_tas_preemption_three_levels_preexisting_leaf_pod_determines_topology(pre):
+    """3-level CPG hierarchy: preexisting pod in leaf PodGroup determines
+    topology for intermediate and root CPGs with preemption: the tree stays
+    in zone-2 (where pg1's pod runs) and takes the low pods there, although
+    zone-1 is free."""
+    s = pre
+    s.nodes(
+        rz("node1-z1-r1", "rack-1", "zone-1"),
+        rz("node2-z1-r1", "rack-1", "zone-1"),
+        rz("node3-z1-r2", "rack-2", "zone-1"),
+        rz("node4-z1-r2", "rack-2", "zone-1"),
+        rz("node5-z2-r1", "rack-1", "zone-2"),
+        rz("node6-z2-r1", "rack-1", "zone-2"),
+        rz("node7-z2-r2", "rack-2", "zone-2"),
+        rz("node8-z2-r2", "rack-2", "zone-2"),
+    )
+    tree(
+        s,
+        s.cpg("cpg-root", 2, key="zone"),
+        s.cpg("cpg-sub1", 2, "cpg-root", "rack"),
+        s.cpg("cpg-sub2", 2, "cpg-root", "rack"),
+        s.pg("pg1", 2, "cpg-sub1"),
+        s.pg("pg2", 2, "cpg-sub1"),
+        s.pg("pg3", 2, "cpg-sub2"),
+        s.pg("pg4", 2, "cpg-sub2"),
+    )
+    s.create(hi(s, "existing-pg1", "pg1", on="node5-z2-r1"))
+    s.create(low(s, "low-z2-r1", "node6-z2-r1"), low(s, "low-z2-r2", "node7-z2-r2"))
+    groups = {"p1": "pg1", "p2": "pg2", "p3": "pg2", "p4": "pg3", "p5": "pg3", "p6": "pg4", "p7": "pg4"}
+    s.create(*(hi(s, p, g) for p, g in groups.items()))
+    wait_removed(s, ["low-z2-r1", "low-z2-r2"])
+    placed = s.wait_scheduled(groups)
+    s.assert_on(placed, groups, {"node5-z2-r1", "node6-z2-r1", "node7-z2-r2", "node8-z2-r2"})
+    s.assert_on(placed, ["p1", "p2", "p3"], {"node5-z2-r1", "node6-z2-r1"})
+    s.assert_on(placed, ["p4", "p5", "p6", "p7"], {"node7-z2-r2", "node8-z2-r2"})
+
+
+# ============================== preemption of a tree, troupe's own kinds
+
+
+@pytest.fixture
+def pre_own(own, classes_own) -> Scene:
+    """`own`, with the two PriorityClasses."""
+    return own
+
+
+def test_a_tree_with_disruption_mode_all_is_preempted_whole_own_kinds(pre_own):
+    """A low-priority tree below a CompositePodGroup with `disruptionMode:
+    {all: {}}`, its two basic PodGroups running on two nodes; a
+    high-priority gang that needs one node's room. One node's pods would
+    make the room, but the tree goes whole: all four pods are evicted
+    (DisruptionTarget), not half, and the CompositePodGroup says
+    DisruptionTarget=True/PreemptionByScheduler. (troupe's groups here carry
+    no priority: the pods' PriorityClasses are the groups'.)"""
+    s = pre_own
+    s.nodes(node("node-a"), node("node-b"))
+    root = s.cpg("low-tree", None, ref=("lws", "replica"))
+    root["spec"]["disruptionMode"] = {"all": {}}
+    s.create(root, s.pg("low-a", None, "low-tree"), s.pg("low-b", None, "low-tree"))
+    victims = []
+    for g, n in (("low-a", "node-a"), ("low-b", "node-b")):
+        for i in range(2):
+            body = s.pod(f"{g}-{i}", g, on=n)
+            body["spec"]["priorityClassName"] = LOW
+            body["spec"]["terminationGracePeriodSeconds"] = 30  # stays Terminating: no kubelet here
+            victims.append(body)
+    s.create(*victims)
+    s.create(s.pg("high", 2), hi(s, "high-0", "high"), hi(s, "high-1", "high"))
+
+    def all_terminating() -> dict[str, dict[str, Any]] | None:
+        pods = s.pods()
+        ending = {n: p for n, p in pods.items() if n.startswith("low-") and p["metadata"].get("deletionTimestamp")}
+        return ending if len(ending) == 4 else None
+
+    ending = wait_for(all_terminating, timeout=TIMEOUT, interval=POLL, message="the 4 pods of the tree terminating")
+    for name, body in ending.items():
+        cond = next((c for c in body["status"].get("conditions") or () if c["type"] == "DisruptionTarget"), None)
+        assert cond is not None and (cond["status"], cond["reason"]) == ("True", "PreemptionByScheduler"), (name, cond)
+    cond = wait_for(
+        lambda: s.condition(OWN.cpg_api, "compositepodgroups", "low-tree", "DisruptionTarget"),
+        timeout=TIMEOUT,
+        interval=POLL,
+        message="DisruptionTarget on low-tree",
+    )
+    assert (cond["status"], cond["reason"]) == ("True", "PreemptionByScheduler"), cond
+    assert not {"high-0", "high-1"} & set(s.bound())  # nothing binds before the victims are gone
+
+    wait_removed(s, list(ending))
+    s.wait_scheduled(["high-0", "high-1"])
