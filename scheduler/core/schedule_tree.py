@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..api.podgroup import PodGroup
+from ..api.quantity import format_units
 from ..api.records import GroupKey, PodInfo
+from ..api.resources import PODS
 from ..cluster.cache import ClusterCache
 from ..cluster.snapshot import Snapshot
 from ..cluster.tree import Tree, TreeNode
@@ -82,6 +84,7 @@ class TreeCycle:
         self.placed = placed  # the nodes of each leaf's pods bound or assumed before
         self.steps_left = fwk.search_steps  # pod placements other child orders may still take
         self.preemption: TreePreemption | None = None
+        self._needs: dict[GroupKey, np.ndarray] = {}  # _min_need's, per node of the tree
         # What else keeps a leaf from being placed (a Workload template it names that does not exist).
         self.leaf_problem: Callable[[PodGroup], str | None] = lambda _group: None
 
@@ -157,6 +160,10 @@ class TreeCycle:
                 if level == len(keys) - 1:
                     return self._error(node, problem)
                 continue
+            domains = self._roomy(node, domains) if key is not None else domains
+            if not domains:
+                first = first or [("", within, _Node(Outcome.UNSCHEDULABLE, self._no_room(node, key)))]
+                continue
             if len(domains) == 1:  # one candidate: placed once, not tried and placed again
                 label, rows = domains[0]
                 mark = self.snapshot.mark()
@@ -167,7 +174,9 @@ class TreeCycle:
                 self.snapshot.restore(mark)
                 first = [(label, rows, result)] if first is None else first
                 continue
-            tried = self._try_domains(node, domains)
+            tried, kept = self._try_domains(node, domains)
+            if kept is not None:
+                return kept
             feasible = [(i, t) for i, t in enumerate(tried) if t[2].feasible]
             if feasible:
                 _, (label, rows, _) = max(feasible, key=lambda f: (f[1][2].placed, -f[0]))
@@ -178,16 +187,71 @@ class TreeCycle:
 
     def _try_domains(
         self, node: TreeNode, domains: list[tuple[str, np.ndarray | None]]
-    ) -> list[tuple[str, np.ndarray | None, _Node]]:
-        """Each domain tried in turn, the snapshot put back after each."""
+    ) -> tuple[list[tuple[str, np.ndarray | None, _Node]], _Node | None]:
+        """Each domain tried in turn, the snapshot put back after each; the
+        first where every waiting pod of the subtree is placed ends the
+        search and is kept as placed (the second value): no other domain can
+        place more, and ties go to the first."""
+        everyone = sum(len(self.pending.get(leaf.key, ())) for leaf in node.leaves())
         tried: list[tuple[str, np.ndarray | None, _Node]] = []
         for label, rows in domains:
             mark = self.snapshot.mark()
             result = self._children(node, rows, label)
+            if result.feasible and result.placed >= everyone:
+                return tried, result
             self._undo(result)
             self.snapshot.restore(mark)
             tried.append((label, rows, result))
-        return tried
+        return tried, None
+
+    def _roomy(
+        self, node: TreeNode, domains: list[tuple[str, np.ndarray | None]]
+    ) -> list[tuple[str, np.ndarray | None]]:
+        """The domains whose free room could hold the least the subtree must
+        place (a bound: full racks are not tried pod by pod)."""
+        need = self._min_need(node)
+        if not need.any():
+            return domains
+        free = (self.snapshot.alloc - self.snapshot.req).clip(min=0)
+        out = []
+        for label, rows in domains:
+            room = free[rows].sum(axis=0) if rows is not None else free[self.snapshot.valid].sum(axis=0)
+            if (room >= need).all():
+                out.append((label, rows))
+        return out
+
+    def _min_need(self, node: TreeNode) -> np.ndarray:
+        """At least what `node`'s waiting pods must take for it to be
+        feasible, per resource: a leaf's smallest pods up to its minimum, a
+        composite's `minGroupCount` smallest children's (each resource on its
+        own, so it is a bound, not a placement)."""
+        cached = self._needs.get(node.key)
+        if cached is not None:
+            return cached
+        width = len(self.snapshot.resources)
+        if node.is_leaf:
+            pods = self.pending.get(node.key, ())
+            group = node.group
+            have = len(self.placed.get(node.key, ()))
+            k = 0
+            if pods and group is not None:
+                k = max(group.min_count - have, 0) if group.is_gang else (0 if have else 1)
+            vecs = np.array([self.snapshot.request_vector(p)[0] for p in pods], dtype=np.int64).reshape(-1, width)
+            need = np.sort(vecs, axis=0)[:k].sum(axis=0) if k else np.zeros(width, dtype=np.int64)
+        else:
+            kids = np.array([self._min_need(c) for c in node.children], dtype=np.int64).reshape(-1, width)
+            need = np.sort(kids, axis=0)[: node.min_children].sum(axis=0)
+        self._needs[node.key] = need
+        return need
+
+    def _no_room(self, node: TreeNode, key: str | None) -> str:
+        need = self._min_need(node)
+        shown = ", ".join(
+            f"{name} {format_units(name, int(need[col]))}"
+            for name, col in self.snapshot.column.items()
+            if need[col] and name != PODS
+        )
+        return f"no {key} domain has the free room the subtree needs at the least ({shown or 'pods'})"
 
     def _children(self, node: TreeNode, rows: np.ndarray | None, label: str) -> _Node:
         """The children within `rows`, in upstream's order; where that order

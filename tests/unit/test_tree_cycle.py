@@ -397,3 +397,19 @@ def test_a_leaf_naming_a_missing_workload_template_fails_alone(tmp_path, capsys)
     docs += bad + pg("pg2", 1, "root", [1])
     assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": False, "pg2": True}
     assert "Workload ns/nowhere does not exist" in table(tmp_path, capsys, docs)
+
+
+def test_full_racks_are_not_tried_and_say_so(tmp_path, capsys):
+    """No rack has the free room the tree needs at the least: no rack is tried
+    pod by pod, and the root says why."""
+    nodes = [node("n1", 2, rack="r1"), node("n2", 2, rack="r2")]
+    docs = [*nodes, cpg("root", 2, key="rack"), *pg("pg1", 2, "root", [1, 1]), *pg("pg2", 2, "root", [1, 1])]
+    assert placed(simulate(tmp_path, capsys, docs)) == {"pg1": False, "pg2": False}
+    assert "no rack domain has the free room the subtree needs at the least (cpu 4)" in table(tmp_path, capsys, docs)
+
+
+def test_the_first_domain_that_places_everything_is_kept(tmp_path, capsys):
+    nodes = [node("n1", 4, rack="r1"), node("n2", 4, rack="r2")]
+    docs = [*nodes, cpg("root", 2, key="rack"), *pg("pg1", 2, "root", [1, 1]), *pg("pg2", 2, "root", [1, 1])]
+    doc = simulate(tmp_path, capsys, docs)
+    assert {p["node"] for p in doc["pods"]} == {"n1"}
