@@ -8,7 +8,9 @@ and ``--enable-priority-and-fairness=false``; troupe's CRDs; N Node objects.
 The topology-aware shape t gets a control plane of its own (its nodes are
 upstream's TAS nodes, 4 CPU in racks of 100) whose kube-apiserver also has
 ``TopologyAwareWorkloadScheduling=true``: without that gate the API server
-drops ``spec.schedulingConstraints`` from native PodGroups.
+drops ``spec.schedulingConstraints`` from native PodGroups. Shape l (trees
+of groups: leader+workers replicas) gets another, on the same TAS nodes, whose
+kube-apiserver and kube-scheduler also have ``CompositePodGroup=true``.
 Then per shape, one after another on that API server and those nodes: troupe,
 upstream, raw (bench/e2e_procs.py). Each run gets a fresh namespace, its
 scheduler is started (and ready) before the first object is created, the
@@ -42,7 +44,15 @@ from typing import Any
 from . import e2e_procs as procs
 from .e2e_cprofile import profile_text
 from .e2e_kube import Credentials, Kube
-from .e2e_report import detail_table, latency_table, plot, summarize, throughput_table, variant_table
+from .e2e_report import (
+    detail_table,
+    latency_table,
+    plot,
+    summarize,
+    throughput_table,
+    tree_table,
+    variant_table,
+)
 from .e2e_watch import BindWatcher
 from .e2e_workload import (
     EXTRA_SCHEDULERS,
@@ -60,6 +70,7 @@ from .e2e_workload import (
     group_name,
     nodes_per_rack,
     parse_shapes,
+    partial_groups,
     topology_check,
 )
 
@@ -86,6 +97,9 @@ DEFAULT_PLAN = "500:a,b 5000:a,b,c"
 FEATURE_GATES = {
     "default": "GenericWorkload=true",
     "tas": "GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
+    # shape l's trees: CompositePodGroup (alpha) serves v1alpha3 compositepodgroups and keeps PodGroups'
+    # parentCompositePodGroupName (dropped on create without it); on kube-scheduler it makes the root the unit
+    "tree": "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true",
 }
 
 
@@ -113,6 +127,10 @@ API Priority and Fairness is off (--enable-priority-and-fairness=false).
 
 shape t (750 gangs x 4, each PodGroup schedulingConstraints.topology[0].key = topology.kubernetes.io/rack,
 on 4-CPU nodes in racks of 100) adds a column: gangs whose pods landed in more than one rack.
+shape l (500 replicas, each a root CompositePodGroup gang minGroupCount 2 in one rack over a 1-pod leader
+PodGroup and a 7-pod worker gang; TAS nodes; gates {FEATURE_GATES["tree"]}) adds a table per run:
+partial replicas (some but not all pods bound at the end) and replicas not in one rack. Run troupe on the
+native objects upstream gets with --schedulers troupe-native,upstream,raw (troupe: its own kinds).
 
 default plan: {DEFAULT_PLAN!r} (shapes a, b at 500 and 5000 nodes, c at 5000);
 --nodes/--shapes make a cross product instead; --quick: {QUICK_NODES} nodes, small shapes.
@@ -120,6 +138,7 @@ examples:
   python -m bench e2e --quick
   python -m bench e2e --nodes 5000 --shapes a,b,c=10x2000 --timeout 900
   python -m bench e2e --nodes 5000 --shapes t --schedulers raw,upstream,troupe
+  python -m bench e2e --nodes 5000 --shapes l --raw-group-status --schedulers troupe-native,troupe,upstream,raw
   python -m bench e2e --plan '500:a 5000:b' --schedulers troupe,upstream --profile-troupe
 """
 
@@ -214,6 +233,7 @@ async def one_run(
             args.bind_concurrency,
             domain,
             group_status=shape.size if args.raw_group_status else 0,
+            tree=shape.tree,
         )
     log(f"{tag} starting {sched} (log {proc.log_path})")
     try:
@@ -299,10 +319,11 @@ async def one_run(
     await watcher.stop()
 
     s = summarize(creation.pod_created, watcher.bound_at, shape.size)
+    s["partial_groups"] = partial_groups(shape, watcher.node_of)
     topology = None
     if shape.topology_key:
         topology = topology_check(shape, nodes, watcher.node_of)
-        topology["stored"] = await _constraint_stored(kube, ns, sched)
+        topology["stored"] = await _constraint_stored(kube, ns, sched, shape.tree)
     delta = [None if a is None or b is None else b - a for a, b in zip(cpu0, cpu1)]
     per_node = sorted(watcher.nodes.values())
     # CPU used on the machine during the run by anything that is not this run (other people's jobs on a shared box)
@@ -316,6 +337,7 @@ async def one_run(
         "shape_label": shape.label(),
         "gangs": shape.gangs,
         "size": shape.size,
+        "tree": shape.tree,
         "scheduler": sched,
         "profiled": profile is not None,
         "namespace": ns,
@@ -368,12 +390,14 @@ async def one_run(
     return result
 
 
-async def _constraint_stored(kube: Kube, ns: str, sched: str) -> bool | None:
-    """Whether the API server kept spec.schedulingConstraints on the run's first PodGroup
-    (a kube-apiserver without TopologyAwareWorkloadScheduling drops it from native PodGroups)."""
+async def _constraint_stored(kube: Kube, ns: str, sched: str, tree: bool = False) -> bool | None:
+    """Whether the API server kept spec.schedulingConstraints on the run's first PodGroup (for a tree
+    shape its first CompositePodGroup; a kube-apiserver without TopologyAwareWorkloadScheduling drops
+    it from native PodGroups)."""
     fl = flavor(sched)
+    path = fl.composite_path if tree and fl.composite_path else fl.podgroup_path
     try:
-        pg = await kube.request("GET", f"{fl.podgroup_path.format(ns=ns)}/{group_name(0)}", retries=2)
+        pg = await kube.request("GET", f"{path.format(ns=ns)}/{group_name(0)}", retries=2)
     except Exception:  # noqa: BLE001 - a report detail, not worth failing the run
         return None
     return bool(((pg.get("spec") or {}).get("schedulingConstraints") or {}).get("topology"))
@@ -413,6 +437,7 @@ async def run_node_count(
         for res in (
             "podgroups",
             "workloads",
+            "compositepodgroups",
         ):  # a just-Established CRD answers 429 "storage is (re)initializing" for a moment
             await kube.request("GET", f"/apis/scheduling.troupe.dev/v1alpha2/{res}", params={"limit": "1"}, retries=30)
         log(f"creating {nodes} nodes ({args.node_create_concurrency} in flight)")
@@ -420,7 +445,7 @@ async def run_node_count(
         secs = await create_nodes(kube, nodes, args.node_create_concurrency, log, kind)
         log(
             f"{nodes} {kind} nodes created in {secs:.1f}s ({nodes / secs:.0f}/s); status.allocatable stuck on create"
-            + (f"; racks of {nodes_per_rack(nodes)}" if kind == "tas" else "")
+            + (f"; racks of {nodes_per_rack(nodes)}" if kind in ("tas", "tree") else "")
         )
         # warm-up: the first pod creates on a fresh API server are slower; nobody schedules these
         warm = Shape("warmup", 4, 50)
@@ -465,7 +490,19 @@ async def run_node_count(
 def report(meta: dict[str, Any], runs: list[dict[str, Any]], json_path: Path, png_path: Path) -> None:
     """Print the tables (and profiles) of a finished or loaded benchmark and write the plot."""
     print(f"# troupe vs kube-scheduler v{localcluster.K8S_VERSION} (GangScheduling) vs raw bind loop, end to end")
-    if any(r.get("topology") for r in runs):
+    if any(r.get("tree") for r in runs):
+        print(
+            "shape l: each replica a root CompositePodGroup (scheduling.k8s.io/v1alpha3 for troupe-native, upstream "
+            "and raw; scheduling.troupe.dev for troupe), a gang minGroupCount 2 in one topology.kubernetes.io/rack, "
+            "over a 1-pod leader PodGroup and a 7-pod worker gang; kube-scheduler and kube-apiserver run with "
+            f"--feature-gates={FEATURE_GATES['tree']}; the raw loop binds each replica inside one rack"
+            + (
+                " and writes each leaf PodGroup's status once its replica is bound."
+                if meta.get("raw_group_status")
+                else "."
+            )
+        )
+    if any(r.get("topology") and not r.get("tree") for r in runs):
         print(
             "shape t: every PodGroup asks for one topology.kubernetes.io/rack; kube-scheduler and kube-apiserver run "
             f"with --feature-gates={FEATURE_GATES['tas']}; the raw loop binds each gang inside one rack "
@@ -511,6 +548,11 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]], json_path: Path, pn
             print(f"## {title}")
             print(table)
             print()
+    table = tree_table(runs)
+    if table is not None:
+        print("## Trees: per run; partial = replicas with some but not all pods bound at the end")
+        print(table)
+        print()
     print("## Every run")
     print(detail_table(runs))
     for r in runs:
@@ -560,7 +602,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--shapes",
         help="comma-separated shapes: a (1000 gangs x 3), b (3 x 1000), c (10 x 5000), t (750 x 4, each gang "
-        "in one rack: upstream's TopologyAwareScheduling shape, on nodes and a control plane of its own), or "
+        "in one rack: upstream's TopologyAwareScheduling shape, on nodes and a control plane of its own), l (500 "
+        "leader+workers replicas, each a CompositePodGroup tree in one rack: 1 leader + a gang of 7 workers; TAS nodes, "
+        "a control plane with the CompositePodGroup gate too), or "
         "KEY=GANGSxSIZE to resize, e.g. c=10x2000; a shape that does not fit the nodes is skipped",
     )
     p.add_argument(

@@ -280,6 +280,7 @@ def raw_binder(
     concurrency: int,
     domain_size: int = 0,
     group_status: int = 0,
+    tree: bool = False,
 ) -> Proc:
     ready = workdir / f"{run}.ready"
     ready.unlink(missing_ok=True)
@@ -304,4 +305,6 @@ def raw_binder(
         cmd += ["--domain-size", str(domain_size)]
     if group_status:
         cmd += ["--group-status", str(group_status)]
+    if tree:
+        cmd += ["--tree"]
     return Proc(run, cmd, workdir / f"{run}.log", ready.exists, env=dict(os.environ, PYTHONUNBUFFERED="1"))

@@ -11,7 +11,10 @@ topology-aware scheduler must place it (the check then counts 0 for raw).
 With ``--group-status SIZE`` it also writes each group's status once its
 SIZE pods are bound (``PodGroupScheduled=True``, as kube-scheduler's PostBind
 and troupe do): the raw loop plus the one write per group that any
-scheduler keeping the PodGroup contract pays. It uses the same client limits as troupe's
+scheduler keeping the PodGroup contract pays; with ``--tree`` (shape l) the
+group's SIZE pods are a replica and the write goes to each of its two leaf
+PodGroups, ``gNNNNN-leader`` and ``gNNNNN-workers`` (none to the root
+CompositePodGroup, which kube-scheduler does not write either). It uses the same client limits as troupe's
 binder: a ``scheduler.runtime.ratelimit.TokenBucket`` (QPS/burst) and a fixed
 number of binds in flight (troupe's ``bindConcurrency``). HTTP is plain
 aiohttp (bench/e2e_kube.py), not kubernetes_asyncio.
@@ -36,7 +39,9 @@ import aiohttp
 from scheduler.runtime.ratelimit import TokenBucket
 
 from .e2e_kube import ApiError, Credentials, Kube
-from .e2e_workload import NATIVE_PODGROUP_API, RAW_SCHEDULER_NAME, group_name, parse_pod_name
+from .e2e_workload import NATIVE_PODGROUP_API, RAW_SCHEDULER_NAME, child_name, group_name, parse_pod_name
+
+TREE_CHILDREN = ("leader", "workers")  # shape l's leaf PodGroups per replica
 
 
 class RawBinder:
@@ -57,6 +62,7 @@ class RawBinder:
         self.bound = self.conflicts = self.errors = 0
         self.rv = ""
         self.group_size = 0  # --group-status: write a group's status once this many of its pods are bound
+        self.tree = False  # --tree: write the status of the replica's leaf PodGroups instead
         self.bound_in_group: dict[int, int] = {}
         self.status_writes = 0
         self.status_tasks: set[asyncio.Task[None]] = set()
@@ -113,11 +119,12 @@ class RawBinder:
         g = parsed[0]
         self.bound_in_group[g] = n = self.bound_in_group.get(g, 0) + 1
         if n == self.group_size:
-            task = asyncio.create_task(self.write_group_status(g, n))
-            self.status_tasks.add(task)
-            task.add_done_callback(self.status_tasks.discard)
+            for name in [child_name(g, c) for c in TREE_CHILDREN] if self.tree else [group_name(g)]:
+                task = asyncio.create_task(self.write_group_status(name, n))
+                self.status_tasks.add(task)
+                task.add_done_callback(self.status_tasks.discard)
 
-    async def write_group_status(self, g: int, n: int) -> None:
+    async def write_group_status(self, name: str, n: int) -> None:
         condition = {
             "type": "PodGroupScheduled",
             "status": "True",
@@ -125,7 +132,7 @@ class RawBinder:
             "message": f"{n} pod(s) bound",
             "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        path = f"/apis/{NATIVE_PODGROUP_API}/namespaces/{self.ns}/podgroups/{group_name(g)}/status"
+        path = f"/apis/{NATIVE_PODGROUP_API}/namespaces/{self.ns}/podgroups/{name}/status"
         await self.bucket.acquire()
         try:
             await self.kube.request(
@@ -138,7 +145,7 @@ class RawBinder:
             self.status_writes += 1
         except (TimeoutError, ApiError, aiohttp.ClientError) as exc:
             self.errors += 1
-            print(f"status of {group_name(g)}: {exc}", file=sys.stderr, flush=True)
+            print(f"status of {name}: {exc}", file=sys.stderr, flush=True)
 
     async def list_pods(self) -> None:
         items, self.rv = await self.kube.list_all(
@@ -214,6 +221,7 @@ async def amain(args: argparse.Namespace) -> int:
         kube, args.namespace, args.scheduler_name, args.qps, args.burst, args.concurrency, args.domain_size
     )
     binder.group_size = args.group_status
+    binder.tree = args.tree
     task = asyncio.create_task(binder.run(args.ready_file))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -264,6 +272,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         metavar="SIZE",
         help="write each PodGroup's status (PodGroupScheduled=True) once SIZE of its pods are bound (0: never)",
+    )
+    p.add_argument(
+        "--tree",
+        action="store_true",
+        help="with --group-status: a group is a replica of shape l; write the status of its leaf PodGroups "
+        "gNNNNN-leader and gNNNNN-workers (one write each)",
     )
     return asyncio.run(amain(p.parse_args(argv)))
 

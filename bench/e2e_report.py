@@ -220,6 +220,55 @@ def variant_table(runs: list[dict[str, Any]], variant: str) -> str | None:
     return _table(header, rows)
 
 
+TREE_RUNS = ("troupe-native", "troupe", "upstream", "raw")  # the rows of tree_table, in this order
+
+
+def tree_table(runs: list[dict[str, Any]]) -> str | None:
+    """A tree shape (l): one row per run with pods/s, group (replica) latency, partial replicas and
+    replicas not in one rack, and its pods/s over upstream's and the raw loop's; None without such a run."""
+    header = [
+        "nodes",
+        "shape",
+        "run",
+        "pods/s",
+        "replica latency p50 / p99",
+        "partial replicas",
+        "not in one rack",
+        "÷ upstream",
+        "÷ raw",
+        "p99 ÷ upstream",
+        "p99 ÷ raw",
+    ]
+    rows = []
+    for nodes, _, label, sc in group_runs(runs):
+        if not any(r.get("tree") for r in sc.values()):
+            continue
+        u, r = sc.get("upstream"), sc.get("raw")
+        for name in (*TREE_RUNS, *(s for s in sc if s not in TREE_RUNS)):
+            run = sc.get(name)
+            if run is None:
+                continue
+            top = run.get("topology") or {}
+            rows.append(
+                [
+                    str(nodes),
+                    label,
+                    NAMES.get(name, name),
+                    _cell_rate(run),
+                    f"{_secs(run['latency_p50_s'])} / {_secs(run['latency_p99_s'])}",
+                    _num(run.get("partial_groups")),
+                    f"{top['violations']}" + ("" if top.get("stored", True) is not False else "!") if top else "-",
+                    "" if name == "upstream" else _ratio(_complete(run, "pods_per_s"), _complete(u, "pods_per_s")),
+                    "" if name == "raw" else _ratio(_complete(run, "pods_per_s"), _complete(r, "pods_per_s")),
+                    ""
+                    if name == "upstream"
+                    else _ratio(_complete(run, "latency_p99_s"), _complete(u, "latency_p99_s")),
+                    "" if name == "raw" else _ratio(_complete(run, "latency_p99_s"), _complete(r, "latency_p99_s")),
+                ]
+            )
+    return _table(header, rows) if rows else None
+
+
 def latency_table(runs: list[dict[str, Any]]) -> str:
     header = ["nodes", "shape", *(f"{NAMES[s]} p50 / p99" for s in SCHEDULERS), "p99 troupe÷upstream", "p99 troupe÷raw"]
     rows = []

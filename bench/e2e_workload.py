@@ -10,6 +10,16 @@ upstream's tas/templates/node.yaml: 4 CPU / 32Gi / 110 pods, labelled
 ``zone-``/``rack-{i // 100}`` (5 racks below 500 nodes), and every PodGroup
 of t has ``schedulingConstraints: {topology: [{key: topology.kubernetes.io/rack}]}``.
 
+Shape l is a tree per replica (issue 36): a root CompositePodGroup, a gang of
+its two groups (``minGroupCount: 2``) with the rack constraint, over a 1-pod
+leader PodGroup and a 7-pod worker gang (``parentCompositePodGroupName``).
+Pod 0 of a replica is its leader, pods 1..7 its workers. It runs on the TAS
+nodes, on a control plane whose gates add ``CompositePodGroup`` (node kind
+"tree"). Native: ``scheduling.k8s.io/v1alpha3`` CompositePodGroup, v1beta1
+PodGroups with ``workloadRef`` (no Workload object: the scheduler never reads
+it); troupe's own: ``scheduling.troupe.dev/v1alpha2`` CompositePodGroup and
+PodGroups with ``parentCompositePodGroupName``.
+
 What differs between the three runs is only what each scheduler needs to see
 (``Flavor``): troupe gets its CRD PodGroup and the pod-group label with
 ``schedulerName: troupe-scheduler``; upstream gets the native
@@ -55,6 +65,8 @@ NODES_PER_RACK = 100  # rack-{{DivideInt .Index 100}}
 IMAGE = "registry.k8s.io/pause:3.10.1"
 
 NATIVE_PODGROUP_API = "scheduling.k8s.io/v1beta1"  # what kube-scheduler 1.37's informer reads
+NATIVE_COMPOSITE_API = "scheduling.k8s.io/v1alpha3"  # CompositePodGroup is served only there
+TREE_WORKLOAD = "bench"  # workloadRef.workloadName of shape l's objects (no such Workload exists)
 RAW_SCHEDULER_NAME = "e2e-raw-binder"
 SCHEDULERS = ("troupe", "upstream", "raw")
 # scheduler-plugins' PodGroup and label: what the Kubeflow training-operator,
@@ -74,18 +86,34 @@ class Shape:
     gangs: int
     size: int  # pods per gang = minCount
     topology_key: str | None = None  # every PodGroup: schedulingConstraints.topology[0].key (TAS nodes)
+    leaders: int = 0  # > 0: a tree per gang (a "replica"): root CompositePodGroup over leader + worker PodGroups
 
     @property
     def pods(self) -> int:
         return self.gangs * self.size
 
     @property
+    def tree(self) -> bool:
+        return self.leaders > 0
+
+    @property
     def node_kind(self) -> str:
-        """Which nodes the shape runs on: "default" (32 CPU) or "tas" (upstream's TAS nodes, in racks)."""
-        return "tas" if self.topology_key else "default"
+        """Which nodes the shape runs on: "default" (32 CPU), "tas" (upstream's TAS nodes, in racks), or
+        "tree" (the TAS nodes, on a control plane with the CompositePodGroup gate too)."""
+        return "tree" if self.tree else "tas" if self.topology_key else "default"
 
     def label(self) -> str:
-        return f"{self.key}: {self.gangs} gangs x {self.size}" + (" in one rack" if self.topology_key else "")
+        where = " in one rack" if self.topology_key else ""
+        if self.tree:
+            return f"{self.key}: {self.gangs} replicas x ({self.leaders} leader + {self.size - self.leaders} workers){where}"
+        return f"{self.key}: {self.gangs} gangs x {self.size}{where}"
+
+    def child_of(self, i: int) -> str:
+        """A tree shape's child PodGroup of pod i of a replica: "leader" or "workers"."""
+        return "leader" if i < self.leaders else "workers"
+
+    def child_sizes(self) -> tuple[tuple[str, int], ...]:
+        return (("leader", self.leaders), ("workers", self.size - self.leaders))
 
 
 FULL_SHAPES = {
@@ -93,12 +121,14 @@ FULL_SHAPES = {
     "b": Shape("b", 3, 1000),
     "c": Shape("c", 10, 5000),
     "t": Shape("t", 750, 4, RACK_KEY),
+    "l": Shape("l", 500, 8, RACK_KEY, leaders=1),
 }
 QUICK_SHAPES = {
     "a": Shape("a", 100, 3),
     "b": Shape("b", 3, 100),
     "c": Shape("c", 2, 500),
     "t": Shape("t", 50, 4, RACK_KEY),
+    "l": Shape("l", 20, 8, RACK_KEY, leaders=1),
 }
 QUICK_NODES = 100
 
@@ -146,6 +176,11 @@ def group_name(g: int) -> str:
     return f"g{g:05d}"
 
 
+def child_name(g: int, child: str) -> str:
+    """A tree shape's leaf PodGroup (child "leader" or "workers") of replica g; the root is group_name(g)."""
+    return f"{group_name(g)}-{child}"
+
+
 def pod_name(g: int, i: int) -> str:
     return f"g{g:05d}-{i:05d}"
 
@@ -183,7 +218,7 @@ def node_body_of(kind: str, i: int, nodes: int) -> dict[str, Any]:
     """Node i of ``nodes`` of a kind (Shape.node_kind)."""
     if kind == "default":
         return node_body(i)
-    if kind != "tas":
+    if kind not in ("tas", "tree"):
         raise ValueError(kind)
     body = node_body(i)
     name, rack = node_name(i), i // nodes_per_rack(nodes)
@@ -231,6 +266,34 @@ class Flavor:
     podgroup_api: str
     scheduler_name: str
     group_label: str | None  # the label that joins a pod to its group; None: spec.schedulingGroup (native)
+    composite_path: str | None = None  # CompositePodGroups, under /apis/, with {ns}; None: no trees
+    composite_api: str | None = None
+
+    def composite(self, ns: str, g: int, min_groups: int, topology_key: str | None) -> dict[str, Any]:
+        """Replica g's root: a gang of min_groups children, with the topology constraint."""
+        if self.composite_api is None:
+            raise ValueError(f"{self.podgroup_api} has no CompositePodGroup")
+        spec: dict[str, Any] = {
+            "workloadRef": {"workloadName": TREE_WORKLOAD, "templateName": "replica"},
+            "schedulingPolicy": {"gang": {"minGroupCount": min_groups}},
+        }
+        if topology_key:
+            spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+        return {
+            "apiVersion": self.composite_api,
+            "kind": "CompositePodGroup",
+            "metadata": {"name": group_name(g), "namespace": ns},
+            "spec": spec,
+        }
+
+    def child_podgroup(self, ns: str, g: int, child: str, min_count: int) -> dict[str, Any]:
+        """Replica g's leaf PodGroup `child` (a gang of min_count), under its root."""
+        body = self.podgroup(ns, g, min_count)
+        body["metadata"]["name"] = child_name(g, child)
+        body["spec"]["parentCompositePodGroupName"] = group_name(g)
+        if self.podgroup_api == NATIVE_PODGROUP_API:  # required with a parent (validation); never read
+            body["spec"]["workloadRef"] = {"workloadName": TREE_WORKLOAD, "templateName": child}
+        return body
 
     def podgroup(self, ns: str, g: int, min_count: int, topology_key: str | None = None) -> dict[str, Any]:
         spec: dict[str, Any]
@@ -249,7 +312,8 @@ class Flavor:
             "spec": spec,
         }
 
-    def pod(self, ns: str, g: int, i: int) -> dict[str, Any]:
+    def pod(self, ns: str, g: int, i: int, group: str | None = None) -> dict[str, Any]:
+        """Pod i of group g (of the PodGroup named group, for a tree shape's leaf)."""
         spec: dict[str, Any] = {
             "schedulerName": self.scheduler_name,
             "containers": [
@@ -261,21 +325,25 @@ class Flavor:
             ],
         }
         meta: dict[str, Any] = {"name": pod_name(g, i), "namespace": ns}
+        group = group or group_name(g)
         if self.group_label is None:
-            spec["schedulingGroup"] = {"podGroupName": group_name(g)}
+            spec["schedulingGroup"] = {"podGroupName": group}
         else:
-            meta["labels"] = {self.group_label: group_name(g)}
+            meta["labels"] = {self.group_label: group}
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
 def flavor(scheduler: str) -> Flavor:
     native = f"/apis/{NATIVE_PODGROUP_API}/namespaces/{{ns}}/podgroups"
+    native_cpg = (f"/apis/{NATIVE_COMPOSITE_API}/namespaces/{{ns}}/compositepodgroups", NATIVE_COMPOSITE_API)
     if scheduler == "troupe":
         return Flavor(
             f"/apis/{TROUPE_API_VERSION}/namespaces/{{ns}}/podgroups",
             TROUPE_API_VERSION,
             TROUPE_SCHEDULER_NAME,
             POD_GROUP_LABEL,
+            f"/apis/{TROUPE_API_VERSION}/namespaces/{{ns}}/compositepodgroups",
+            TROUPE_API_VERSION,
         )
     if scheduler == "troupe-coscheduling":
         return Flavor(
@@ -285,11 +353,11 @@ def flavor(scheduler: str) -> Flavor:
             COSCHEDULING_LABEL,
         )
     if scheduler == "troupe-native":
-        return Flavor(native, NATIVE_PODGROUP_API, TROUPE_SCHEDULER_NAME, None)
+        return Flavor(native, NATIVE_PODGROUP_API, TROUPE_SCHEDULER_NAME, None, *native_cpg)
     if scheduler == "upstream":
-        return Flavor(native, NATIVE_PODGROUP_API, "default-scheduler", None)
+        return Flavor(native, NATIVE_PODGROUP_API, "default-scheduler", None, *native_cpg)
     if scheduler == "raw":
-        return Flavor(native, NATIVE_PODGROUP_API, RAW_SCHEDULER_NAME, None)
+        return Flavor(native, NATIVE_PODGROUP_API, RAW_SCHEDULER_NAME, None, *native_cpg)
     raise ValueError(scheduler)
 
 
@@ -386,6 +454,7 @@ async def create_workload(
     pg_ready = [asyncio.Event() for _ in range(shape.gangs)]
     pods_path = f"/api/v1/namespaces/{ns}/pods"
     pg_path = fl.podgroup_path.format(ns=ns)
+    cpg_path = (fl.composite_path or "").format(ns=ns)
 
     def items():
         for g in range(shape.gangs):
@@ -398,14 +467,22 @@ async def create_workload(
     async def worker() -> None:
         for kind, g, i in it:
             try:
-                if kind == "pg":
+                if kind == "pg" and shape.tree:  # the root, then its children, before any pod
+                    root = fl.composite(ns, g, len(shape.child_sizes()), shape.topology_key)
+                    await kube.request("POST", cpg_path, root, ok=(409,), decode=False)
+                    for child, n in shape.child_sizes():
+                        await kube.request("POST", pg_path, fl.child_podgroup(ns, g, child, n), ok=(409,), decode=False)
+                    creation.podgroups_created += 1
+                    pg_ready[g].set()
+                elif kind == "pg":
                     body = fl.podgroup(ns, g, size, shape.topology_key)
                     await kube.request("POST", pg_path, body, ok=(409,), decode=False)
                     creation.podgroups_created += 1
                     pg_ready[g].set()
                 else:
                     await pg_ready[g].wait()
-                    await kube.request("POST", pods_path, fl.pod(ns, g, i), ok=(409,), decode=False)
+                    leaf = child_name(g, shape.child_of(i)) if shape.tree else None
+                    await kube.request("POST", pods_path, fl.pod(ns, g, i, leaf), ok=(409,), decode=False)
                     creation.pod_created[g * size + i] = time.monotonic()
                     creation.pods_created += 1
             except Exception as exc:  # noqa: BLE001 - recorded, the run reports it
@@ -420,6 +497,12 @@ async def create_workload(
 
 
 # ------------------------------------------------------------------ check
+
+
+def partial_groups(shape: Shape, node_of: list[str | None]) -> int:
+    """Gangs (replicas, for a tree shape) with some but not all of their pods bound."""
+    s = shape.size
+    return sum(1 for g in range(shape.gangs) if 0 < sum(n is not None for n in node_of[g * s : (g + 1) * s]) < s)
 
 
 def topology_check(shape: Shape, nodes: int, node_of: list[str | None]) -> dict[str, Any]:
@@ -475,6 +558,8 @@ async def delete_all_pods(kube: Kube, ns: str, timeout: float = 600.0) -> float:
         f"/apis/{TROUPE_API_VERSION}/namespaces/{ns}/podgroups",
         f"/apis/{NATIVE_PODGROUP_API}/namespaces/{ns}/podgroups",
         f"/apis/{COSCHEDULING_PODGROUP_API}/namespaces/{ns}/podgroups",
+        f"/apis/{TROUPE_API_VERSION}/namespaces/{ns}/compositepodgroups",
+        f"/apis/{NATIVE_COMPOSITE_API}/namespaces/{ns}/compositepodgroups",  # 404 without the gate
     ):
         await kube.request("DELETE", path, opts, decode=False, ok=(404,))
     return time.monotonic() - t0

@@ -12,7 +12,14 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ is not an installed package
     sys.path.insert(0, str(ROOT))
 
-from bench.e2e_report import latency_table, percentile, summarize, throughput_table, variant_table  # noqa: E402
+from bench.e2e_report import (  # noqa: E402
+    latency_table,
+    percentile,
+    summarize,
+    throughput_table,
+    tree_table,
+    variant_table,
+)
 from bench.e2e_workload import (  # noqa: E402
     FULL_SHAPES,
     QUICK_SHAPES,
@@ -22,6 +29,7 @@ from bench.e2e_workload import (  # noqa: E402
     group_name,
     parse_pod_name,
     parse_shapes,
+    partial_groups,
     pod_name,
 )
 
@@ -161,3 +169,49 @@ def test_variant_table_compares_a_source_with_troupe_own_crds_and_upstream():
     head, _, row = table.splitlines()
     assert "scheduler-plugins÷troupe (own CRDs)" in head
     assert "0.95x" in row and "1.20x" in row and "1.90x" in row and "0.60x" in row
+
+
+def test_tree_shape_l_native_objects_differ_only_in_scheduler_name():
+    """Shape l: a root CompositePodGroup (gang of 2, one rack) over a 1-pod leader and a 7-pod worker
+    gang; troupe-native, upstream and raw get the same native objects, troupe its own kinds."""
+    shape = FULL_SHAPES["l"]
+    assert (shape.gangs, shape.size, shape.leaders, shape.node_kind) == (500, 8, 1, "tree")
+    assert shape.label() == "l: 500 replicas x (1 leader + 7 workers) in one rack"
+    assert parse_shapes("l=50x8", quick=False)[0].leaders == 1
+    assert fits(shape, 5000) is None
+    assert [shape.child_of(i) for i in range(3)] == ["leader", "workers", "workers"]
+    n, u = flavor("troupe-native"), flavor("upstream")
+    root = u.composite("ns", 3, 2, "topology.kubernetes.io/rack")
+    assert root == n.composite("ns", 3, 2, "topology.kubernetes.io/rack")
+    assert root["apiVersion"] == "scheduling.k8s.io/v1alpha3" and root["metadata"]["name"] == "g00003"
+    assert root["spec"]["schedulingPolicy"] == {"gang": {"minGroupCount": 2}}
+    assert root["spec"]["schedulingConstraints"] == {"topology": [{"key": "topology.kubernetes.io/rack"}]}
+    leaf = u.child_podgroup("ns", 3, "workers", 7)
+    assert leaf == n.child_podgroup("ns", 3, "workers", 7)
+    assert leaf["metadata"]["name"] == "g00003-workers" and leaf["apiVersion"] == "scheduling.k8s.io/v1beta1"
+    assert leaf["spec"]["parentCompositePodGroupName"] == "g00003" and leaf["spec"]["workloadRef"]
+    assert leaf["spec"]["schedulingPolicy"] == {"gang": {"minCount": 7}} and "schedulingConstraints" not in leaf["spec"]
+    pu, pn = u.pod("ns", 3, 1, "g00003-workers"), n.pod("ns", 3, 1, "g00003-workers")
+    assert pu["spec"]["schedulingGroup"] == {"podGroupName": "g00003-workers"}
+    assert {**pu["spec"], "schedulerName": ""} == {**pn["spec"], "schedulerName": ""}
+    own = flavor("troupe")
+    assert own.composite("ns", 3, 2, None)["apiVersion"] == "scheduling.troupe.dev/v1alpha2"
+    mine = own.child_podgroup("ns", 3, "leader", 1)
+    assert mine["spec"]["parentCompositePodGroupName"] == "g00003" and "workloadRef" not in mine["spec"]
+    with pytest.raises(ValueError):
+        flavor("troupe-coscheduling").composite("ns", 3, 2, None)
+
+
+def test_partial_groups_and_tree_table():
+    shape = Shape("l", 3, 2, "topology.kubernetes.io/rack", leaders=1)
+    assert partial_groups(shape, ["n1", "n1", "n1", None, None, None]) == 1
+    runs = []
+    for sched, rate in (("troupe-native", 600.0), ("upstream", 100.0), ("raw", 800.0)):
+        r = _run(sched, rate)
+        r.update(shape="l", tree=True, partial_groups=0, topology={"violations": 0, "stored": True})
+        runs.append(r)
+    assert tree_table(runs[:0]) is None
+    head, _, native, up, raw = tree_table(runs).splitlines()
+    assert "partial replicas" in head
+    assert "troupe (native objects)" in native and "6.00x" in native and "0.75x" in native
+    assert "8.00x" in raw and "| 0 " in up
