@@ -89,14 +89,19 @@ class EventHandlers:
         (queue order, nominated room, preemption as preemptor and victim)."""
         for pod in list(self.cache.members(key)):
             updated = self.with_group_priority(pod)
-            if updated is pod:
-                continue
-            self.cache.upsert_pod(updated)
-            held = self.nominated.get(updated.uid)
-            if held is not None:
-                self.nominated[updated.uid] = (held[0], updated)
-            if self.is_pending(updated):
-                self.queue.add(updated)
+            if updated is not pod:
+                self._replace_pod(updated)
+
+    def _replace_pod(self, updated: PodInfo) -> None:
+        """A pod record re-derived from its groups (its priority, its tree)
+        takes the old one's place: in the cache, the nominations, the queue
+        (which moves it to its unit)."""
+        self.cache.upsert_pod(updated)
+        held = self.nominated.get(updated.uid)
+        if held is not None:
+            self.nominated[updated.uid] = (held[0], updated)
+        if self.is_pending(updated):
+            self.queue.add(updated)
 
     def unit_of_group(self, key: GroupKey) -> UnitKey:
         """The unit the pods of the PodGroup `key` wait in: its tree's, where it has one."""
@@ -112,12 +117,8 @@ class EventHandlers:
                 updated = pod.with_tree(top)
                 if updated is pod:
                     continue
-                self.cache.upsert_pod(updated)
-                held = self.nominated.get(updated.uid)
-                if held is not None:
-                    self.nominated[updated.uid] = (held[0], updated)
+                self._replace_pod(updated)
                 if self.is_pending(updated):
-                    self.queue.add(updated)  # moves it to its new unit
                     self.reporter.report_if_gated(unit_of(updated), updated)
 
     def is_ours(self, pod: PodInfo) -> bool:
