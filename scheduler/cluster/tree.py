@@ -111,10 +111,6 @@ def top_of(composites: Composites, parent: GroupKey) -> tuple[GroupKey, str | No
         key = up
 
 
-def _order(created: Callable[[GroupKey], str], keys: set[GroupKey]) -> list[GroupKey]:
-    return sorted(keys, key=lambda k: (created(k), k.name))
-
-
 def build(
     root: GroupKey,
     groups: Groups,
@@ -125,10 +121,6 @@ def build(
     """The tree under the CompositePodGroup `root` (which must be cached),
     children in upstream's order: creation time, then name."""
     found = composites[root]
-
-    def created(key: GroupKey, table: Groups | Composites) -> str:
-        obj = table.get(key)
-        return obj.metadata.creation_timestamp if isinstance(obj, PodGroup | CompositePodGroup) else ""
 
     problems: list[str] = []
 
@@ -146,12 +138,12 @@ def build(
                 f"more than {MAX_DEPTH} levels: CompositePodGroup {key.namespace}/{key.name} is at level {depth}"
             )
             return out
-        for sub in _order(lambda k: created(k, composites), child_composites.get(key, set())):
+        for sub in sorted(child_composites.get(key, ())):
             if sub in on_path:
                 problems.append(f"cycle of parentCompositePodGroupName at {sub.namespace}/{sub.name}")
                 continue
             out.children.append(node(sub, depth + 1, on_path | {sub}))
-        for leaf in _order(lambda k: created(k, groups), child_groups.get(key, set())):
+        for leaf in sorted(child_groups.get(key, ())):
             group = groups.get(leaf)
             out.children.append(TreeNode(leaf, group=group if isinstance(group, PodGroup) else None, depth=depth + 1))
         # upstream orders all children together by creation time, then name
