@@ -31,9 +31,11 @@ from ..cluster.cache import ClusterCache
 from ..cluster.snapshot import Snapshot
 from ..cluster.tree import Tree, TreeNode
 from ..framework.framework import Framework
+from ..framework.interface import CycleState
 from ..plugins.defaultpreemption.plugin import DefaultPreemption
 from ..plugins.defaultpreemption.search import without
 from ..plugins.defaultpreemption.victims import Unit, budgets, more_important_first, pdb_violations, victim_units
+from ..plugins.reservation import Reservation
 from .group_search import Assignment, unreserve
 from .schedule_podgroup import GroupDecision, Outcome, append_preemption, schedule_group
 
@@ -83,7 +85,7 @@ class TreeCycle:
         self.pending = pending  # each leaf's pods to place, in order
         self.placed = placed  # the nodes of each leaf's pods bound or assumed before
         self.steps_left = fwk.search_steps  # pod placements other child orders may still take
-        self.preemption: TreePreemption | None = None
+        self.post_filter: TreePostFilter | None = None
         self._needs: dict[GroupKey, np.ndarray] = {}  # _min_need's, per node of the tree
         # What else keeps a leaf from being placed (a Workload template it names that does not exist).
         self.leaf_problem: Callable[[PodGroup], str | None] = lambda _group: None
@@ -98,18 +100,21 @@ class TreeCycle:
         # unschedulable).
         result = self._fail(root, result) if not result.feasible else self._nothing_new(result)
         decision = self._decision(result)
-        if self.preemption is not None:
-            self.preemption.preempt_for(self, decision)
+        if self.post_filter is not None:
+            self.post_filter.post_filter(self, decision)
         return decision
 
-    def trial(self) -> list[Assignment] | None:
-        """Would the tree hold in the snapshot as it is now? Its assignments,
-        or None; the snapshot and every reservation are put back."""
+    def trial(self, within: np.ndarray | None = None, reasons: list[str] | None = None) -> list[Assignment] | None:
+        """Would the tree hold in the snapshot as it is now (within `within`)?
+        Its assignments, or None and why into `reasons`; the snapshot and
+        every reservation are put back."""
         mark = self.snapshot.mark()
         saved = self.steps_left
         try:
-            result = self._place(self.tree.root, None)
+            result = self._place(self.tree.root, within)
             found = result.assignments() if result.feasible and result.placed else None
+            if found is None and reasons is not None:
+                reasons.append(f"{self.tree.root.label}: {result.message or 'none of its waiting pods fit'}")
             self._undo(result)
             return found
         finally:
@@ -441,42 +446,81 @@ class TreeCycle:
         )
 
 
-class TreePreemption:
+class TreePostFilter:
     """PostFilter for a tree that does not fit (upstream: the root is the
-    preemptor): every lower-priority unit running outside the tree is
+    preemptor), as the PodGroup's chain: preemption, then a reservation.
+
+    Preemption: every lower-priority unit running outside the tree is
     removed, the tree tried once more; if it then holds, each victim unit is
     put back in the reprieve order (PDB-violating first, then the more
     important) where the tree still holds without evicting it. The tree's
     pods are nominated to the nodes of the last trial and wait for the
-    victims, which the scheduler evicts (DisruptionTarget, delete)."""
+    victims, which the scheduler evicts (DisruptionTarget, delete).
+
+    Reservation: a tree that preemption cannot help and that has starved
+    for the Reservation plugin's `starvationSeconds` gets room held where
+    it frees soonest (plugins/reservation.py), tried with the tree's own
+    cycle, so the room holds the whole tree in its domains."""
 
     MAX_TRIALS = 64  # tree cycles spent on reprieves, at most
 
     def __init__(self, cache: ClusterCache) -> None:
         self.cache = cache
 
-    def preempt_for(self, cycle: TreeCycle, decision: GroupDecision) -> None:
+    def post_filter(self, cycle: TreeCycle, decision: GroupDecision) -> None:
         pods = [p for leaf in cycle.pending.values() for p in leaf]
-        plugin = next((p for p in cycle.fwk.post_filter if isinstance(p, DefaultPreemption)), None)
-        if not pods or plugin is None:
+        if not pods:
             return
         decision.preemption_attempted = True
         key = f"CompositePodGroup {cycle.tree.key.namespace}/{cycle.tree.key.name}"
+        preemption = next((p for p in cycle.fwk.post_filter if isinstance(p, DefaultPreemption)), None)
+        if preemption is not None and self._preempt(cycle, decision, pods, preemption, key):
+            return
+        reservation = next((p for p in cycle.fwk.post_filter if isinstance(p, Reservation)), None)
+        if reservation is not None:
+            self._reserve(cycle, decision, pods, reservation, key)
+
+    def _preempt(
+        self, cycle: TreeCycle, decision: GroupDecision, pods: list[PodInfo], plugin: DefaultPreemption, key: str
+    ) -> bool:
+        """Victims chosen for the tree (or still going): True; otherwise why
+        not is told, and False."""
         why = self._never(cycle.tree) or self._not_now(pods, decision, plugin, key)
         if why:
             self._tell(decision, why)
-            return
+            return bool(decision.nominations)
         units = self._units(cycle, pods)
         if not units:
-            return
+            return False
         found = without(cycle.snapshot, units, cycle.trial)
         if found is None:
             self._tell(decision, "the tree does not fit even with every lower-priority pod removed")
-            return
+            return False
         victims, found = self._reprieve(cycle, units, found)
-        if victims:  # none: it holds as it is, and another cycle places it
-            self._decide(decision, victims, found)
-            plugin.remember(key, decision.victims, decision.nominations)
+        if not victims:  # it holds as it is, and another cycle places it
+            return True
+        self._decide(decision, victims, found)
+        plugin.remember(key, decision.victims, decision.nominations)
+        return True
+
+    @staticmethod
+    def _reserve(cycle: TreeCycle, decision: GroupDecision, pods: list[PodInfo], plugin: Reservation, key: str) -> None:
+        def place(
+            snapshot: Snapshot, _pods: list[PodInfo], mask: np.ndarray, reasons: list[str] | None
+        ) -> list[tuple[PodInfo, int]]:
+            found = cycle.trial(mask, reasons) or []
+            return [(a.pod, snapshot.row[a.node]) for a in found]
+
+        state = CycleState()
+        result, status = plugin.reserve_tree(state, key, pods, place, cycle.snapshot)
+        decision.retry_within = state.retry_within
+        if status.ok and result is not None:
+            decision.nominations.update(result.nominations)
+            decision.reservation = result.reservation
+            decision.preemption_message = result.message
+            TreePostFilter._say(decision, result.message)
+        elif not status.is_skip and status.message:
+            TreePostFilter._tell(decision, f"{status.plugin}: {status.message}" if status.plugin else status.message)
 
     @staticmethod
     def _never(tree: Tree) -> str | None:
@@ -537,6 +581,16 @@ class TreePreemption:
         self._tell(decision, decision.preemption_message)
 
     @staticmethod
+    def _say(decision: GroupDecision, text: str) -> None:
+        """Room reserved: after the fit error, on the pods and the root (as a PodGroup's)."""
+        decision.message = f"{decision.message}; {text}"
+        decision.unplaced = [(p, f"{why}; {text}") for p, why in decision.unplaced]
+        tree = decision.tree
+        if tree is not None:
+            outcome, message = tree.composites[tree.root]
+            tree.composites[tree.root] = (outcome, f"{message}; {text}")
+
+    @staticmethod
     def _tell(decision: GroupDecision, text: str) -> None:
         """After the fit error, on the pods and the root (upstream's "preemption: ..." suffix)."""
         append_preemption(decision, text)
@@ -552,13 +606,13 @@ def schedule_tree(
     tree: Tree,
     pending: Mapping[GroupKey, Sequence[PodInfo]],
     placed: Mapping[GroupKey, Sequence[str]],
-    preemption: TreePreemption | None = None,
+    post_filter: TreePostFilter | None = None,
     leaf_problem: Callable[[PodGroup], str | None] | None = None,
 ) -> GroupDecision:
-    """One cycle for the whole tree (module docstring); `preemption`: what to
-    do when it does not fit (None: nothing); `leaf_problem`: TreeCycle's."""
+    """One cycle for the whole tree (module docstring); `post_filter`: what
+    to do when it does not fit (None: nothing); `leaf_problem`: TreeCycle's."""
     cycle = TreeCycle(fwk, snapshot, tree, pending, placed)
-    cycle.preemption = preemption
+    cycle.post_filter = post_filter
     if leaf_problem is not None:
         cycle.leaf_problem = leaf_problem
     return cycle.run()

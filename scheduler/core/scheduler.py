@@ -46,7 +46,7 @@ from .schedule_podgroup import (
     schedule_group,
     trial_place,
 )
-from .schedule_tree import TreePreemption, TreeResult, schedule_tree, tree_error
+from .schedule_tree import TreePostFilter, TreeResult, schedule_tree, tree_error
 
 log = logging.getLogger(__name__)
 
@@ -260,8 +260,8 @@ class Scheduler(EventHandlers):
             pending[leaf] = order_pods(members, popped.first_seen, per_task)
         snapshot = self.cache.snapshot()
         self._hold_nominated(snapshot, pods)
-        preemption = TreePreemption(self.cache)
-        return fwk, schedule_tree(fwk, snapshot, tree, pending, placed, preemption, self._template_ref_problem)
+        post_filter = TreePostFilter(self.cache)
+        return fwk, schedule_tree(fwk, snapshot, tree, pending, placed, post_filter, self._template_ref_problem)
 
     def _wake_displaced(self, assignments: list[Assignment]) -> None:
         """Pods placed (by higher priority, or beside) on nodes nominated to
@@ -352,9 +352,7 @@ class Scheduler(EventHandlers):
             assert fwk is not None
             for a in assignments:
                 self.writer.forget_pod(a.pod.uid)
-            # A gang binds only if enough of it passes PreBind to reach minCount.
-            at_least = max(decision.min_count - decision.placed_before, 0) if decision.group_key is not None else 0
-            self.binder.bind(fwk, assignments, self, at_least)
+            self.binder.bind(fwk, assignments, self, _pre_bind_floor(decision))
         if decision.preemption_attempted:
             metrics.PREEMPTION_ATTEMPTS.inc()
         if decision.victims:
@@ -425,9 +423,12 @@ class Scheduler(EventHandlers):
                 self.writer.nominate(pod, "")
         if reservation is not None and moved:  # one Event per reservation chosen, on its group
             group = self.cache.groups.get(decision.group_key) if decision.group_key else None
+            root = self.cache.composites.get(decision.tree.root) if decision.tree is not None else None
             note = decision.preemption_message
             if isinstance(group, PodGroup):
                 self.writer.group_event(group, "Normal", C.EVENT_RESERVED, note, "Reserving")
+            elif isinstance(root, CompositePodGroup):
+                self.writer.composite_event(root, "Normal", C.EVENT_RESERVED, note, "Reserving")
             elif decision.unplaced:
                 self.writer.pod_event(decision.unplaced[0][0], "Normal", C.EVENT_RESERVED, note, "Reserving")
 
@@ -468,6 +469,19 @@ class Scheduler(EventHandlers):
                 self.writer.composite_condition(composite, "False", reason, message)
                 if key == tree.root:
                     self.writer.composite_event(composite, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")
+
+
+def _pre_bind_floor(decision: GroupDecision) -> int:
+    """How many of the decision's pods must pass PreBind for any to bind: a
+    gang's up to minCount; a tree's, all of them (a tree holds by its groups'
+    rules and its CompositePodGroups' minGroupCount at once, so the pods
+    placed together bind together or not at all); a lone pod's or a basic
+    group's, none."""
+    if decision.tree is not None:
+        return len(decision.assignments)
+    if decision.group_key is not None:
+        return max(decision.min_count - decision.placed_before, 0)
+    return 0
 
 
 def _errored(decision: GroupDecision, pod: PodInfo) -> bool:

@@ -92,6 +92,12 @@ class _Held:
     free_at: dict[str, float | None] | None = None
 
 
+# Where a unit's pods go within a mask of rows, as its cycle would place them
+# (`Handle.place` for a pod or a PodGroup, a tree's trial for a tree); why
+# not, into the list, where it cannot.
+Place = Callable[[Snapshot, list[PodInfo], np.ndarray, "list[str] | None"], list[tuple[PodInfo, int]]]
+
+
 @dataclass(slots=True)
 class _Choice:
     placed: list[tuple[PodInfo, int]]
@@ -143,7 +149,7 @@ class Reservation(PostFilterPlugin):
     def post_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
     ) -> tuple[PostFilterResult | None, Status]:
-        result, status = self._reserve(state, f"pod {pod.uid}", [pod], 1, None, snapshot)
+        result, status = self._reserve(state, f"pod {pod.uid}", [pod], 1, self._placer(None), snapshot)
         if result is None:
             return None, status
         return (
@@ -159,7 +165,25 @@ class Reservation(PostFilterPlugin):
         pods = list(group.pods)
         if not group.is_gang:  # a basic group's pods are independent: room for the first
             pods = pods[:1]
-        return self._reserve(state, str(group.key), pods, group.need, group, snapshot)
+        return self._reserve(state, str(group.key), pods, group.need, self._placer(group), snapshot)
+
+    def reserve_tree(
+        self, state: CycleState, key: str, pods: list[PodInfo], place: Place, snapshot: Snapshot
+    ) -> tuple[GroupPostFilterResult | None, Status]:
+        """Room for a tree of groups (CompositePodGroups) that starves, as for
+        a PodGroup: `place` is the tree's trial within the rows it is given
+        (every pod it places, or nothing where the root does not hold)."""
+        return self._reserve(state, key, pods, 1, place, snapshot)
+
+    def _placer(self, group: GroupContext | None) -> Place:
+        def placer(
+            snapshot: Snapshot, pods: list[PodInfo], mask: np.ndarray, reasons: list[str] | None
+        ) -> list[tuple[PodInfo, int]]:
+            place = self.handle.place
+            assert place is not None  # _reserve does nothing without it
+            return place(snapshot, pods, mask, group, reasons)
+
+        return placer
 
     # ------------------------------------------------------------- the work
 
@@ -169,7 +193,7 @@ class Reservation(PostFilterPlugin):
         key: str,
         pods: list[PodInfo],
         need: int,
-        group: GroupContext | None,
+        place: Place,
         snapshot: Snapshot,
     ) -> tuple[GroupPostFilterResult | None, Status]:
         if self.args.starvation_seconds <= 0 or self.handle.place is None or not pods:
@@ -190,18 +214,18 @@ class Reservation(PostFilterPlugin):
         avoid: frozenset[str] = frozenset()
         if held is not None:
             if now - held.chosen_at < self.args.max_reservation_seconds:
-                choice = self._on(held, pods, need, group, snapshot)
+                choice = self._on(held, pods, need, place, snapshot)
                 if choice is not None:
                     return self._result(key, choice, snapshot, held.chosen_at), Status.success()
             else:
                 avoid = held.nodes  # waited too long: rank its nodes last
             del self._held[key]
 
-        choice = self._choose(pods, need, group, snapshot, avoid)
+        choice = self._choose(pods, need, place, snapshot, avoid)
         if choice is None:
             why = f"{need} pod(s) do not fit even with every running pod gone"
             reasons: list[str] = []
-            self._fit(np.flatnonzero(snapshot.valid).tolist(), pods, need, group, snapshot, reasons)
+            self._fit(np.flatnonzero(snapshot.valid).tolist(), pods, need, place, snapshot, reasons)
             if reasons:  # its pods fit, but its own cycle would still not bind it
                 why = f"the group could not bind even with every running pod gone: {reasons[0]}"
             return None, Status.unschedulable(f"no room can be reserved: {why}", plugin=self.name)
@@ -249,9 +273,7 @@ class Reservation(PostFilterPlugin):
         self._since[key] = (now - self.args.starvation_seconds, frozenset(p.uid for p in pods))
         return _Held(nodes, frozenset(p.uid for p in pods), 0, 0, now)
 
-    def _on(
-        self, held: _Held, pods: list[PodInfo], need: int, group: GroupContext | None, snapshot: Snapshot
-    ) -> _Choice | None:
+    def _on(self, held: _Held, pods: list[PodInfo], need: int, place: Place, snapshot: Snapshot) -> _Choice | None:
         """The reservation, still good: its nodes exist, the unit fits on them
         once their running pods are gone, and nothing it must wait for now
         came after it (a pod of higher priority took the room) unless it ends
@@ -260,7 +282,7 @@ class Reservation(PostFilterPlugin):
         rows = [snapshot.row[n] for n in nodes if n in snapshot.row and snapshot.valid[snapshot.row[n]]]
         if len(rows) < len(nodes):
             return None  # a node is gone
-        choice = self._fit(rows, pods, need, group, snapshot)
+        choice = self._fit(rows, pods, need, place, snapshot)
         if choice is None or held.waiting is None or held.free_at is None:
             return choice
         now = self.wall()
@@ -273,7 +295,7 @@ class Reservation(PostFilterPlugin):
         return choice
 
     def _choose(
-        self, pods: list[PodInfo], need: int, group: GroupContext | None, snapshot: Snapshot, avoid: frozenset[str]
+        self, pods: list[PodInfo], need: int, place: Place, snapshot: Snapshot, avoid: frozenset[str]
     ) -> _Choice | None:
         now = self.wall()
 
@@ -288,16 +310,16 @@ class Reservation(PostFilterPlugin):
         if n == 0:
             return None
         lo, m = 0, min(max(need, 1), n)
-        found = self._fit(order[:m], pods, need, group, snapshot)
+        found = self._fit(order[:m], pods, need, place, snapshot)
         while found is None:
             if m == n:
                 return None
             lo, m = m, min(2 * m, n)
-            found = self._fit(order[:m], pods, need, group, snapshot)
+            found = self._fit(order[:m], pods, need, place, snapshot)
         hi = m
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            trial = self._fit(order[:mid], pods, need, group, snapshot)
+            trial = self._fit(order[:mid], pods, need, place, snapshot)
             if trial is not None:
                 hi, found = mid, trial
             else:
@@ -309,7 +331,7 @@ class Reservation(PostFilterPlugin):
         rows: Sequence[int],
         pods: list[PodInfo],
         need: int,
-        group: GroupContext | None,
+        place: Place,
         snapshot: Snapshot,
         reasons: list[str] | None = None,
     ) -> _Choice | None:
@@ -317,8 +339,6 @@ class Reservation(PostFilterPlugin):
         which of those pods it must wait for (the others are reprieved).
         Only where its cycle would bind it there (`place` says why not, into
         `reasons`): room is never held for a group that could not use it."""
-        place = self.handle.place
-        assert place is not None
         mask = np.zeros(len(snapshot), dtype=bool)
         mask[list(rows)] = True
         running = [p for row in rows for p in snapshot.pods_on_row(row) if snapshot.node_of(p.uid) is not None]
@@ -328,7 +348,7 @@ class Reservation(PostFilterPlugin):
             try:
                 for pod in gone:
                     snapshot.remove_pod(pod)
-                return place(snapshot, pods, mask, group, reasons)
+                return place(snapshot, pods, mask, reasons)
             finally:
                 snapshot.restore(mark)
 

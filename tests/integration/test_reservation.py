@@ -186,6 +186,44 @@ def test_a_gang_of_the_whole_cluster_starts_behind_a_stream_of_small_pods(instal
     assert_never_overcommitted(cluster)
 
 
+def test_a_tree_of_the_whole_cluster_starts_behind_a_stream_of_small_pods(installed, busy, namespace):
+    """A leader+workers tree (troupe's own kinds: a root CompositePodGroup
+    needing both groups, a 1-pod leader, a 1-pod worker gang) that needs both
+    nodes: the root gets the reservation, its Event and its condition; the
+    tree binds whole in the room that frees."""
+    c, ns, cluster = installed, namespace, busy
+    root = {
+        "apiVersion": "scheduling.troupe.dev/v1alpha2",
+        "kind": "CompositePodGroup",
+        "metadata": {"name": "rep", "namespace": ns},
+        "spec": {
+            "workloadRef": {"workloadName": "rep", "templateName": "rep"},
+            "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+        },
+    }
+    objects: list[dict[str, Any]] = [root]
+    for role in ("leader", "workers"):
+        group = podgroup(ns, f"rep-{role}", 1)
+        group["spec"]["parentCompositePodGroupName"] = "rep"
+        objects += [
+            group,
+            pod_body(ns, f"rep-{role}-0", "4", RUNTIME, "troupe-scheduler", (GROUP_LABEL, f"rep-{role}")),
+        ]
+    create(c, *objects)
+    event = wait_for(lambda: reserved_event(c, ns, "rep"), timeout=STARVATION + BACKOFF + 10, message="Reserved")
+    assert event["regarding"]["kind"] == "CompositePodGroup", event
+    assert "reserved node(s) n1, n2 for 2 pod(s); waiting for" in event["note"], event
+    cpg = c.get_json("compositepodgroups.scheduling.troupe.dev", "-n", ns, "rep")
+    cond = next(x for x in cpg["status"]["conditions"] if x["type"] == "CompositePodGroupInitiallyScheduled")
+    assert cond["status"] == "False" and "reserved node(s) n1, n2" in cond["message"], cond
+
+    def tree_bound() -> bool:
+        return all(f"rep-{role}-0" in cluster.kubelet.bound_at for role in ("leader", "workers"))
+
+    wait_for(tree_bound, timeout=60, message="the tree bound whole")
+    assert_never_overcommitted(cluster)
+
+
 def running(ns: str, name: str, node_name: str, cpu: str, deadline: int | None = None) -> dict[str, Any]:
     """A pod bound to `node_name` up front (placed by someone else), running
     until the test deletes it; `deadline`: its activeDeadlineSeconds, which

@@ -516,3 +516,83 @@ def test_reservations_never_overcommit_a_node_nor_bind_a_gang_below_min_count(cl
         for name, size in gangs.items():
             bound = sum(1 for n, _ in rec.binds if n.startswith(f"{name}-"))
             assert bound == 0 or bound >= size, (name, bound, size)
+
+
+# ------------------------------------------------------ trees of groups
+
+
+def composite(name: str, min_groups: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.troupe.dev/v1alpha2",
+        "kind": "CompositePodGroup",
+        "metadata": {"name": name, "namespace": NS, "uid": f"uid-cpg-{name}", "generation": 1},
+        "spec": {"schedulingPolicy": {"gang": {"minGroupCount": min_groups}}},
+    }
+
+
+def replica(sched: Scheduler, name: str, workers: int) -> None:
+    """A leader+workers replica: root `name` (both groups needed), a 1-pod
+    leader group and a gang of `workers` workers, every pod 4 CPUs."""
+    sched.on_composite(composite(name, 2))
+    for child, size in ((f"{name}-leader", 1), (f"{name}-workers", workers)):
+        body = gang(child, size)
+        body["spec"]["parentCompositePodGroupName"] = name
+        sched.on_podgroup(body)
+        for i in range(size):
+            sched.on_pod(pod(f"{child}-{i}", cpu="4", group=child))
+
+
+def test_a_starving_tree_gets_room_for_the_whole_tree(s: Any, clock: Any) -> None:
+    sched, rec = s
+    for n in "abc":
+        sched.on_node(node(n, cpu="4"))
+        sched.on_pod(running(f"{n}0", n))
+    replica(sched, "rep", 2)
+    drain(sched)
+    assert held_nodes(sched) == {}  # not starving yet
+
+    clock.now += STARVE + 1
+    for u in list(sched.queue.units()):
+        sched.queue.activate(u.key)
+    drain(sched)
+    assert sorted(held_nodes(sched)) == ["rep-leader-0", "rep-workers-0", "rep-workers-1"]
+    assert sorted(held_nodes(sched).values()) == ["a", "b", "c"]
+    note = "reserved node(s) a, b, c for 3 pod(s); waiting for 3 running pod(s) to finish"
+    assert [e for e in rec.events if e[1] == "Reserved"] == [("rep", "Reserved", note)]  # on the root
+    assert note in rec.pods["rep-workers-1"]
+    root = [g for g in rec.groups if g[0] == "rep"][-1]
+    assert root[1:3] == ("False", "Unschedulable") and note in root[3]
+
+    # A pod ends; a small pod of the stream does not take its room.
+    delete(sched, "a0")
+    sched.on_pod(small("next"))
+    drain(sched)
+    assert ("next", "a") not in rec.binds and not rec.binds
+
+    delete(sched, "b0")
+    delete(sched, "c0")
+    clock.now += 20
+    drain(sched)
+    assert sorted(n for n, _ in rec.binds) == ["rep-leader-0", "rep-workers-0", "rep-workers-1"]
+    assert rec.at_least == [3]  # a tree's pods pass PreBind together or none binds
+    assert sched.nominated == {} and sched.reserved == {}
+
+
+def test_room_that_can_never_hold_the_tree_is_not_reserved(s: Any, clock: Any) -> None:
+    sched, rec = s
+    for n in "abc":
+        sched.on_node(node(n, cpu="4"))
+        sched.on_pod(running(f"{n}0", n))
+    replica(sched, "rep", 3)  # 4 pods of 4 CPUs, 3 nodes
+    drain(sched)
+    clock.now += STARVE + 1
+    for u in list(sched.queue.units()):
+        sched.queue.activate(u.key)
+    drain(sched)
+    assert held_nodes(sched) == {}
+    why = (
+        "Reservation: no room can be reserved: the group could not bind even with every running pod gone: "
+        "CompositePodGroup ns/rep: needs 2 of 2 group(s), 1 feasible"
+    )
+    assert why in rec.pods["rep-leader-0"]
+    assert why in [g for g in rec.groups if g[0] == "rep"][-1][3]

@@ -62,6 +62,15 @@ class Recorder:
     def forget_pod(self, uid: str) -> None:
         pass
 
+    def composite_condition(self, composite, status, reason, message) -> None:
+        self.groups.append((composite.metadata.name, status, reason, message))
+
+    def composite_event(self, composite, type_, reason, note, action) -> None:
+        self.events.append((composite.metadata.name, reason, note))
+
+    def composite_disrupted(self, composite, message: str) -> None:
+        self.disrupted[composite.metadata.name] = message
+
 
 def node(name: str, cpu: str = "2", pods: str = "110") -> dict[str, Any]:
     return {

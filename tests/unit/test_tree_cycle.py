@@ -413,3 +413,16 @@ def test_the_first_domain_that_places_everything_is_kept(tmp_path, capsys):
     docs = [*nodes, cpg("root", 2, key="rack"), *pg("pg1", 2, "root", [1, 1]), *pg("pg2", 2, "root", [1, 1])]
     doc = simulate(tmp_path, capsys, docs)
     assert {p["node"] for p in doc["pods"]} == {"n1"}
+
+
+def test_simulate_shows_the_reservation_a_starving_tree_would_get(tmp_path, capsys):
+    busy = [running("busy-a", "a", 1, "low"), running("busy-b", "b", 1, "low")]
+    docs = [node("a", 4), node("b", 4), priority_class("low", 0), *busy, cpg("rep", 2)]
+    docs += pg("rep-leader", 1, "rep", [4]) + pg("rep-workers", 1, "rep", [4])
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    assert main(["simulate", str(path), "--waited", "120", "--output", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert placed(doc)["rep-leader"] is False
+    root = next(c for c in doc["compositePodGroups"] if c["name"] == "rep")
+    assert "reserved node(s) a, b for 2 pod(s); waiting for 2 running pod(s) to finish" in json.dumps(root)
