@@ -164,7 +164,7 @@ def throughput_table(runs: list[dict[str, Any]]) -> str:
     rows = []
     for nodes, _, label, sc in group_runs(runs):
         t, u, r = (sc.get(s) for s in SCHEDULERS)
-        any_run = t or u or r
+        any_run = t or u or r or next(iter(sc.values()))  # a run of a variant only (troupe-native)
         creator = "/".join(_num(sc[s].get("creator_pods_per_s")) if s in sc else "-" for s in SCHEDULERS)
         api = "/".join(_num(sc[s].get("apiserver_ms_per_pod"), 1) if s in sc else "-" for s in SCHEDULERS)
         rows.append(

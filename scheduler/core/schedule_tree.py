@@ -165,7 +165,7 @@ class TreeCycle:
                 if level == len(keys) - 1:
                     return self._error(node, problem)
                 continue
-            domains = self._roomy(node, domains) if key is not None else domains
+            domains = self._roomy(node, key, domains) if key is not None else domains
             if not domains:
                 first = first or [("", within, _Node(Outcome.UNSCHEDULABLE, self._no_room(node, key)))]
                 continue
@@ -210,20 +210,27 @@ class TreeCycle:
         return tried, None
 
     def _roomy(
-        self, node: TreeNode, domains: list[tuple[str, np.ndarray | None]]
+        self, node: TreeNode, key: str, domains: list[tuple[str, np.ndarray | None]]
     ) -> list[tuple[str, np.ndarray | None]]:
-        """The domains whose free room could hold the least the subtree must
-        place (a bound: full racks are not tried pod by pod)."""
+        """The domains of `key` whose free room could hold the least the
+        subtree must place (a bound: full racks are not tried pod by pod).
+        Each domain's room is summed in one pass over the nodes, not one
+        pass per domain."""
         need = self._min_need(node)
-        if not need.any():
+        if not need.any() or not domains:
             return domains
-        free = (self.snapshot.alloc - self.snapshot.req).clip(min=0)
-        out = []
-        for label, rows in domains:
-            room = free[rows].sum(axis=0) if rows is not None else free[self.snapshot.valid].sum(axis=0)
-            if (room >= need).all():
-                out.append((label, rows))
-        return out
+        snapshot = self.snapshot
+        ids, _ = snapshot.domains(key)
+        allowed = np.logical_or.reduce([rows for _, rows in domains if rows is not None])
+        rows = np.flatnonzero(allowed)
+        free = (snapshot.alloc[rows] - snapshot.req[rows]).clip(min=0)
+        of = ids[rows]
+        count = int(of.max()) + 1 if len(of) else 0
+        room = np.stack(
+            [np.bincount(of, weights=free[:, col], minlength=count) for col in range(free.shape[1])], axis=1
+        )
+        fits = (room >= need).all(axis=1)
+        return [(label, rows_) for label, rows_ in domains if rows_ is not None and fits[ids[int(np.argmax(rows_))]]]
 
     def _min_need(self, node: TreeNode) -> np.ndarray:
         """At least what `node`'s waiting pods must take for it to be
