@@ -229,7 +229,7 @@ class TreeCycle:
         room = np.stack(
             [np.bincount(of, weights=free[:, col], minlength=count) for col in range(free.shape[1])], axis=1
         )
-        fits = (room >= need).all(axis=1)
+        fits: np.ndarray = np.asarray((room >= need).all(axis=1))
         return [(label, rows_) for label, rows_ in domains if rows_ is not None and fits[ids[int(np.argmax(rows_))]]]
 
     def _min_need(self, node: TreeNode) -> np.ndarray:
