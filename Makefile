@@ -1,9 +1,11 @@
 K8S_VERSION  := 1.37.2
 ETCD_VERSION := 3.6.16
-# The operators tests/integration/test_operators.py runs: KubeRay's
-# ray-operator and Kubeflow's training-operator.
+# The operators the integration tests run: KubeRay's ray-operator and Kubeflow's
+# training-operator (tests/integration/test_operators.py), and Kueue v0.17.0
+# (hack/build-operators.sh; KUEUE_VERSION overrides it there).
 KUBERAY_VERSION := 1.5.0
 TRAINING_OPERATOR_VERSION := 1.8.1
+KUEUE_VERSION := 0.17.0
 
 PYTHON ?= python3.11
 VENV   := .venv
@@ -19,11 +21,13 @@ TROUPE_ETCD_BIN_DIR ?= $(CACHE_HOME)/troupe/etcd-v$(ETCD_VERSION)/bin
 TROUPE_KUBERAY_DIR  ?= $(CACHE_HOME)/troupe/kuberay-v$(KUBERAY_VERSION)
 # bin/training-operator.v1 and crds/ (its PyTorchJob CRD).
 TROUPE_TRAINING_OPERATOR_DIR ?= $(CACHE_HOME)/troupe/training-operator-v$(TRAINING_OPERATOR_VERSION)
+# bin/kueue, crds/ (Kueue's CRDs) and webhook/ (its webhook manifest).
+TROUPE_KUEUE_DIR ?= $(CACHE_HOME)/troupe/kueue-v$(KUEUE_VERSION)
 KUBECTL            := $(TROUPE_K8S_BIN_DIR)/kubectl
 
 # Recipes see the built binaries (kubectl v$(K8S_VERSION), not /usr/bin/kubectl) first.
-export TROUPE_K8S_BIN_DIR TROUPE_ETCD_BIN_DIR TROUPE_KUBERAY_DIR TROUPE_TRAINING_OPERATOR_DIR KUBECTL K8S_VERSION ETCD_VERSION \
-	KUBERAY_VERSION TRAINING_OPERATOR_VERSION
+export TROUPE_K8S_BIN_DIR TROUPE_ETCD_BIN_DIR TROUPE_KUBERAY_DIR TROUPE_TRAINING_OPERATOR_DIR TROUPE_KUEUE_DIR KUBECTL \
+	K8S_VERSION ETCD_VERSION KUBERAY_VERSION TRAINING_OPERATOR_VERSION KUEUE_VERSION
 export PATH := $(TROUPE_K8S_BIN_DIR):$(PATH)
 
 PYTEST_ARGS ?=
@@ -47,7 +51,7 @@ $(VENV_STAMP): pyproject.toml
 controlplane: ## build etcd, kube-{apiserver,controller-manager,scheduler}, kubectl and kube-apiserver v1.36.3 into the cache (once; slow the first time)
 	hack/build-controlplane.sh
 
-operators: ## build KubeRay's ray-operator v1.5.0 and Kubeflow's training-operator v1.8.1 with their CRDs into the cache (once)
+operators: ## build KubeRay's ray-operator v1.5.0, Kubeflow's training-operator v1.8.1 and Kueue v0.17.0 with their CRDs into the cache (once)
 	hack/build-operators.sh
 
 # (wildcard: git does not keep an empty tests/unit in a fresh clone)

@@ -8,23 +8,32 @@
 #   $XDG_CACHE_HOME/troupe/kuberay-v$KUBERAY_VERSION/crds/scheduling.x-k8s.io_podgroups.yaml
 #   $XDG_CACHE_HOME/troupe/training-operator-v$TRAINING_OPERATOR_VERSION/bin/training-operator.v1
 #   $XDG_CACHE_HOME/troupe/training-operator-v$TRAINING_OPERATOR_VERSION/crds/kubeflow.org_pytorchjobs.yaml
+#   $XDG_CACHE_HOME/troupe/kueue-v$KUEUE_VERSION/bin/kueue
+#   $XDG_CACHE_HOME/troupe/kueue-v$KUEUE_VERSION/crds/kueue.x-k8s.io_*.yaml (11 CRDs)
+#   $XDG_CACHE_HOME/troupe/kueue-v$KUEUE_VERSION/webhook/manifests.yaml
 #
 # ray-operator is KubeRay's operator, `go install github.com/ray-project/kuberay/
 # ray-operator@v$KUBERAY_VERSION`; training-operator.v1 is Kubeflow's training
 # operator (PyTorchJob, TFJob, ...), `go install github.com/kubeflow/training-
-# operator/cmd/training-operator.v1@v$TRAINING_OPERATOR_VERSION`. Each builds with
-# its module's own go.mod and go.sum (the versions its release was tested with).
-# The CRDs come from the module cache that build fills: KubeRay's three (its
-# manager starts the RayCluster, RayJob and RayService controllers, and each waits
-# for its kind), the scheduler-plugins PodGroup CRD (scheduling.x-k8s.io/v1alpha1)
-# of the sigs.k8s.io/scheduler-plugins version KubeRay's go.mod requires (the
-# PodGroups both operators write), and the training operator's PyTorchJob CRD.
+# operator/cmd/training-operator.v1@v$TRAINING_OPERATOR_VERSION`; kueue is
+# Kubernetes' Kueue job-queueing manager, `go install sigs.k8s.io/kueue/cmd/
+# kueue@v$KUEUE_VERSION`. Each builds with its module's own go.mod and go.sum
+# (the versions its release was tested with). The CRDs come from the module cache
+# that build fills: KubeRay's three (its manager starts the RayCluster, RayJob and
+# RayService controllers, and each waits for its kind), the scheduler-plugins
+# PodGroup CRD (scheduling.x-k8s.io/v1alpha1) of the sigs.k8s.io/scheduler-plugins
+# version KubeRay's go.mod requires (the PodGroups both operators write), the
+# training operator's PyTorchJob CRD, and every CRD of Kueue's
+# config/components/crd/bases/ (its manager exits when a kind it watches is
+# missing; the workloads CRD is ~1.4 MB: apply it server-side). Kueue's webhook
+# manifest (config/components/webhook/manifests.yaml: the paths and rules the
+# tests' own webhook configurations are derived from) is copied too.
 #
-# ($XDG_CACHE_HOME defaults to ~/.cache; TROUPE_KUBERAY_DIR and
-# TROUPE_TRAINING_OPERATOR_DIR override the directories.) Done once: a stamp
-# records what was built, and a later run with the same stamp and files does
-# nothing. A binary is built under a temporary name and renamed into place, so
-# an interrupted build never leaves a broken one.
+# ($XDG_CACHE_HOME defaults to ~/.cache; TROUPE_KUBERAY_DIR,
+# TROUPE_TRAINING_OPERATOR_DIR and TROUPE_KUEUE_DIR override the directories.)
+# Done once: a stamp records what was built, and a later run with the same stamp
+# and files does nothing. A binary is built under a temporary name and renamed
+# into place, so an interrupted build never leaves a broken one.
 #
 # usage: hack/build-operators.sh [--force]
 set -euo pipefail
@@ -33,12 +42,14 @@ KUBERAY_VERSION="${KUBERAY_VERSION:-1.5.0}"
 KUBERAY_MODULE="github.com/ray-project/kuberay/ray-operator"
 TRAINING_OPERATOR_VERSION="${TRAINING_OPERATOR_VERSION:-1.8.1}"
 TRAINING_OPERATOR_MODULE="github.com/kubeflow/training-operator"
+KUEUE_VERSION="${KUEUE_VERSION:-0.17.0}"
+KUEUE_MODULE="sigs.k8s.io/kueue"
 SCHEDULER_PLUGINS_MODULE="sigs.k8s.io/scheduler-plugins"
 force=0
 for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -47,7 +58,7 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}/troupe"
 logdir="$cache/build-logs"
 
 # No toolchain download behind our back: the Go on PATH builds them (their go.mod
-# files ask for go 1.24.0 and 1.22). A caller may still export GOTOOLCHAIN.
+# files ask for go 1.24.0, 1.22 and 1.25.0). A caller may still export GOTOOLCHAIN.
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 
@@ -55,8 +66,10 @@ export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 . "$(dirname "${BASH_SOURCE[0]}")/lib-gobuild.sh"
 
 # What each operator is: its module, version, main package, binary, directory,
-# CRD files, and the function that copies them out of the module cache.
-operator_vars() {  # operator_vars NAME: sets module version package binary dir crd_files copy_crds
+# CRD files, the function that copies them out of the module cache, and extra
+# -ldflags.
+operator_vars() {  # operator_vars NAME: sets module version package binary dir crd_files copy_crds ldflags
+  ldflags=""
   case "$1" in
     ray-operator)
       module="$KUBERAY_MODULE" version="$KUBERAY_VERSION" package="$KUBERAY_MODULE" binary=ray-operator
@@ -69,6 +82,13 @@ operator_vars() {  # operator_vars NAME: sets module version package binary dir 
       dir="${TROUPE_TRAINING_OPERATOR_DIR:-$cache/training-operator-v$TRAINING_OPERATOR_VERSION}"
       crd_files=(kubeflow.org_pytorchjobs.yaml)
       copy_crds=training_operator_crds packages="~600" minutes="~2" ;;
+    kueue)
+      module="$KUEUE_MODULE" version="$KUEUE_VERSION" package="$KUEUE_MODULE/cmd/kueue" binary=kueue
+      dir="${TROUPE_KUEUE_DIR:-$cache/kueue-v$KUEUE_VERSION}"
+      crd_files=(kueue.x-k8s.io_{admissionchecks,clusterqueues,cohorts,localqueues,multikueueclusters,multikueueconfigs,provisioningrequestconfigs,resourceflavors,topologies,workloadpriorityclasses,workloads}.yaml)
+      # (its log line "Initializing" and its user agent show the version, as in a release build)
+      ldflags="-X $KUEUE_MODULE/pkg/version.GitVersion=v$KUEUE_VERSION"
+      copy_crds=kueue_crds packages="~1400" minutes="~5" ;;
   esac
 }
 
@@ -111,6 +131,24 @@ training_operator_crds() {  # training_operator_crds MODULE_DIR
   copy_crd "$1/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" kubeflow.org_pytorchjobs.yaml
   stamp_extra=""
 }
+kueue_crds() {  # kueue_crds MODULE_DIR: every CRD of config/components/crd/bases/, and the webhook manifest
+  local f bases="$1/config/components/crd/bases" webhook="$1/config/components/webhook/manifests.yaml"
+  for f in "$bases"/*.yaml; do
+    [[ -e "$f" ]] || { echo "error: no CRDs in $bases" >&2; exit 1; }
+    copy_crd "$f" "$(basename "$f")"
+  done
+  for f in "${crd_files[@]}"; do  # (what built_ok checks: a Kueue version that drops one needs crd_files changed)
+    [[ -s "$dir/crds/$f" ]] || { echo "error: $bases has no $f" >&2; exit 1; }
+  done
+  if [[ -s "$webhook" ]]; then
+    mkdir -p "$dir/webhook"
+    cp "$webhook" "$dir/webhook/.manifests.yaml.tmp" && chmod 644 "$dir/webhook/.manifests.yaml.tmp" &&
+      mv -f "$dir/webhook/.manifests.yaml.tmp" "$dir/webhook/manifests.yaml"
+  else
+    echo "    warning: $webhook not in the module; no $dir/webhook/manifests.yaml" >&2
+  fi
+  stamp_extra=""
+}
 
 build() {  # build NAME
   local name="$1" start rc tmpdir
@@ -126,7 +164,7 @@ build() {  # build NAME
   set +e
   # go install PACKAGE@VERSION builds with the module's own go.mod/go.sum (neither
   # has replace directives); the downloads are checked against the checksum database.
-  GOBIN="$tmpdir" go install -v -trimpath -ldflags "-s -w" "$package@v$version" 2>&1 | progress "$binary" "$log"
+  GOBIN="$tmpdir" go install -v -trimpath -ldflags "-s -w${ldflags:+ $ldflags}" "$package@v$version" 2>&1 | progress "$binary" "$log"
   rc=${PIPESTATUS[0]}
   set -e
   if (( rc != 0 )) || [[ ! -x "$tmpdir/$binary" ]]; then
@@ -145,10 +183,12 @@ build() {  # build NAME
   built_ok "$name" || { echo "error: the freshly built $dir/bin/$binary does not carry $module v$version in its build info" >&2; exit 1; }
   echo "==> $binary v$version built in $(fmt_time $((SECONDS - start))) ($(du -h "$dir/bin/$binary" | cut -f1)) -> $dir/bin/$binary"
   echo "    CRDs (${crd_files[*]}) -> $dir/crds"
+  [[ ! -s "$dir/webhook/manifests.yaml" ]] || echo "    webhook manifest -> $dir/webhook/manifests.yaml"
 }
 
 command -v go >/dev/null || {
-  echo "error: go is not on PATH (need Go >= 1.24 to build KubeRay v$KUBERAY_VERSION; the control plane needs >= 1.26)" >&2
+  echo "error: go is not on PATH (need Go >= 1.24 to build KubeRay v$KUBERAY_VERSION, >= 1.25 for Kueue" \
+    "v$KUEUE_VERSION; the control plane needs >= 1.26)" >&2
   exit 1; }
 
 up_to_date() {  # up_to_date NAME: built already (and not --force); says so
@@ -156,7 +196,7 @@ up_to_date() {  # up_to_date NAME: built already (and not --force); says so
 }
 
 todo=()
-for name in ray-operator training-operator; do
+for name in ray-operator training-operator kueue; do
   up_to_date "$name" || todo+=("$name")
 done
 (( ${#todo[@]} )) || exit 0

@@ -51,6 +51,7 @@ for p in (ROOT, ROOT / "hack", INTEGRATION_DIR):  # ROOT: bench/ (its fake kubel
         sys.path.insert(0, str(p))
 
 import localcluster  # noqa: E402
+from kueue import install_kueue_crds, kueue_build  # noqa: E402
 from localcluster import ControlPlaneNotBuilt, LocalCluster  # noqa: E402
 from objects import create, node  # noqa: E402
 from operators import OperatorNotBuilt, install_operator_crds, kuberay_build, training_operator_build  # noqa: E402
@@ -183,6 +184,21 @@ def operator_cluster(request: pytest.FixtureRequest, controlplane_binaries) -> L
     for c in _running_cluster(request, "operator control plane"):
         install(c)
         install_operator_crds(c, kuberay, training)
+        yield c
+
+
+@pytest.fixture(scope="session")
+def kueue_cluster(request: pytest.FixtureRequest, controlplane_binaries) -> LocalCluster:
+    """v1.37.2 with crds/ and manifests/ applied and Kueue's CRDs (from the
+    module `make operators` built it from), Established. A control plane of
+    its own: Kueue's admission webhooks are registered on it while Kueue runs."""
+    try:
+        build = kueue_build()
+    except OperatorNotBuilt as e:
+        pytest.fail(str(e), pytrace=False)
+    for c in _running_cluster(request, "Kueue control plane"):
+        install(c)
+        install_kueue_crds(c, build)
         yield c
 
 
