@@ -189,14 +189,16 @@ def operator_cluster(request: pytest.FixtureRequest, controlplane_binaries) -> L
 
 @pytest.fixture(scope="session")
 def kueue_cluster(request: pytest.FixtureRequest, controlplane_binaries) -> LocalCluster:
-    """v1.37.2 with crds/ and manifests/ applied and Kueue's CRDs (from the
-    module `make operators` built it from), Established. A control plane of
-    its own: Kueue's admission webhooks are registered on it while Kueue runs."""
+    """v1.37.2 with the native Workload API (as `native_cluster`: a Job with
+    `spec.scheduling` gets its native Workload and PodGroup), crds/ and
+    manifests/ applied, and Kueue's CRDs (from the module `make operators`
+    built it from), Established. A control plane of its own: Kueue's
+    admission webhooks are registered on it while Kueue runs."""
     try:
         build = kueue_build()
     except OperatorNotBuilt as e:
         pytest.fail(str(e), pytrace=False)
-    for c in _running_cluster(request, "Kueue control plane"):
+    for c in _running_cluster(request, "Kueue control plane (native Workload API)", workload_api=True):
         install(c)
         install_kueue_crds(c, build)
         yield c

@@ -75,12 +75,32 @@ def clean(c) -> None:
     c.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
 
 
+def explain(c, ns: str) -> None:
+    """What the namespace holds, printed (pytest shows it when the test fails):
+    each pod's node, phase, gates, node selector and PodScheduled message,
+    each Job's suspension, each group's condition."""
+    for p in pods_by_name(c, ns).values():
+        spec, status = p["spec"], p.get("status", {})
+        scheduled = next((x for x in status.get("conditions", []) if x["type"] == "PodScheduled"), {})
+        gates = [g["name"] for g in spec.get("schedulingGates", [])]
+        print(
+            p["metadata"]["name"], spec.get("nodeName"), status.get("phase"), gates, spec.get("nodeSelector"),
+            bool(p["metadata"].get("deletionTimestamp")), scheduled.get("reason"), scheduled.get("message"),
+        )  # fmt: skip
+    for j in c.get_json("jobs", "-n", ns)["items"]:
+        print("job", j["metadata"]["name"], "suspend", j["spec"].get("suspend"), j.get("status", {}))
+    for kind in ("podgroups.scheduling.troupe.dev", "podgroups.scheduling.k8s.io"):
+        for g in c.get_json(kind, "-n", ns)["items"]:
+            print(kind, g["metadata"]["name"], g.get("status", {}).get("conditions"))
+
+
 @pytest.fixture
 def ns(kueue_cluster, troupe, kueue) -> Iterator[str]:
     """A fresh namespace in a cluster with nothing of an earlier test left."""
     clean(kueue_cluster)
     with fresh_namespace(kueue_cluster) as name:
         yield name
+        explain(kueue_cluster, name)
         clean(kueue_cluster)
 
 
@@ -203,14 +223,26 @@ def kueue_admitted(c, ns: str) -> set[str]:
 # -------------------------------------------------------------- scenarios
 
 
-def test_quota_above_fit_binds_one_job_whole_the_other_waits_whole(kueue_cluster, ns):
+def native_job(ns: str, name: str, pods: int, cpu: str) -> dict[str, Any]:
+    """A 1.37 Job asking for a gang itself (`spec.scheduling`: the Job
+    controller makes its native Workload and PodGroup), in Kueue's queue."""
+    body = job(ns, name, pods, cpu)
+    body["spec"]["scheduling"] = {"schedulingPolicy": {"gang": {"minCount": pods}}}
+    del body["spec"]["template"]["metadata"]["annotations"][POLICY]
+    return body
+
+
+@pytest.mark.parametrize("kind", ["troupe-annotation", "native-spec-scheduling"])
+def test_quota_above_fit_binds_one_job_whole_the_other_waits_whole(kueue_cluster, ns, kind):
     """Quota 16 CPUs, nodes 8: Kueue admits two of three 4 x 2-CPU Jobs;
     troupe binds one whole, the other waits whole, and binds whole when the
-    first finishes."""
+    first finishes. The Jobs ask troupe for a gang by its annotation, or (1.37)
+    by `spec.scheduling`."""
     c = kueue_cluster
+    make = job if kind == "troupe-annotation" else native_job
     create(c, ready_node("n1", "4"), ready_node("n2", "4"))
     queues(c, ns, "16")
-    create(c, *(job(ns, name, 4, "2") for name in ("a", "b", "c")))
+    create(c, *(make(ns, name, 4, "2") for name in ("a", "b", "c")))
     sizes = {"a": 4, "b": 4, "c": 4}
     wait_for(lambda: len(kueue_admitted(c, ns)) == 2, timeout=60, message="Kueue admits two Jobs")
     admitted = sorted(kueue_admitted(c, ns))

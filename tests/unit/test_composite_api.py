@@ -254,7 +254,7 @@ def test_the_sources_read_both_composite_kinds() -> None:
         True,
         ("v1alpha3",),
     )
-    assert sources.api_versions("CompositePodGroup") == (f"{NATIVE}/v1alpha3", C.API_VERSION)
+    assert sources.api_versions("CompositePodGroup") == (C.API_VERSION, f"{NATIVE}/v1alpha3")
     # Chosen by apiVersion; one no source reads is read as troupe's own kind.
     assert sources.parse_composite(composite("example.com/v1")).problem is None
     assert {s.name for s in registry.SOURCES if s.kind("CompositePodGroup")} == {"troupe", "native"}

@@ -49,7 +49,10 @@ def worker(name: str, group: str, cpu: str = "1", **spec: Any) -> dict[str, Any]
 
 
 def test_a_pod_names_its_group_by_the_first_source():
-    """spec.schedulingGroup, then troupe's label, then the Job that owns it."""
+    """troupe's label, then the Job that owns it (opted in), then
+    spec.schedulingGroup: the 1.37 Job controller names a native group for
+    the pods of every Job, a basic one unless the Job asks otherwise, and
+    must not turn a Job that asked troupe for a gang into a basic group."""
     job_owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "0a1b2c3d-x", "controller": True}]
     meta = {
         "namespace": "ns",
@@ -57,12 +60,13 @@ def test_a_pod_names_its_group_by_the_first_source():
         "annotations": {"scheduling.troupe.dev/job-policy": "gang"},
         "ownerReferences": job_owner,
     }
-    assert pod_group(meta, {"schedulingGroup": {"podGroupName": "native"}}) == GroupKey(
-        "ns", "native", "scheduling.k8s.io"
-    )
+    native_spec = {"schedulingGroup": {"podGroupName": "native"}}
+    assert pod_group(meta, native_spec) == GroupKey("ns", "mine")
     assert pod_group(meta, {}) == GroupKey("ns", "mine")
     meta["labels"] = {}
-    assert pod_group(meta, {}) == GroupKey("ns", "j-0a1b2c3d")
+    assert pod_group(meta, native_spec) == GroupKey("ns", "j-0a1b2c3d")
+    meta["annotations"] = {}
+    assert pod_group(meta, native_spec) == GroupKey("ns", "native", "scheduling.k8s.io")
     assert pod_group({"namespace": "ns"}, {"schedulingGroup": {}}) is None
 
 
