@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from objects import create, force_delete
 from troupe_process import TroupeProcess, supervised
-from wait import wait_for
+from wait import holds, wait_for
 
 V1BETA1 = "scheduling.k8s.io/v1beta1"
 V1ALPHA2 = "scheduling.k8s.io/v1alpha2"
@@ -270,6 +270,56 @@ def test_two_leader_worker_replicas_room_for_one(native_cluster, troupe, nodes_o
     leader = wait_group(c, ns, f"{waiting}-leader", "PodGroupInitiallyScheduled", "False", "Unschedulable")
     assert leader["message"], leader
     assert len(bound(c, ns)) == 5  # never a part of the second replica
+
+
+def test_a_job_that_asks_troupe_for_a_gang_stays_a_gang_beside_the_job_controllers_group(
+    native_cluster, troupe, nodes_of, native_namespace
+):
+    """With WorkloadWithJob the 1.37 Job controller names a native PodGroup in
+    spec.schedulingGroup on the pods of every Job: a basic one for a Job
+    without spec.scheduling. Two Jobs that ask troupe for a gang by its
+    annotation (4 pods each, room for 6): one runs whole, the other waits
+    whole, not 4 + 2 (troupe's marker comes before spec.schedulingGroup)."""
+    c, ns = native_cluster, native_namespace
+    nodes_of(c, node("n1", cpu="3"), node("n2", cpu="3"))
+
+    def job(name: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "parallelism": 4,
+                "completions": 4,
+                "template": {
+                    "metadata": {"annotations": {"scheduling.troupe.dev/job-policy": "gang"}},
+                    "spec": {
+                        "schedulerName": SCHEDULER,
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {
+                                "name": "worker",
+                                "image": "registry.k8s.io/pause:3.10",
+                                "resources": {"requests": {"cpu": "1"}},
+                            }
+                        ],
+                    },
+                },
+            },
+        }
+
+    create(c, job("gang-a"), job("gang-b"))
+    pods = wait_for(
+        lambda: len(items := c.get_json("pods", "-n", ns)["items"]) == 8 and items, timeout=60, message="8 pods"
+    )
+    assert all(p["spec"].get("schedulingGroup") for p in pods), "the Job controller names a native group"
+    placed = wait_for(lambda: len(b := bound(c, ns)) == 4 and b, timeout=60, message="one Job's 4 pods bound")
+    assert len({name.rsplit("-", 1)[0] for name in placed}) == 1, placed
+    holds(lambda: len(bound(c, ns)) == 4, 3, message="the other Job waits whole")
+    # No kubelet: the Jobs go first (or they make their pods again), then their
+    # pods, so that no bound pod of this test holds room in the next one.
+    c.kubectl("delete", "jobs", "--all", "-n", ns, "--cascade=orphan")
+    c.kubectl("delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force")
 
 
 def test_jobs_with_spec_scheduling_bound_whole(native_cluster, troupe, nodes_of, native_namespace):
