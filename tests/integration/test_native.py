@@ -272,6 +272,32 @@ def test_two_leader_worker_replicas_room_for_one(native_cluster, troupe, nodes_o
     assert len(bound(c, ns)) == 5  # never a part of the second replica
 
 
+def four_worker_job(ns: str, name: str) -> dict[str, Any]:
+    """A Job of 4 one-CPU workers for troupe (no gang asked for yet)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "parallelism": 4,
+            "completions": 4,
+            "template": {
+                "spec": {
+                    "schedulerName": SCHEDULER,
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "worker",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "1"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
 def test_a_job_that_asks_troupe_for_a_gang_stays_a_gang_beside_the_job_controllers_group(
     native_cluster, troupe, nodes_of, native_namespace
 ):
@@ -284,29 +310,9 @@ def test_a_job_that_asks_troupe_for_a_gang_stays_a_gang_beside_the_job_controlle
     nodes_of(c, node("n1", cpu="3"), node("n2", cpu="3"))
 
     def job(name: str) -> dict[str, Any]:
-        return {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "parallelism": 4,
-                "completions": 4,
-                "template": {
-                    "metadata": {"annotations": {"scheduling.troupe.dev/job-policy": "gang"}},
-                    "spec": {
-                        "schedulerName": SCHEDULER,
-                        "restartPolicy": "Never",
-                        "containers": [
-                            {
-                                "name": "worker",
-                                "image": "registry.k8s.io/pause:3.10",
-                                "resources": {"requests": {"cpu": "1"}},
-                            }
-                        ],
-                    },
-                },
-            },
-        }
+        body = four_worker_job(ns, name)
+        body["spec"]["template"]["metadata"] = {"annotations": {"scheduling.troupe.dev/job-policy": "gang"}}
+        return body
 
     create(c, job("gang-a"), job("gang-b"))
     pods = wait_for(
@@ -330,29 +336,9 @@ def test_jobs_with_spec_scheduling_bound_whole(native_cluster, troupe, nodes_of,
     nodes_of(c, node("n1", cpu="3"), node("n2", cpu="3"))
 
     def job(name: str) -> dict[str, Any]:
-        return {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "parallelism": 4,
-                "completions": 4,
-                "scheduling": {"schedulingPolicy": {"gang": {"minCount": 4}}},
-                "template": {
-                    "spec": {
-                        "schedulerName": SCHEDULER,
-                        "restartPolicy": "Never",
-                        "containers": [
-                            {
-                                "name": "worker",
-                                "image": "registry.k8s.io/pause:3.10",
-                                "resources": {"requests": {"cpu": "1"}},
-                            }
-                        ],
-                    }
-                },
-            },
-        }
+        body = four_worker_job(ns, name)
+        body["spec"]["scheduling"] = {"schedulingPolicy": {"gang": {"minCount": 4}}}
+        return body
 
     create(c, job("train-a"), job("train-b"))
     placed = wait_for(lambda: len(b := bound(c, ns)) == 4 and b, timeout=60, message="one Job's 4 workers bound")
