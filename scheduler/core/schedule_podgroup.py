@@ -297,7 +297,7 @@ def _post_filter(
             if result.nominated_node:
                 decision.nominations[pod.uid] = result.nominated_node
             if result.reservation is not None:
-                _reserved(decision, result.reservation, result.message)
+                append_reservation(decision, result.reservation, result.message)
             else:
                 _preemption(decision, result.victims, result.victim_groups, result.message)
         elif not status.ok:
@@ -310,7 +310,7 @@ def _post_filter(
     if status.ok and group_result is not None:
         decision.nominations.update(group_result.nominations)
         if group_result.reservation is not None:
-            _reserved(decision, group_result.reservation, group_result.message)
+            append_reservation(decision, group_result.reservation, group_result.message)
         else:
             _preemption(decision, group_result.victims, group_result.victim_groups, group_result.message)
     elif not status.ok:
@@ -327,7 +327,7 @@ def _preemption(decision: GroupDecision, victims: Sequence[PodInfo], groups: Seq
         append_preemption(decision, message)
 
 
-def _reserved(decision: GroupDecision, reservation: Reservation, message: str) -> None:
+def append_reservation(decision: GroupDecision, reservation: Reservation, message: str) -> None:
     """Room held until running pods finish: said after the fit error."""
     decision.reservation = reservation
     decision.preemption_message = message

@@ -37,7 +37,7 @@ from ..plugins.defaultpreemption.search import without
 from ..plugins.defaultpreemption.victims import Unit, budgets, more_important_first, pdb_violations, victim_units
 from ..plugins.reservation import Reservation
 from .group_search import Assignment, unreserve
-from .schedule_podgroup import GroupDecision, Outcome, append_preemption, schedule_group
+from .schedule_podgroup import GroupDecision, Outcome, append_preemption, append_reservation, schedule_group
 
 
 @dataclass
@@ -521,11 +521,10 @@ class TreePostFilter:
         state = CycleState()
         result, status = plugin.reserve_tree(state, key, pods, place, cycle.snapshot)
         decision.retry_within = state.retry_within
-        if status.ok and result is not None:
+        if status.ok and result is not None and result.reservation is not None:
             decision.nominations.update(result.nominations)
-            decision.reservation = result.reservation
-            decision.preemption_message = result.message
-            TreePostFilter._say(decision, result.message)
+            append_reservation(decision, result.reservation, result.message)
+            TreePostFilter._on_root(decision, result.message)
         elif not status.is_skip and status.message:
             TreePostFilter._tell(decision, f"{status.plugin}: {status.message}" if status.plugin else status.message)
 
@@ -588,10 +587,8 @@ class TreePostFilter:
         self._tell(decision, decision.preemption_message)
 
     @staticmethod
-    def _say(decision: GroupDecision, text: str) -> None:
-        """Room reserved: after the fit error, on the pods and the root (as a PodGroup's)."""
-        decision.message = f"{decision.message}; {text}"
-        decision.unplaced = [(p, f"{why}; {text}") for p, why in decision.unplaced]
+    def _on_root(decision: GroupDecision, text: str) -> None:
+        """`text` after the root CompositePodGroup's message (the pods have it already)."""
         tree = decision.tree
         if tree is not None:
             outcome, message = tree.composites[tree.root]
@@ -601,10 +598,7 @@ class TreePostFilter:
     def _tell(decision: GroupDecision, text: str) -> None:
         """After the fit error, on the pods and the root (upstream's "preemption: ..." suffix)."""
         append_preemption(decision, text)
-        tree = decision.tree
-        if tree is not None:
-            outcome, message = tree.composites[tree.root]
-            tree.composites[tree.root] = (outcome, f"{message}; preemption: {text}")
+        TreePostFilter._on_root(decision, f"preemption: {text}")
 
 
 def schedule_tree(

@@ -97,20 +97,32 @@ def victim_units(cache: ClusterCache, snapshot: Snapshot, below: int, exclude: G
     return units
 
 
-def _gang_unit(cache: ClusterCache, snapshot: Snapshot, key: GroupKey, group: PodGroup, below: int) -> Unit | None:
+def _running(
+    cache: ClusterCache, snapshot: Snapshot, groups: Iterable[GroupKey], below: int
+) -> tuple[list[PodInfo], set[int]] | None:
+    """The running pods of `groups` and their rows; None if there are none,
+    or if any is not below `below` (never a pod of equal or higher priority,
+    so not the unit either)."""
     members: list[PodInfo] = []
     rows: set[int] = set()
-    for pod in cache.members(key):
-        node = snapshot.node_of(pod.uid)
-        row = snapshot.row.get(node) if node is not None else None
-        if row is None or pod.deleting or pod.terminal:
-            continue
-        if pod.priority >= below:
-            return None  # never a pod of equal or higher priority, so not the group either
-        members.append(pod)
-        rows.add(row)
-    if not members:
+    for key in groups:
+        for pod in cache.members(key):
+            node = snapshot.node_of(pod.uid)
+            row = snapshot.row.get(node) if node is not None else None
+            if row is None or pod.deleting or pod.terminal:
+                continue
+            if pod.priority >= below:
+                return None
+            members.append(pod)
+            rows.add(row)
+    return (members, rows) if members else None
+
+
+def _gang_unit(cache: ClusterCache, snapshot: Snapshot, key: GroupKey, group: PodGroup, below: int) -> Unit | None:
+    running = _running(cache, snapshot, (key,), below)
+    if running is None:
         return None
+    members, rows = running
     priority = group_priority(group, members, cache.priority_classes)
     if priority >= below:
         return None
@@ -121,20 +133,10 @@ def _gang_unit(cache: ClusterCache, snapshot: Snapshot, key: GroupKey, group: Po
 def _tree_unit(cache: ClusterCache, snapshot: Snapshot, top: GroupKey, below: int) -> Unit | None:
     """The running pods of every PodGroup under the CompositePodGroup `top`
     (`disruptionMode: all`), or None if any of them is not below `below`."""
-    members: list[PodInfo] = []
-    rows: set[int] = set()
-    for key in cache.leaves_under(top):
-        for pod in cache.members(key):
-            node = snapshot.node_of(pod.uid)
-            row = snapshot.row.get(node) if node is not None else None
-            if row is None or pod.deleting or pod.terminal:
-                continue
-            if pod.priority >= below:
-                return None
-            members.append(pod)
-            rows.add(row)
-    if not members:
+    running = _running(cache, snapshot, cache.leaves_under(top), below)
+    if running is None:
         return None
+    members, rows = running
     priority = max(p.priority for p in members)
     start = min(_started(p) for p in members)
     name = f"CompositePodGroup {top.namespace}/{top.name}"
