@@ -234,6 +234,8 @@ async def one_run(
             domain,
             group_status=shape.size if args.raw_group_status else 0,
             tree=shape.tree,
+            podgroup_api=flavor(sched).podgroup_api,
+            composite_api=flavor(sched).composite_api or "",
         )
     log(f"{tag} starting {sched} (log {proc.log_path})")
     try:
@@ -475,11 +477,12 @@ async def run_node_count(
                     continue
                 runs.append(_net_of_idle(await one_run(cluster, kube, nodes, shape, sched, args, workdir), idle))
                 save()
-            if args.profile_troupe and "troupe" in args.schedulers:
-                prof = workdir / f"{nodes}n-{shape.key}-troupe"
+            profiled = next((s for s in args.schedulers if s in TROUPE_RUNS), None)
+            if args.profile_troupe and profiled:  # the first troupe run of the list, again under cProfile
+                prof = workdir / f"{nodes}n-{shape.key}-{profiled}"
                 runs.append(
                     _net_of_idle(
-                        await one_run(cluster, kube, nodes, shape, "troupe", args, workdir, profile=prof), idle
+                        await one_run(cluster, kube, nodes, shape, profiled, args, workdir, profile=prof), idle
                     )
                 )
                 save()
@@ -497,7 +500,8 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]], json_path: Path, pn
             "over a 1-pod leader PodGroup and a 7-pod worker gang; kube-scheduler and kube-apiserver run with "
             f"--feature-gates={FEATURE_GATES['tree']}; the raw loop binds each replica inside one rack"
             + (
-                " and writes each leaf PodGroup's status once its replica is bound."
+                " and writes the status of each of its groups (the root CompositePodGroup and its two PodGroups) "
+                "once its replica is bound."
                 if meta.get("raw_group_status")
                 else "."
             )
@@ -612,7 +616,8 @@ def _parser() -> argparse.ArgumentParser:
         default=",".join(SCHEDULERS),
         help="which runs, in this order (default troupe,upstream,raw; also troupe-native: troupe on the objects "
         "upstream gets, native PodGroups and spec.schedulingGroup; troupe-coscheduling: troupe on scheduler-plugins' "
-        "PodGroups and label, as the Kubeflow training-operator writes them, not on shape t)",
+        "PodGroups and label, as the Kubeflow training-operator writes them, not on shape t; raw-troupe: the raw loop "
+        "on troupe's own kinds, the peer of the troupe run)",
     )
     p.add_argument(
         "--qps",
@@ -628,7 +633,8 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the raw loop also writes each PodGroup's status once its pods are bound (PodGroupScheduled=True, "
         "one merge patch per group, as kube-scheduler's PostBind and troupe do): troupe÷raw then compares "
-        "against binding plus the PodGroup contract's one write per group",
+        "against binding plus the PodGroup contract's one write per group (shape l: per replica, its root "
+        "CompositePodGroup and its two PodGroups)",
     )
     p.add_argument(
         "--bind-concurrency",
@@ -666,7 +672,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--profile-troupe",
         action="store_true",
-        help="after each shape's runs, one more troupe run under cProfile (bench/e2e_cprofile.py: start-up "
+        help="after each shape's runs, the first troupe run of --schedulers once more under cProfile "
+        "(bench/e2e_cprofile.py: start-up "
         "until /readyz and the run are profiled apart); its numbers are reported separately and the top 25 "
         "cumulative / tottime entries of each phase are printed (and saved next to the logs)",
     )

@@ -281,6 +281,8 @@ def raw_binder(
     domain_size: int = 0,
     group_status: int = 0,
     tree: bool = False,
+    podgroup_api: str = "",
+    composite_api: str = "",
 ) -> Proc:
     ready = workdir / f"{run}.ready"
     ready.unlink(missing_ok=True)
@@ -307,4 +309,8 @@ def raw_binder(
         cmd += ["--group-status", str(group_status)]
     if tree:
         cmd += ["--tree"]
+    if podgroup_api:
+        cmd += ["--podgroup-api", podgroup_api]
+    if composite_api:
+        cmd += ["--composite-api", composite_api]
     return Proc(run, cmd, workdir / f"{run}.log", ready.exists, env=dict(os.environ, PYTHONUNBUFFERED="1"))

@@ -12,9 +12,11 @@ With ``--group-status SIZE`` it also writes each group's status once its
 SIZE pods are bound (``PodGroupScheduled=True``, as kube-scheduler's PostBind
 and troupe do): the raw loop plus the one write per group that any
 scheduler keeping the PodGroup contract pays; with ``--tree`` (shape l) the
-group's SIZE pods are a replica and the write goes to each of its two leaf
-PodGroups, ``gNNNNN-leader`` and ``gNNNNN-workers`` (none to the root
-CompositePodGroup, which kube-scheduler does not write either). It uses the same client limits as troupe's
+group's SIZE pods are a replica and the write goes to each of its groups:
+the two leaf PodGroups, ``gNNNNN-leader`` and ``gNNNNN-workers``, and the
+root CompositePodGroup ``gNNNNN`` (``CompositePodGroupInitiallyScheduled``:
+kube-scheduler writes none, troupe and the CompositePodGroup contract do).
+It uses the same client limits as troupe's
 binder: a ``scheduler.runtime.ratelimit.TokenBucket`` (QPS/burst) and a fixed
 number of binds in flight (troupe's ``bindConcurrency``). HTTP is plain
 aiohttp (bench/e2e_kube.py), not kubernetes_asyncio.
@@ -39,7 +41,14 @@ import aiohttp
 from scheduler.runtime.ratelimit import TokenBucket
 
 from .e2e_kube import ApiError, Credentials, Kube
-from .e2e_workload import NATIVE_PODGROUP_API, RAW_SCHEDULER_NAME, child_name, group_name, parse_pod_name
+from .e2e_workload import (
+    NATIVE_COMPOSITE_API,
+    NATIVE_PODGROUP_API,
+    RAW_SCHEDULER_NAME,
+    child_name,
+    group_name,
+    parse_pod_name,
+)
 
 TREE_CHILDREN = ("leader", "workers")  # shape l's leaf PodGroups per replica
 
@@ -61,6 +70,8 @@ class RawBinder:
         self.next_in_domain: dict[int, int] = {}
         self.bound = self.conflicts = self.errors = 0
         self.rv = ""
+        self.podgroup_api = NATIVE_PODGROUP_API  # --podgroup-api: whose PodGroups' status to write
+        self.composite_api = NATIVE_COMPOSITE_API  # --composite-api: and whose CompositePodGroups' (--tree)
         self.group_size = 0  # --group-status: write a group's status once this many of its pods are bound
         self.tree = False  # --tree: write the status of the replica's leaf PodGroups instead
         self.bound_in_group: dict[int, int] = {}
@@ -119,20 +130,25 @@ class RawBinder:
         g = parsed[0]
         self.bound_in_group[g] = n = self.bound_in_group.get(g, 0) + 1
         if n == self.group_size:
-            for name in [child_name(g, c) for c in TREE_CHILDREN] if self.tree else [group_name(g)]:
-                task = asyncio.create_task(self.write_group_status(name, n))
+            podgroups = f"/apis/{self.podgroup_api}/namespaces/{self.ns}/podgroups"
+            writes = [(f"{podgroups}/{group_name(g)}/status", "PodGroupScheduled")]
+            if self.tree:
+                composites = f"/apis/{self.composite_api}/namespaces/{self.ns}/compositepodgroups"
+                writes = [(f"{podgroups}/{child_name(g, c)}/status", "PodGroupScheduled") for c in TREE_CHILDREN]
+                writes.append((f"{composites}/{group_name(g)}/status", "CompositePodGroupInitiallyScheduled"))
+            for path, type_ in writes:
+                task = asyncio.create_task(self.write_group_status(path, type_, n))
                 self.status_tasks.add(task)
                 task.add_done_callback(self.status_tasks.discard)
 
-    async def write_group_status(self, name: str, n: int) -> None:
+    async def write_group_status(self, path: str, type_: str, n: int) -> None:
         condition = {
-            "type": "PodGroupScheduled",
+            "type": type_,
             "status": "True",
             "reason": "Scheduled",
             "message": f"{n} pod(s) bound",
             "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        path = f"/apis/{NATIVE_PODGROUP_API}/namespaces/{self.ns}/podgroups/{name}/status"
         await self.bucket.acquire()
         try:
             await self.kube.request(
@@ -145,7 +161,7 @@ class RawBinder:
             self.status_writes += 1
         except (TimeoutError, ApiError, aiohttp.ClientError) as exc:
             self.errors += 1
-            print(f"status of {name}: {exc}", file=sys.stderr, flush=True)
+            print(f"status {path}: {exc}", file=sys.stderr, flush=True)
 
     async def list_pods(self) -> None:
         items, self.rv = await self.kube.list_all(
@@ -222,6 +238,8 @@ async def amain(args: argparse.Namespace) -> int:
     )
     binder.group_size = args.group_status
     binder.tree = args.tree
+    binder.podgroup_api = args.podgroup_api
+    binder.composite_api = args.composite_api
     task = asyncio.create_task(binder.run(args.ready_file))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -277,7 +295,19 @@ def main(argv: list[str] | None = None) -> int:
         "--tree",
         action="store_true",
         help="with --group-status: a group is a replica of shape l; write the status of its leaf PodGroups "
-        "gNNNNN-leader and gNNNNN-workers (one write each)",
+        "gNNNNN-leader and gNNNNN-workers and of its root CompositePodGroup gNNNNN (one write each)",
+    )
+    p.add_argument(
+        "--podgroup-api",
+        default=NATIVE_PODGROUP_API,
+        help=f"group/version of the PodGroups whose status --group-status writes ({NATIVE_PODGROUP_API}; "
+        "troupe's own for the raw-troupe run)",
+    )
+    p.add_argument(
+        "--composite-api",
+        default=NATIVE_COMPOSITE_API,
+        help=f"group/version of the CompositePodGroups --tree writes ({NATIVE_COMPOSITE_API}; troupe's own for "
+        "the raw-troupe run)",
     )
     return asyncio.run(amain(p.parse_args(argv)))
 

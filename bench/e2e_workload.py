@@ -75,9 +75,12 @@ COSCHEDULING_PODGROUP_API = "scheduling.x-k8s.io/v1alpha1"
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 # Runs `--schedulers` may also name: troupe given the very objects upstream
 # gets (native PodGroups, spec.schedulingGroup; only schedulerName differs),
-# and troupe given scheduler-plugins' PodGroups (spec.minMember) and label.
-EXTRA_SCHEDULERS = ("troupe-native", "troupe-coscheduling")
-TROUPE_RUNS = ("troupe", *EXTRA_SCHEDULERS)
+# troupe given scheduler-plugins' PodGroups (spec.minMember) and label, and
+# the raw loop given troupe's own kinds (the peer of the troupe run: the same
+# custom resources to create and to write status to).
+EXTRA_SCHEDULERS = ("troupe-native", "troupe-coscheduling", "raw-troupe")
+TROUPE_RUNS = ("troupe", "troupe-native", "troupe-coscheduling")
+RAW_RUNS = ("raw", "raw-troupe")
 
 
 @dataclass(frozen=True)
@@ -336,11 +339,11 @@ class Flavor:
 def flavor(scheduler: str) -> Flavor:
     native = f"/apis/{NATIVE_PODGROUP_API}/namespaces/{{ns}}/podgroups"
     native_cpg = (f"/apis/{NATIVE_COMPOSITE_API}/namespaces/{{ns}}/compositepodgroups", NATIVE_COMPOSITE_API)
-    if scheduler == "troupe":
+    if scheduler in ("troupe", "raw-troupe"):
         return Flavor(
             f"/apis/{TROUPE_API_VERSION}/namespaces/{{ns}}/podgroups",
             TROUPE_API_VERSION,
-            TROUPE_SCHEDULER_NAME,
+            TROUPE_SCHEDULER_NAME if scheduler == "troupe" else RAW_SCHEDULER_NAME,
             POD_GROUP_LABEL,
             f"/apis/{TROUPE_API_VERSION}/namespaces/{{ns}}/compositepodgroups",
             TROUPE_API_VERSION,

@@ -7,11 +7,12 @@ crashing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from . import shape
 from .records import (
+    GroupKey,
     HostPort,
     LabelSelector,
     NodeInfo,
@@ -104,10 +105,16 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
     return tuple(ports)
 
 
-def parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource] = DEFAULT_SOURCES) -> PodInfo:
-    """The pod's record; `sources`, in order, say which PodGroup it belongs to."""
+def parse_pod(
+    body: Mapping[str, Any],
+    sources: Sequence[GroupSource] = DEFAULT_SOURCES,
+    tree_of: Callable[[GroupKey], GroupKey | None] | None = None,
+) -> PodInfo:
+    """The pod's record; `sources`, in order, say which PodGroup it belongs
+    to, and `tree_of` which tree unit that PodGroup waits in (the cache
+    knows; made here, not by a copy of the record per pod event)."""
     try:
-        return _parse_pod(body, sources)
+        return _parse_pod(body, sources, tree_of)
     except (AttributeError, TypeError) as exc:  # a field of the wrong type: say which
         raise ObjectError(shape_error(body, shape.POD) or f"unexpected structure: {exc}") from None
 
@@ -221,7 +228,9 @@ def _spec_key(
     )
 
 
-def _parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource]) -> PodInfo:
+def _parse_pod(
+    body: Mapping[str, Any], sources: Sequence[GroupSource], tree_of: Callable[[GroupKey], GroupKey | None] | None
+) -> PodInfo:
     meta = body.get("metadata") or {}
     spec = body.get("spec") or {}
     status = body.get("status") or {}
@@ -280,6 +289,7 @@ def _parse_pod(body: Mapping[str, Any], sources: Sequence[GroupSource]) -> PodIn
         nominated_node_name=_text(status, "nominatedNodeName"),
         resource_claims=claims,
         group=group,
+        tree=tree_of(group) if group is not None and tree_of is not None else None,
         task=membership.task if membership is not None else "",
         group_size=membership.group_size if membership is not None else 0,
         owners=_owner_names(meta) if group is not None else (),

@@ -160,14 +160,14 @@ class EventHandlers:
 
     def on_pod(self, body: Mapping[str, Any]) -> None:
         try:
-            pod = parse_pod(body, self.sources)
+            pod = parse_pod(body, self.sources, self._tree_of)
         except ObjectError as exc:
             meta = body.get("metadata") or {}
             log.warning("ignoring pod %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
             return
         if pod.group is not None:
             self._imply_group(pod)
-            pod = self.with_group_priority(pod).with_tree(self.cache.top_of(pod.group)[0])
+            pod = self.with_group_priority(pod)
         old = self.cache.upsert_pod(pod)
         for event in E.pod_update_events(old, pod):
             self._cluster_event(event)
@@ -181,6 +181,9 @@ class EventHandlers:
             self._release_claims(pod.uid)  # a finished pod holds no devices
         if pod.group is not None:
             self._member_updated(pod, pod.group, old)
+
+    def _tree_of(self, group: GroupKey) -> GroupKey | None:
+        return self.cache.top_of(group)[0]
 
     def _enqueue(self, pod: PodInfo, old: PodInfo | None) -> None:
         """A pending pod into the queue (and, gated, said why it waits)."""

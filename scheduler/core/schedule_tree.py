@@ -70,6 +70,24 @@ class _Node:
         return [a for d in self.leaves.values() for a in d.assignments]
 
 
+@dataclass
+class _Domains:
+    """Where a CompositePodGroup may go under one topology key: each
+    candidate domain's label and id, in id order. A domain's rows are made
+    only when it is tried (`rows`): the first tried is mostly kept, so the
+    others' would be made for nothing."""
+
+    candidates: list[tuple[str, int]]
+    allowed: np.ndarray | None  # the rows they may use (no key: `within`, the one candidate's)
+    ids: np.ndarray | None = None  # row -> domain id of the key (None: no key)
+
+    def rows(self, domain: int) -> np.ndarray | None:
+        if self.ids is None or self.allowed is None:
+            return self.allowed
+        rows: np.ndarray = self.allowed & (self.ids == domain)
+        return rows
+
+
 class TreeCycle:
     def __init__(
         self,
@@ -165,12 +183,14 @@ class TreeCycle:
                 if level == len(keys) - 1:
                     return self._error(node, problem)
                 continue
-            domains = self._roomy(node, key, domains) if key is not None else domains
-            if not domains:
+            if key is not None:
+                domains.candidates = self._roomy(node, domains)
+            if not domains.candidates:
                 first = first or [("", within, _Node(Outcome.UNSCHEDULABLE, self._no_room(node, key)))]
                 continue
-            if len(domains) == 1:  # one candidate: placed once, not tried and placed again
-                label, rows = domains[0]
+            if len(domains.candidates) == 1:  # one candidate: placed once, not tried and placed again
+                label, domain = domains.candidates[0]
+                rows = domains.rows(domain)
                 mark = self.snapshot.mark()
                 result = self._children(node, rows, label)
                 if result.feasible:
@@ -191,7 +211,7 @@ class TreeCycle:
         return self._fail(node, self._no_domain(node, first or []))
 
     def _try_domains(
-        self, node: TreeNode, domains: list[tuple[str, np.ndarray | None]]
+        self, node: TreeNode, domains: _Domains
     ) -> tuple[list[tuple[str, np.ndarray | None, _Node]], _Node | None]:
         """Each domain tried in turn, the snapshot put back after each; the
         first where every waiting pod of the subtree is placed ends the
@@ -199,7 +219,8 @@ class TreeCycle:
         place more, and ties go to the first."""
         everyone = sum(len(self.pending.get(leaf.key, ())) for leaf in node.leaves())
         tried: list[tuple[str, np.ndarray | None, _Node]] = []
-        for label, rows in domains:
+        for label, domain in domains.candidates:
+            rows = domains.rows(domain)
             mark = self.snapshot.mark()
             result = self._children(node, rows, label)
             if result.feasible and result.placed >= everyone:
@@ -209,28 +230,23 @@ class TreeCycle:
             tried.append((label, rows, result))
         return tried, None
 
-    def _roomy(
-        self, node: TreeNode, key: str, domains: list[tuple[str, np.ndarray | None]]
-    ) -> list[tuple[str, np.ndarray | None]]:
-        """The domains of `key` whose free room could hold the least the
+    def _roomy(self, node: TreeNode, domains: _Domains) -> list[tuple[str, int]]:
+        """The candidate domains whose free room could hold the least the
         subtree must place (a bound: full racks are not tried pod by pod).
-        Each domain's room is summed in one pass over the nodes, not one
-        pass per domain."""
+        Each domain's room is summed in one pass over the rows, by domain id
+        (no row mask per domain)."""
         need = self._min_need(node)
-        if not need.any() or not domains:
-            return domains
+        if not need.any() or not domains.candidates or domains.ids is None or domains.allowed is None:
+            return domains.candidates
         snapshot = self.snapshot
-        ids, _ = snapshot.domains(key)
-        allowed = np.logical_or.reduce([rows for _, rows in domains if rows is not None])
-        rows = np.flatnonzero(allowed)
-        free = (snapshot.alloc[rows] - snapshot.req[rows]).clip(min=0)
-        of = ids[rows]
-        count = int(of.max()) + 1 if len(of) else 0
-        room = np.stack(
-            [np.bincount(of, weights=free[:, col], minlength=count) for col in range(free.shape[1])], axis=1
-        )
-        fits: np.ndarray = np.asarray((room >= need).all(axis=1))
-        return [(label, rows_) for label, rows_ in domains if rows_ is not None and fits[ids[int(np.argmax(rows_))]]]
+        count = max(i for _, i in domains.candidates) + 1
+        # Rows not allowed go to bin `count`, dropped; a domain without an allowed row has no room.
+        of = np.where(domains.allowed, domains.ids, count)
+        fits = np.ones(count, dtype=bool)
+        for col in np.flatnonzero(need > 0):  # room >= need holds anyway where the need is 0
+            free = np.maximum(snapshot.alloc[:, col] - snapshot.req[:, col], 0)
+            fits &= np.bincount(of, weights=free, minlength=count + 1)[:count] >= need[col]
+        return [(label, i) for label, i in domains.candidates if fits[i]]
 
     def _min_need(self, node: TreeNode) -> np.ndarray:
         """At least what `node`'s waiting pods must take for it to be
@@ -351,15 +367,13 @@ class TreeCycle:
         out.composites[node.key] = (out.outcome, out.message)
         return out
 
-    def _domains(
-        self, node: TreeNode, within: np.ndarray | None, key: str | None
-    ) -> tuple[list[tuple[str, np.ndarray | None]], str | None]:
+    def _domains(self, node: TreeNode, within: np.ndarray | None, key: str | None) -> tuple[_Domains, str | None]:
         """Where the CompositePodGroup may go: one candidate per domain of
         `key` within `within` (nodes without the label dropped), or `within`
         itself without a key; only the domain its subtree's placed pods are
         in, where it has some."""
         if key is None:
-            return [("", within)], None
+            return _Domains([("", -1)], within), None
         ids, names = self.snapshot.domains(key)
         base = within if within is not None else self.snapshot.valid
         allowed = base & (ids >= 0)
@@ -370,13 +384,13 @@ class TreeCycle:
                 if row is None:
                     continue
                 if ids[row] < 0:
-                    return [], f"a pod of {leaf.label} runs on node {name}, which has no label {key}"
+                    return _Domains([], None), f"a pod of {leaf.label} runs on node {name}, which has no label {key}"
                 taken.add(int(ids[row]))
         if len(taken) > 1:
             shown = ", ".join(sorted(names[i] for i in taken))
-            return [], f"pods of {node.label} already run in more than one {key} domain: {shown}"
-        values = sorted(taken) if taken else sorted({int(i) for i in np.unique(ids[allowed])})
-        return [(f"{key}={names[i]}", allowed & (ids == i)) for i in values], None
+            return _Domains([], None), f"pods of {node.label} already run in more than one {key} domain: {shown}"
+        values = sorted(taken) if taken else np.flatnonzero(np.bincount(ids[allowed])).tolist()
+        return _Domains([(f"{key}={names[i]}", i) for i in values], allowed, ids), None
 
     # ------------------------------------------------------------ failure
 

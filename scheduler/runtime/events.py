@@ -119,6 +119,9 @@ class EventRecorder:
         last = self._seen.get(key)
         if last is not None and now - last < EVENT_DEDUPE_SECONDS:
             return
+        if self._full(key):  # dropped: not worth the body (most are, while a large gang binds)
+            self._drop()
+            return
         body = self._body(regarding, type_, reason, note, action)
         if self._enqueue(key, lambda: self._post(regarding, body)):
             _remember(self._seen, key, now)
@@ -210,17 +213,23 @@ class EventRecorder:
         path = f"/apis/events.k8s.io/v1/namespaces/{_namespace(regarding)}/events"
         await self._rest.post(path, encode(body), timeout=REQUEST_TIMEOUT_SECONDS)
 
+    def _full(self, key: EventKey) -> bool:
+        return key not in self._pending and len(self._pending) >= self._max_queued
+
+    def _drop(self) -> None:
+        DROPPED.inc()
+        if not self._dropping:
+            self._dropping = True
+            log.warning(
+                "Events: %d waiting behind binds; dropping new ones until they are sent "
+                "(troupe_events_dropped_total counts them)",
+                len(self._pending),
+            )
+
     def _enqueue(self, key: EventKey, send: Callable[[], Awaitable[None]]) -> bool:
         """Queue `send` unless the queue is full (then count it dropped)."""
-        if key not in self._pending and len(self._pending) >= self._max_queued:
-            DROPPED.inc()
-            if not self._dropping:
-                self._dropping = True
-                log.warning(
-                    "Events: %d waiting behind binds; dropping new ones until they are sent "
-                    "(troupe_events_dropped_total counts them)",
-                    len(self._pending),
-                )
+        if self._full(key):
+            self._drop()
             return False
         self._pending[key] = send
         self._wakeup.set()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import urllib.parse
 import urllib.request
@@ -13,6 +12,7 @@ from typing import Any
 
 import aiohttp
 import kopf
+import orjson
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.client.rest import RESTResponse
@@ -126,7 +126,7 @@ def _env_proxy(url: str) -> str | None:
 
 def encode(body: Any) -> bytes:
     """Compact JSON, as the API server reads it."""
-    return json.dumps(body, separators=(",", ":")).encode()
+    return orjson.dumps(body)
 
 
 async def list_paged(
@@ -153,7 +153,7 @@ async def list_paged(
             _preload_content=False,
             _request_timeout=60,
         )
-        page = json.loads(await read_checked(resp))
+        page = orjson.loads(await read_checked(resp))
         if not str(page.get("kind", "")).endswith("List"):
             raise ValueError(f"GET {path}: the answer is a {page.get('kind')!r}, not a list")
         if list_meta is not None:
