@@ -71,13 +71,13 @@ class CompositePodGroup(_Model):
     @property
     def key(self) -> GroupKey:
         """Keyed as PodGroups are: namespace, name, API group."""
-        return GroupKey(self.metadata.namespace, self.metadata.name, self.api_version.partition("/")[0])
+        return self.metadata.key(self.api_version)
 
     @property
     def parent_key(self) -> GroupKey | None:
         """The CompositePodGroup above this one (same namespace and API group); None for a root."""
         parent = self.spec.parent_composite_pod_group_name
-        return GroupKey(self.metadata.namespace, parent, self.key.source) if parent else None
+        return self.metadata.key(self.api_version, parent) if parent else None
 
     @property
     def is_gang(self) -> bool:

@@ -149,6 +149,11 @@ class ObjectMeta(_Model):
     creation_timestamp: str = Field(default="", alias="creationTimestamp")
     deletion_timestamp: str | None = Field(default=None, alias="deletionTimestamp")
 
+    def key(self, api_version: str, name: str = "") -> GroupKey:
+        """How a group kind's object is keyed: namespace, name and API group;
+        with `name`, the key of that object beside it (its parent)."""
+        return GroupKey(self.namespace, name or self.name, api_version.partition("/")[0])
+
 
 class PodGroup(_Model):
     """troupe's PodGroup, whichever source it came from (api/sources): the
@@ -175,13 +180,13 @@ class PodGroup(_Model):
 
     @property
     def key(self) -> GroupKey:
-        return GroupKey(self.metadata.namespace, self.metadata.name, self.api_version.partition("/")[0])
+        return self.metadata.key(self.api_version)
 
     @property
     def parent_key(self) -> GroupKey | None:
         """The CompositePodGroup this group is a child of (same namespace and API group)."""
         parent = self.spec.parent_composite_pod_group_name
-        return GroupKey(self.metadata.namespace, parent, self.key.source) if parent else None
+        return self.metadata.key(self.api_version, parent) if parent else None
 
     @property
     def is_gang(self) -> bool:
@@ -336,7 +341,7 @@ class Workload(_Model):
     @property
     def key(self) -> GroupKey:
         """Keyed as PodGroups are: namespace, name, API group."""
-        return GroupKey(self.metadata.namespace, self.metadata.name, self.api_version.partition("/")[0])
+        return self.metadata.key(self.api_version)
 
     def template(self, name: str) -> PodGroupTemplate | None:
         """The PodGroupTemplate `name`, at any level of the tree."""

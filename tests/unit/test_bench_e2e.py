@@ -215,3 +215,21 @@ def test_partial_groups_and_tree_table():
     assert "partial replicas" in head
     assert "troupe (native objects)" in native and "6.00x" in native and "0.75x" in native
     assert "8.00x" in raw and "| 0 " in up
+
+
+def test_tree_table_divides_each_troupe_run_by_the_raw_loop_on_the_same_objects():
+    """troupe on its own kinds is divided by raw-troupe (the raw loop on those kinds), troupe on native
+    objects by the native raw loop; raw-troupe gets troupe's CRDs under the raw loop's schedulerName."""
+    runs = []
+    for sched, rate in (("troupe-native", 600.0), ("troupe", 540.0), ("raw", 800.0), ("raw-troupe", 600.0)):
+        r = _run(sched, rate)
+        r.update(shape="l", tree=True, partial_groups=0, topology={"violations": 0, "stored": True})
+        runs.append(r)
+    rows = {line.split("|")[3].strip(): line for line in tree_table(runs).splitlines()[2:]}
+    assert "0.75x" in rows["troupe (native objects)"]
+    assert "0.90x" in rows["troupe"]
+    assert "raw bind (troupe's kinds)" in rows
+    own, raw_own = flavor("troupe"), flavor("raw-troupe")
+    assert raw_own.podgroup_api == own.podgroup_api == "scheduling.troupe.dev/v1alpha2"
+    assert raw_own.composite_api == own.composite_api and raw_own.group_label == own.group_label
+    assert raw_own.pod("ns", 1, 0)["spec"]["schedulerName"] == flavor("raw").scheduler_name
