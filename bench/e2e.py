@@ -223,6 +223,7 @@ async def one_run(
         )
     else:
         domain = nodes_per_rack(nodes) if shape.topology_key else 0
+        objects = flavor(sched)  # whose PodGroups and CompositePodGroups get the status writes
         proc = procs.raw_binder(
             workdir,
             run,
@@ -234,8 +235,8 @@ async def one_run(
             domain,
             group_status=shape.size if args.raw_group_status else 0,
             tree=shape.tree,
-            podgroup_api=flavor(sched).podgroup_api,
-            composite_api=flavor(sched).composite_api or "",
+            podgroup_api=objects.podgroup_api,
+            composite_api=objects.composite_api or "",
         )
     log(f"{tag} starting {sched} (log {proc.log_path})")
     try:
