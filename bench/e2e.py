@@ -43,11 +43,12 @@ from typing import Any
 
 from . import e2e_procs as procs
 from .e2e_cprofile import profile_text
-from .e2e_kube import Credentials, Kube
+from .e2e_kube import Credentials, Kube, request_counts, request_delta
 from .e2e_report import (
     detail_table,
     latency_table,
     plot,
+    requests_table,
     summarize,
     throughput_table,
     tree_table,
@@ -276,6 +277,7 @@ async def one_run(
 
     watcher = BindWatcher(kube, ns, shape)
     await watcher.start()
+    requests0 = await request_counts(kube)
     cpu0 = (proc.cpu(), _pid_cpu(cluster._apiserver), _pid_cpu(cluster._etcd))
     bench_cpu0 = time.process_time()
     sys_cpu0 = procs.system_cpu_seconds()
@@ -314,6 +316,7 @@ async def one_run(
     bench_cpu = time.process_time() - bench_cpu0
     sys_cpu1 = procs.system_cpu_seconds()
     wall = time.monotonic() - t_start
+    requests = request_delta(requests0, await request_counts(kube))
     if not ctask.done():
         ctask.cancel()
     await asyncio.gather(ctask, return_exceptions=True)
@@ -365,6 +368,7 @@ async def one_run(
         "max_pods_per_node": per_node[-1] if per_node else 0,
         "watch_relists": watcher.relists,
         "watch_events": watcher.events,
+        "api_requests": requests,
         "log": str(proc.log_path),
         "log_problem_lines": _count_log_problems(proc.log_path, log_upto),
     }
@@ -560,6 +564,14 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]], json_path: Path, pn
         print()
     print("## Every run")
     print(detail_table(runs))
+    table = requests_table(runs)
+    if table is not None:
+        print()
+        print(
+            "## API requests per pod bound, by kind, while each run ran (kube-apiserver's apiserver_request_total: "
+            "the creator's and this watcher's too, so compare the runs)"
+        )
+        print(table)
     for r in runs:
         for phase, what in (
             ("startup", f"start-up until /readyz ({r.get('scheduler_ready_s') or 0:.0f}s under cProfile)"),

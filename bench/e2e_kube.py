@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,3 +140,43 @@ class Kube:
             cont = (reply.get("metadata") or {}).get("continue") or ""
             if not cont:
                 return items, (reply.get("metadata") or {}).get("resourceVersion", "")
+
+
+_REQUEST_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def parse_request_counts(text: str) -> dict[str, float]:
+    """kube-apiserver's `apiserver_request_total` summed by "VERB resource[/subresource]" (every
+    group, scope, code and component), from its /metrics text. Watches count as one request each
+    (when opened), not per event."""
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_text, _, value = line.rpartition(" ")
+        labels = dict(_REQUEST_LABEL.findall(labels_text))
+        what = labels.get("resource", "")
+        if labels.get("subresource"):
+            what += "/" + labels["subresource"]
+        key = f"{labels.get('verb', '?')} {what}"
+        counts[key] = counts.get(key, 0.0) + float(value)
+    return counts
+
+
+async def request_counts(kube: Kube) -> dict[str, float] | None:
+    """parse_request_counts of the API server now; None if /metrics cannot be read."""
+    try:
+        async with kube.session.get(kube.creds.server + "/metrics") as resp:
+            if resp.status != 200:
+                return None
+            return parse_request_counts(await resp.text())
+    except (TimeoutError, aiohttp.ClientError):
+        return None
+
+
+def request_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, int] | None:
+    """Requests made between two request_counts, by kind; kinds with none left out."""
+    if before is None or after is None:
+        return None
+    delta = {k: int(round(v - before.get(k, 0.0))) for k, v in after.items()}
+    return {k: n for k, n in sorted(delta.items()) if n > 0}

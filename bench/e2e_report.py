@@ -354,6 +354,19 @@ def detail_table(runs: list[dict[str, Any]]) -> str:
     return _table(header, rows)
 
 
+def requests_table(runs: list[dict[str, Any]]) -> str | None:
+    """API requests per pod bound, one row per kind ("VERB resource[/subresource]"), one column per
+    run; a kind below 0.01 a pod in every run is left out. None when no run has the counts."""
+    counted = [r for r in runs if r.get("api_requests") is not None and r.get("pods_bound")]
+    if not counted:
+        return None
+    per_pod = [{k: n / r["pods_bound"] for k, n in r["api_requests"].items()} for r in counted]
+    kinds = sorted({k for p in per_pod for k, v in p.items() if v >= 0.01})
+    rows = [[kind, *(f"{p.get(kind, 0.0):.2f}" for p in per_pod)] for kind in kinds]
+    rows.append(["all", *(f"{sum(p.values()):.2f}" for p in per_pod)])
+    return _table(["requests per pod", *(r["run"] for r in counted)], rows)
+
+
 # -------------------------------------------------------------------- plot
 
 

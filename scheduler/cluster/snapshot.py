@@ -104,6 +104,7 @@ class Snapshot:
         self._counts: dict[Hashable, tuple[PodPredicate, np.ndarray]] = {}
         self._domains: dict[str, tuple[np.ndarray, list[str]]] = {}
         self._alloc_total: np.ndarray | None = None
+        self._vectors: dict[Hashable, tuple[np.ndarray, tuple[str, ...]]] = {}  # a pod's requests -> request_vector
         self._table = table
 
     def __len__(self) -> int:
@@ -113,7 +114,12 @@ class Snapshot:
 
     def request_vector(self, pod: PodInfo) -> tuple[np.ndarray, tuple[str, ...]]:
         """The pod's requests over the snapshot's columns (one pod slot included),
-        and the resources it asks for that no node in the snapshot offers."""
+        and the resources it asks for that no node in the snapshot offers.
+        Made once per set of requests (a gang's pods share one) and read-only."""
+        key = tuple(pod.requests.items())
+        hit = self._vectors.get(key)
+        if hit is not None:
+            return hit
         vec = np.zeros(len(self.resources), dtype=np.int64)
         unknown = []
         for name, amount in pod.requests.items():
@@ -123,7 +129,9 @@ class Snapshot:
             else:
                 vec[col] = amount
         vec[self.column[PODS]] = 1
-        return vec, tuple(sorted(unknown))
+        vec.flags.writeable = False
+        hit = self._vectors[key] = (vec, tuple(sorted(unknown)))
+        return hit
 
     def assume(self, row: int, requests: np.ndarray, nonzero: tuple[int, int], pod: PodInfo | None = None) -> None:
         """Place a pod on `row` for the rest of the cycle."""

@@ -252,7 +252,11 @@ class Framework:
             entry.synced(snapshot)
             return result
         assert entry.values is not None and entry.versions is not None and entry.result is not None
-        if len(stale):
+        if len(stale) == 1:  # the common case: the row the previous gang member went to
+            row = int(stale[0])
+            entry.values[row] = plugin.filter_row(state, pod, snapshot, row)
+            entry.versions[row] = snapshot.row_version[row]
+        elif len(stale):
             entry.values[stale] = plugin.filter_rows(state, pod, snapshot, stale)
             entry.versions[stale] = snapshot.row_version[stale]
         # Reasons are from the first pod: only used for a diagnosis, which
@@ -290,6 +294,8 @@ class Framework:
                     result = self._row_local_filter(i, plugin, sign, state, pod, snapshot)
                 else:
                     result = plugin.filter(state, pod, snapshot)
+                if result.passes_all:
+                    continue
                 mask = mask & result.feasible
                 if not mask.any():
                     break
@@ -415,6 +421,10 @@ class Framework:
             entry.values = np.zeros(len(snapshot), dtype=np.int64)
             entry.values[all_rows] = plugin.score(state, pod, snapshot, all_rows)
             entry.synced(snapshot)
+        elif len(stale) == 1:  # the common case: the row the previous gang member went to
+            row = int(stale[0])
+            entry.values[row] = plugin.score_row(state, pod, snapshot, row) if snapshot.valid[row] else 0
+            entry.versions[row] = snapshot.row_version[row]  # type: ignore[index]
         elif len(stale):
             live = stale[snapshot.valid[stale]]
             entry.values[stale] = 0

@@ -97,10 +97,11 @@ class FilterResult:
     feasible: np.ndarray
     reasons: list[tuple[str, np.ndarray]] = field(default_factory=list)
     unresolvable: frozenset[str] = frozenset()
+    passes_all: bool = False  # every row accepted (the framework need not AND it in)
 
     @classmethod
     def all(cls, n: int) -> FilterResult:
-        return cls(np.ones(n, dtype=bool))
+        return cls(np.ones(n, dtype=bool), passes_all=True)
 
 
 class CycleState(dict[str, Any]):
@@ -224,6 +225,13 @@ class FilterPlugin(Plugin):
         feasible: np.ndarray = self.filter(state, pod, snapshot).feasible[rows]
         return feasible
 
+    def filter_row(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, row: int) -> bool:
+        """Feasibility of one row: what a row-local filter recomputes after a
+        gang member is assumed there. Must equal `filter_rows` on [row]; a
+        plugin may override it with plain arithmetic (a handful of numpy calls
+        on one row cost more than the answer)."""
+        return bool(self.filter_rows(state, pod, snapshot, np.array([row], dtype=np.int64))[0])
+
 
 class NodeFilterPlugin(FilterPlugin):
     """A filter written per node: return None to accept, or the rejection reason."""
@@ -273,6 +281,11 @@ class ScorePlugin(Plugin):
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         """One score per row in `rows` (the feasible nodes), higher is better."""
         raise NotImplementedError
+
+    def score_row(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, row: int) -> int:
+        """The raw score of one row (as FilterPlugin.filter_row): must equal
+        `score` on [row]."""
+        return int(self.score(state, pod, snapshot, np.array([row], dtype=np.int64))[0])
 
     def normalize(self, scores: np.ndarray) -> np.ndarray:
         """Maps raw scores to 0..100. Must map equal raw scores to equal results:

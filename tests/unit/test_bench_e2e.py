@@ -12,9 +12,11 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ is not an installed package
     sys.path.insert(0, str(ROOT))
 
+from bench.e2e_kube import parse_request_counts, request_delta  # noqa: E402
 from bench.e2e_report import (  # noqa: E402
     latency_table,
     percentile,
+    requests_table,
     summarize,
     throughput_table,
     tree_table,
@@ -233,3 +235,41 @@ def test_tree_table_divides_each_troupe_run_by_the_raw_loop_on_the_same_objects(
     assert raw_own.podgroup_api == own.podgroup_api == "scheduling.troupe.dev/v1alpha2"
     assert raw_own.composite_api == own.composite_api and raw_own.group_label == own.group_label
     assert raw_own.pod("ns", 1, 0)["spec"]["schedulerName"] == flavor("raw").scheduler_name
+
+
+METRICS = """# HELP apiserver_request_total Counter of apiserver requests
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="binding",verb="POST",version="v1"} 40
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="POST",version="v1"} 42
+apiserver_request_total{code="409",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="binding",verb="POST",version="v1"} 2
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="scheduling.troupe.dev",resource="podgroups",scope="resource",subresource="status",verb="PATCH",version="v1alpha1"} 10
+apiserver_request_latencies_total{verb="POST"} 7
+"""
+
+
+def test_request_counts_by_verb_and_resource_and_per_pod_table():
+    before = parse_request_counts(METRICS)
+    assert before == {"POST pods/binding": 42.0, "POST pods": 42.0, "PATCH podgroups/status": 10.0}
+    after = dict(before, **{"POST pods/binding": 142.0, "POST pods": 142.0, "GET nodes": 1.0})
+    delta = request_delta(before, after)
+    assert delta == {"GET nodes": 1, "POST pods": 100, "POST pods/binding": 100}
+    assert request_delta(None, after) is None
+    runs = [
+        {"run": "5000n-l-troupe", "pods_bound": 100, "api_requests": delta},
+        {
+            "run": "5000n-l-raw",
+            "pods_bound": 50,
+            "api_requests": {"POST pods/binding": 50, "PATCH podgroups/status": 5},
+        },
+        {"run": "not counted", "pods_bound": 10, "api_requests": None},
+    ]
+    table = requests_table(runs)
+    assert table is not None
+    lines = table.splitlines()
+    assert "5000n-l-troupe" in lines[0] and "not counted" not in lines[0]
+    row = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in lines[2:]}
+    assert row["POST pods/binding"] == ["1.00", "1.00"]
+    assert row["PATCH podgroups/status"] == ["0.00", "0.10"]
+    assert row["GET nodes"] == ["0.01", "0.00"]
+    assert row["all"] == ["2.01", "1.10"]
+    assert requests_table([runs[2]]) is None

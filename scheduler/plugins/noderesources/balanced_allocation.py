@@ -97,6 +97,23 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
         out: np.ndarray = half + ((half + with_pod - without_pod) / 2).astype(np.int64)
         return out
 
+    def score_row(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, row: int) -> int:
+        """_score_cpu_memory on one row, in plain floats with numpy's order of
+        operations (each integer made a float before it is divided)."""
+        have = snapshot.alloc[row, :2].tolist()
+        if not self._cpu_memory or have[0] <= 0 or have[1] <= 0:
+            return super().score_row(state, pod, snapshot, row)
+        want = (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
+        if not want[0] and not want[1]:
+            return 0
+        used = snapshot.req[row, :2].tolist()
+        with_f = [min(float(used[j] + want[j]) / float(have[j]), 1.0) for j in (0, 1)]
+        without_f = [min(float(used[j]) / float(have[j]), 1.0) for j in (0, 1)]
+        with_pod = int((1 - abs((with_f[0] - with_f[1]) / 2)) * float(MAX_NODE_SCORE))
+        without_pod = int((1 - abs((without_f[0] - without_f[1]) / 2)) * float(MAX_NODE_SCORE))
+        half = MAX_NODE_SCORE // 2
+        return half + int((half + with_pod - without_pod) / 2)
+
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         # O(len(rows) * configured resources), numpy only.
         if self._cpu_memory:

@@ -55,7 +55,7 @@ from ...framework.interface import (
 )
 from .args import LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO, NodeResourcesFitArgs, ResourceSpec
 from .placement_score import PlacementScorer
-from .resource_allocation import requests_sign, resource_allocation
+from .resource_allocation import MAX_NODE_SCORE, requests_sign, resource_allocation
 from .scoring import (
     least_allocated_cpu_memory,
     least_allocated_scorer,
@@ -75,6 +75,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin, PlacementScorePlugin):
         super().__init__(args, handle)
         self.ignored = set(args.ignored_resources)
         self.ignored_groups = set(args.ignored_resource_groups)
+        self._checked_names: dict[str, bool] = {}  # resource name -> _checked (the args never change)
         strategy = args.scoring_strategy
         self.strategy = strategy.type
         specs = strategy.resources
@@ -82,6 +83,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin, PlacementScorePlugin):
         self.score_resources = [(s.name, s.weight) for s in specs]
         weights = np.array([s.weight for s in specs], dtype=np.int64)
         self._weights = weights
+        self._weight_list: list[int] = weights.tolist()
         # The default configuration gets a shorter path with the same results.
         self._cpu_memory_least_allocated = self.strategy == LEAST_ALLOCATED and [s.name for s in specs] == [CPU, MEMORY]
         if self.strategy == MOST_ALLOCATED:
@@ -98,15 +100,22 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin, PlacementScorePlugin):
         return requests_sign(pod)
 
     def _checked(self, resource: str) -> bool:
-        # Upstream skips ignored resources only if they are extended resources
-        # (v1helper.IsExtendedResourceName): not *kubernetes.io/*, not unprefixed.
-        if "/" not in resource or "kubernetes.io/" in resource or resource.startswith("requests."):
-            return True
-        return resource not in self.ignored and resource.split("/", 1)[0] not in self.ignored_groups
+        known = self._checked_names.get(resource)
+        if known is None:
+            # Upstream skips ignored resources only if they are extended resources
+            # (v1helper.IsExtendedResourceName): not *kubernetes.io/*, not unprefixed.
+            known = (
+                "/" not in resource
+                or "kubernetes.io/" in resource
+                or resource.startswith("requests.")
+                or (resource not in self.ignored and resource.split("/", 1)[0] not in self.ignored_groups)
+            )
+            self._checked_names[resource] = known
+        return known
 
     def _checked_columns(self, vec: np.ndarray, snapshot: Snapshot) -> list[int]:
         """The columns the pod requests and this plugin checks."""
-        return [int(c) for c in np.flatnonzero(vec) if self._checked(snapshot.resources[c])]
+        return [c for c in np.flatnonzero(vec).tolist() if self._checked(snapshot.resources[c])]
 
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterResult:
         # One (nodes x requested resources) comparison, numpy only; the
@@ -135,6 +144,26 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin, PlacementScorePlugin):
         cols = self._checked_columns(vec, snapshot)
         fits: np.ndarray = ~(snapshot.req[rows][:, cols] + vec[cols] > snapshot.alloc[rows][:, cols]).any(axis=1)
         return fits
+
+    def filter_row(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, row: int) -> bool:
+        # filter_rows on one row, in plain integers.
+        vec, unknown = snapshot.request_vector(pod)
+        if any(self._checked(r) for r in unknown):
+            return False
+        used, have, want = snapshot.req[row].tolist(), snapshot.alloc[row].tolist(), vec.tolist()
+        return all(used[c] + want[c] <= have[c] for c in self._checked_columns(vec, snapshot))
+
+    def score_row(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, row: int) -> int:
+        # least_allocated_cpu_memory on one row, in plain integers (the default configuration).
+        have = snapshot.alloc[row, :2].tolist()
+        if not self._cpu_memory_least_allocated or have[0] <= 0 or have[1] <= 0:
+            return super().score_row(state, pod, snapshot, row)
+        used = snapshot.nonzero[row].tolist()
+        total = 0
+        for j, (want, weight) in enumerate(zip((pod.nonzero_cpu, pod.nonzero_memory), self._weight_list)):
+            requested = used[j] + want
+            total += (0 if requested > have[j] else (have[j] - requested) * MAX_NODE_SCORE // have[j]) * weight
+        return total // sum(self._weight_list)
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         # O(len(rows) * configured resources), numpy only.
