@@ -146,12 +146,18 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin, PlacementScorePlugin):
         return fits
 
     def filter_row(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, row: int) -> bool:
-        # filter_rows on one row, in plain integers.
-        vec, unknown = snapshot.request_vector(pod)
-        if any(self._checked(r) for r in unknown):
-            return False
-        used, have, want = snapshot.req[row].tolist(), snapshot.alloc[row].tolist(), vec.tolist()
-        return all(used[c] + want[c] <= have[c] for c in self._checked_columns(vec, snapshot))
+        # filter_rows on one row, in plain integers, read from the pod's requests
+        # as request_vector reads them (one pod slot, whatever the pod says).
+        used, have, column = snapshot.req[row].tolist(), snapshot.alloc[row].tolist(), snapshot.column
+        for name, amount in pod.requests.items():
+            col = column.get(name)
+            if col is None:  # no node offers it
+                if self._checked(name):
+                    return False
+            elif name != PODS and amount and self._checked(name) and used[col] + amount > have[col]:
+                return False
+        slots = column[PODS]
+        return used[slots] + 1 <= have[slots]
 
     def score_row(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, row: int) -> int:
         # least_allocated_cpu_memory on one row, in plain integers (the default configuration).
