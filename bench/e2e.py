@@ -49,16 +49,20 @@ from .e2e_report import (
     latency_table,
     plot,
     requests_table,
+    status_table,
     summarize,
     throughput_table,
     tree_table,
     variant_table,
 )
-from .e2e_watch import BindWatcher
+from .e2e_watch import STATUS_POLL_SECONDS, BindWatcher, wait_for_status
 from .e2e_workload import (
+    COMPOSITE_SCHEDULED,
     EXTRA_SCHEDULERS,
     NATIVE_PODGROUP_API,
+    POD_GROUP_SCHEDULED,
     QUICK_NODES,
+    RAW_RUNS,
     SCHEDULERS,
     TROUPE_RUNS,
     Creation,
@@ -79,6 +83,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = Path(__file__).resolve().parent / "out"
 sys.path.insert(0, str(ROOT / "hack"))
 import localcluster  # noqa: E402
+
+from scheduler.runtime.status import MAX_WRITE_DELAY_SECONDS  # noqa: E402
 
 APISERVER_ARGS = [
     "--feature-gates=GenericWorkload=true",
@@ -317,6 +323,7 @@ async def one_run(
     sys_cpu1 = procs.system_cpu_seconds()
     wall = time.monotonic() - t_start
     requests = request_delta(requests0, await request_counts(kube))
+    status = await _status_written(kube, sched, ns, shape, args, outcome, proc, cpu0[0])
     if not ctask.done():
         ctask.cancel()
     await asyncio.gather(ctask, return_exceptions=True)
@@ -369,6 +376,7 @@ async def one_run(
         "watch_relists": watcher.relists,
         "watch_events": watcher.events,
         "api_requests": requests,
+        **status,
         "log": str(proc.log_path),
         "log_problem_lines": _count_log_problems(proc.log_path, log_upto),
     }
@@ -395,6 +403,31 @@ async def one_run(
     secs = await delete_all_pods(kube, ns)
     log(f"{tag} pods deleted in {secs:.1f}s")
     return result
+
+
+STATUS_WAIT_SECONDS = 60.0
+
+
+async def _status_written(
+    kube: Kube, sched: str, ns: str, shape: Shape, args: argparse.Namespace, outcome: str, proc: Any, cpu0: float | None
+) -> dict[str, Any]:
+    """Once every pod is bound: when every group of the run showed its scheduled condition (troupe writes
+    status behind its binds, so some are still queued when the last pod is bound), and the scheduler's CPU
+    by then. Only for runs that write conditions: troupe on its own and native objects, and the raw loop
+    with --raw-group-status."""
+    writes = sched in ("troupe", "troupe-native") or (sched in RAW_RUNS and args.raw_group_status)
+    if outcome != "ok" or not writes:
+        return {}
+    fl = flavor(sched)
+    paths = [(fl.podgroup_path.format(ns=ns), POD_GROUP_SCHEDULED, shape.gangs * (2 if shape.tree else 1))]
+    if shape.tree and fl.composite_path:
+        paths.append((fl.composite_path.format(ns=ns), COMPOSITE_SCHEDULED, shape.gangs))
+    done = await wait_for_status(kube, paths, time.monotonic() + STATUS_WAIT_SECONDS)
+    cpu = proc.cpu() if proc.alive() else None
+    return {
+        "status_done_at": done,  # monotonic; None: not all written within STATUS_WAIT_SECONDS
+        "scheduler_cpu_to_status_s": cpu - cpu0 if done is not None and cpu is not None and cpu0 is not None else None,
+    }
 
 
 async def _constraint_stored(kube: Kube, ns: str, sched: str, tree: bool = False) -> bool | None:
@@ -560,6 +593,15 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]], json_path: Path, pn
     table = tree_table(runs)
     if table is not None:
         print("## Trees: per run; partial = replicas with some but not all pods bound at the end")
+        print(table)
+        print()
+    table = status_table(runs)
+    if table is not None:
+        print(
+            "## Group status: when every group showed its scheduled condition (troupe writes conditions behind "
+            f"its binds, at most {MAX_WRITE_DELAY_SECONDS:g} s later while binding goes on; polled every "
+            f"{STATUS_POLL_SECONDS:g} s once every pod is bound)"
+        )
         print(table)
         print()
     print("## Every run")

@@ -42,8 +42,10 @@ from scheduler.runtime.ratelimit import TokenBucket
 
 from .e2e_kube import ApiError, Credentials, Kube
 from .e2e_workload import (
+    COMPOSITE_SCHEDULED,
     NATIVE_COMPOSITE_API,
     NATIVE_PODGROUP_API,
+    POD_GROUP_SCHEDULED,
     RAW_SCHEDULER_NAME,
     child_name,
     group_name,
@@ -131,11 +133,11 @@ class RawBinder:
         self.bound_in_group[g] = n = self.bound_in_group.get(g, 0) + 1
         if n == self.group_size:
             podgroups = f"/apis/{self.podgroup_api}/namespaces/{self.ns}/podgroups"
-            writes = [(f"{podgroups}/{group_name(g)}/status", "PodGroupScheduled")]
+            writes = [(f"{podgroups}/{group_name(g)}/status", POD_GROUP_SCHEDULED)]
             if self.tree:
                 composites = f"/apis/{self.composite_api}/namespaces/{self.ns}/compositepodgroups"
-                writes = [(f"{podgroups}/{child_name(g, c)}/status", "PodGroupScheduled") for c in TREE_CHILDREN]
-                writes.append((f"{composites}/{group_name(g)}/status", "CompositePodGroupInitiallyScheduled"))
+                writes = [(f"{podgroups}/{child_name(g, c)}/status", POD_GROUP_SCHEDULED) for c in TREE_CHILDREN]
+                writes.append((f"{composites}/{group_name(g)}/status", COMPOSITE_SCHEDULED))
             for path, type_ in writes:
                 task = asyncio.create_task(self.write_group_status(path, type_, n))
                 self.status_tasks.add(task)

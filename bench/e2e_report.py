@@ -70,6 +70,8 @@ def summarize(pod_created: Sequence[float], bound_at: Sequence[float], size: int
         "groups_bound": len(latencies),
         "pods_per_s": len(bound) / span if bound and span > 0 else math.nan,
         "span_s": span,
+        "first_created_at": first_created,  # monotonic, as the stamps
+        "last_bound_at": last_bound,
         "drain_s": last_bound - last_created,  # last bound after the last create returned
         "bound_while_creating": bound_creating,
         "pods_per_s_while_creating": bound_creating / creating if creating > 0 else math.nan,
@@ -270,6 +272,49 @@ def tree_table(runs: list[dict[str, Any]]) -> str | None:
                     if name == "upstream"
                     else _ratio(_complete(run, "latency_p99_s"), _complete(u, "latency_p99_s")),
                     "" if name in RAW_RUNS else _ratio(_complete(run, "latency_p99_s"), _complete(r, "latency_p99_s")),
+                ]
+            )
+    return _table(header, rows) if rows else None
+
+
+def status_rate(run: dict[str, Any] | None) -> float | None:
+    """Pods bound / (every group's scheduled condition shown - first pod created): pods/s counted
+    until the run's status writes are done, not only its binds; None where not measured."""
+    if run is None or run.get("status_done_at") is None or not run.get("pods_bound"):
+        return None
+    span = run["status_done_at"] - run["first_created_at"]
+    return float(run["pods_bound"] / span) if span > 0 else None
+
+
+def status_table(runs: list[dict[str, Any]]) -> str | None:
+    """Per run that writes group conditions: how long after its last bind every group showed its
+    scheduled condition, pods/s counted to that moment (and over the raw loop's on the same objects,
+    as tree_table pairs them), and the scheduler's CPU by then. None without such a run."""
+    header = [
+        "nodes",
+        "shape",
+        "run",
+        "last condition after last bind",
+        "pods/s to last condition",
+        "÷ raw (same objects)",
+        "scheduler CPU s to last condition",
+    ]
+    rows = []
+    for nodes, _, label, sc in group_runs(runs):
+        for name, run in sc.items():
+            if "status_done_at" not in run:
+                continue
+            done = run["status_done_at"]
+            peer = None if name in RAW_RUNS else sc.get(RAW_PEER.get(name, "raw")) or sc.get("raw")
+            rows.append(
+                [
+                    str(nodes),
+                    label,
+                    NAMES.get(name, name),
+                    "not all within the wait" if done is None else _secs(done - run["last_bound_at"]),
+                    _num(status_rate(run)),
+                    "" if name in RAW_RUNS else _ratio(status_rate(run), status_rate(peer)),
+                    _num(run.get("scheduler_cpu_to_status_s"), 1),
                 ]
             )
     return _table(header, rows) if rows else None

@@ -152,3 +152,32 @@ class BindWatcher:
                 await self._relist(stamp=time.monotonic())
             else:
                 await asyncio.sleep(0.1)
+
+
+STATUS_POLL_SECONDS = 0.25
+
+
+def scheduled_condition(group: dict, type_: str) -> bool:
+    """Whether a PodGroup or CompositePodGroup shows condition `type_` True."""
+    conditions = (group.get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == type_ and c.get("status") == "True" for c in conditions if isinstance(c, dict))
+
+
+async def wait_for_status(kube: Kube, paths: list[tuple[str, str, int]], deadline: float) -> float | None:
+    """Polls each (list path, condition type, how many) until that many objects
+    show the condition True; the monotonic time they all did (to within
+    STATUS_POLL_SECONDS), or None at `deadline`. Called once every pod is
+    bound, so the polls do not compete with the run."""
+    while True:
+        done = True
+        for path, type_, want in paths:
+            items, _ = await kube.list_all(path)
+            if sum(1 for g in items if scheduled_condition(g, type_)) < want:
+                done = False
+                break
+        now = time.monotonic()
+        if done:
+            return now
+        if now >= deadline:
+            return None
+        await asyncio.sleep(STATUS_POLL_SECONDS)

@@ -81,6 +81,9 @@ COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 EXTRA_SCHEDULERS = ("troupe-native", "troupe-coscheduling", "raw-troupe")
 TROUPE_RUNS = ("troupe", "troupe-native", "troupe-coscheduling")
 RAW_RUNS = ("raw", "raw-troupe")
+# The conditions troupe (and the raw loop, with --raw-group-status) write once a group is bound.
+POD_GROUP_SCHEDULED = "PodGroupScheduled"
+COMPOSITE_SCHEDULED = "CompositePodGroupInitiallyScheduled"
 
 
 @dataclass(frozen=True)

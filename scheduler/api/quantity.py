@@ -6,6 +6,7 @@ rounded up as the API server's `Quantity.MilliValue()` / `Value()` do.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from decimal import Decimal, InvalidOperation
@@ -57,6 +58,17 @@ def parse_quantity(value: str | int | float) -> Decimal:
 
 def to_units(resource: str, value: str | int | float) -> int:
     """Integer amount of `resource`: millicores for cpu, base units otherwise (ceil)."""
+    if isinstance(value, str):  # nearly always, and the same few strings over and over
+        return _string_units(resource, value)
+    return _units(resource, value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _string_units(resource: str, value: str) -> int:
+    return _units(resource, value)
+
+
+def _units(resource: str, value: str | int | float) -> int:
     q = parse_quantity(value)
     if resource == "cpu":
         q = q * 1000

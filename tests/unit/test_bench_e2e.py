@@ -17,11 +17,14 @@ from bench.e2e_report import (  # noqa: E402
     latency_table,
     percentile,
     requests_table,
+    status_rate,
+    status_table,
     summarize,
     throughput_table,
     tree_table,
     variant_table,
 )
+from bench.e2e_watch import scheduled_condition  # noqa: E402
 from bench.e2e_workload import (  # noqa: E402
     FULL_SHAPES,
     QUICK_SHAPES,
@@ -273,3 +276,39 @@ def test_request_counts_by_verb_and_resource_and_per_pod_table():
     assert row["GET nodes"] == ["0.01", "0.00"]
     assert row["all"] == ["2.01", "1.10"]
     assert requests_table([runs[2]]) is None
+
+
+def test_status_table_counts_pods_per_second_to_the_last_condition():
+    assert scheduled_condition(
+        {"status": {"conditions": [{"type": "PodGroupScheduled", "status": "True"}]}}, "PodGroupScheduled"
+    )
+    assert not scheduled_condition(
+        {"status": {"conditions": [{"type": "PodGroupScheduled", "status": "False"}]}}, "PodGroupScheduled"
+    )
+    assert not scheduled_condition({"status": {}}, "PodGroupScheduled")
+
+    def run(sched: str, done: float | None, cpu: float | None = None) -> dict:
+        return {
+            "nodes": 5000,
+            "shape": "l",
+            "shape_label": "l: tree",
+            "scheduler": sched,
+            "run": f"5000n-l-{sched}",
+            "pods_bound": 100,
+            "first_created_at": 10.0,
+            "last_bound_at": 20.0,
+            "status_done_at": done,
+            "scheduler_cpu_to_status_s": cpu,
+        }
+
+    troupe, raw = run("troupe", 30.0, 2.5), run("raw-troupe", 20.0)
+    assert status_rate(troupe) == 5.0 and status_rate(raw) == 10.0
+    assert status_rate(run("troupe", None)) is None
+    table = status_table([troupe, raw, {**run("upstream", None), "status_done_at": None}])
+    assert table is not None
+    lines = table.splitlines()
+    assert "10.00 s" in lines[2] and "| 5 " in lines[2] and "0.50x" in lines[2] and "2.5" in lines[2]
+    assert "not all within the wait" in lines[4]
+    no_status = run("upstream", None)
+    del no_status["status_done_at"]
+    assert status_table([no_status]) is None
