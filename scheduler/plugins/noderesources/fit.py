@@ -148,7 +148,9 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin, PlacementScorePlugin):
     def filter_row(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, row: int) -> bool:
         # filter_rows on one row, in plain integers, read from the pod's requests
         # as request_vector reads them (one pod slot, whatever the pod says).
-        used, have, column = snapshot.req[row].tolist(), snapshot.alloc[row].tolist(), snapshot.column
+        used: list[int] = snapshot.req[row].tolist()
+        have: list[int] = snapshot.alloc[row].tolist()
+        column = snapshot.column
         for name, amount in pod.requests.items():
             col = column.get(name)
             if col is None:  # no node offers it
