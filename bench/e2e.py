@@ -60,7 +60,6 @@ from .e2e_workload import (
     COMPOSITE_SCHEDULED,
     EXTRA_SCHEDULERS,
     NATIVE_PODGROUP_API,
-    POD_GROUP_SCHEDULED,
     QUICK_NODES,
     RAW_RUNS,
     SCHEDULERS,
@@ -76,6 +75,7 @@ from .e2e_workload import (
     nodes_per_rack,
     parse_shapes,
     partial_groups,
+    scheduled_condition_type,
     topology_check,
 )
 
@@ -419,7 +419,13 @@ async def _status_written(
     if outcome != "ok" or not writes:
         return {}
     fl = flavor(sched)
-    paths = [(fl.podgroup_path.format(ns=ns), POD_GROUP_SCHEDULED, shape.gangs * (2 if shape.tree else 1))]
+    paths = [
+        (
+            fl.podgroup_path.format(ns=ns),
+            scheduled_condition_type(fl.podgroup_api),
+            shape.gangs * (2 if shape.tree else 1),
+        )
+    ]
     if shape.tree and fl.composite_path:
         paths.append((fl.composite_path.format(ns=ns), COMPOSITE_SCHEDULED, shape.gangs))
     done = await wait_for_status(kube, paths, time.monotonic() + STATUS_WAIT_SECONDS)

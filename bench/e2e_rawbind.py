@@ -45,11 +45,11 @@ from .e2e_workload import (
     COMPOSITE_SCHEDULED,
     NATIVE_COMPOSITE_API,
     NATIVE_PODGROUP_API,
-    POD_GROUP_SCHEDULED,
     RAW_SCHEDULER_NAME,
     child_name,
     group_name,
     parse_pod_name,
+    scheduled_condition_type,
 )
 
 TREE_CHILDREN = ("leader", "workers")  # shape l's leaf PodGroups per replica
@@ -133,10 +133,11 @@ class RawBinder:
         self.bound_in_group[g] = n = self.bound_in_group.get(g, 0) + 1
         if n == self.group_size:
             podgroups = f"/apis/{self.podgroup_api}/namespaces/{self.ns}/podgroups"
-            writes = [(f"{podgroups}/{group_name(g)}/status", POD_GROUP_SCHEDULED)]
+            scheduled = scheduled_condition_type(self.podgroup_api)
+            writes = [(f"{podgroups}/{group_name(g)}/status", scheduled)]
             if self.tree:
                 composites = f"/apis/{self.composite_api}/namespaces/{self.ns}/compositepodgroups"
-                writes = [(f"{podgroups}/{child_name(g, c)}/status", POD_GROUP_SCHEDULED) for c in TREE_CHILDREN]
+                writes = [(f"{podgroups}/{child_name(g, c)}/status", scheduled) for c in TREE_CHILDREN]
                 writes.append((f"{composites}/{group_name(g)}/status", COMPOSITE_SCHEDULED))
             for path, type_ in writes:
                 task = asyncio.create_task(self.write_group_status(path, type_, n))

@@ -81,9 +81,17 @@ COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 EXTRA_SCHEDULERS = ("troupe-native", "troupe-coscheduling", "raw-troupe")
 TROUPE_RUNS = ("troupe", "troupe-native", "troupe-coscheduling")
 RAW_RUNS = ("raw", "raw-troupe")
-# The conditions troupe (and the raw loop, with --raw-group-status) write once a group is bound.
+# The conditions troupe (and the raw loop, with --raw-group-status) write once a group is bound:
+# native v1beta1/v1alpha3 PodGroups name it PodGroupInitiallyScheduled, the others PodGroupScheduled.
 POD_GROUP_SCHEDULED = "PodGroupScheduled"
+POD_GROUP_INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 COMPOSITE_SCHEDULED = "CompositePodGroupInitiallyScheduled"
+
+
+def scheduled_condition_type(podgroup_api: str) -> str:
+    """The scheduled condition troupe writes on PodGroups of `podgroup_api`."""
+    native = podgroup_api.startswith("scheduling.k8s.io/") and not podgroup_api.endswith("/v1alpha2")
+    return POD_GROUP_INITIALLY_SCHEDULED if native else POD_GROUP_SCHEDULED
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from bench.e2e_workload import (  # noqa: E402
     parse_shapes,
     partial_groups,
     pod_name,
+    scheduled_condition_type,
 )
 
 nan = math.nan
@@ -312,3 +313,10 @@ def test_status_table_counts_pods_per_second_to_the_last_condition():
     no_status = run("upstream", None)
     del no_status["status_done_at"]
     assert status_table([no_status]) is None
+
+
+def test_the_scheduled_condition_is_the_one_troupe_writes_on_each_kind():
+    assert scheduled_condition_type("scheduling.k8s.io/v1beta1") == "PodGroupInitiallyScheduled"
+    assert scheduled_condition_type("scheduling.k8s.io/v1alpha3") == "PodGroupInitiallyScheduled"
+    assert scheduled_condition_type("scheduling.k8s.io/v1alpha2") == "PodGroupScheduled"
+    assert scheduled_condition_type(flavor("troupe").podgroup_api) == "PodGroupScheduled"
