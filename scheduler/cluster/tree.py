@@ -180,23 +180,36 @@ def readiness(
         found = composites.get(key)
         if not isinstance(found, CompositePodGroup) or depth > MAX_DEPTH:
             return None  # invalid or too deep: the cycle says so
-        need = found.min_group_count
-        kids: list[tuple[GroupKey, str | None]] = []
-        for sub in sorted(child_composites.get(key, ())):
-            kids.append((sub, why_not(sub, depth + 1)))
-        for leaf in sorted(child_groups.get(key, ())):
+        subs, leaves = child_composites.get(key, ()), child_groups.get(key, ())
+        # Called for every pod that arrives while a tree fills up: counted
+        # first, and the reason (the first child not ready, composites first,
+        # each kind by key) only made when the tree is not ready.
+        waiting: list[tuple[GroupKey, str]] = []
+        for sub in subs:
+            why = why_not(sub, depth + 1)
+            if why is not None:
+                waiting.append((sub, why))
+        short: list[tuple[GroupKey, int, int]] = []
+        for leaf in leaves:
             group = groups.get(leaf)
-            if not isinstance(group, PodGroup) or group.problem:
-                kids.append((leaf, None))  # the cycle says what is wrong with it
-                continue
-            have = live(leaf)
-            want = group.min_count
-            kids.append((leaf, None if have >= want else f"{leaf.name}: minCount is {want}, {have} exist"))
-        ready = sum(1 for _, why in kids if why is None)
+            if isinstance(group, PodGroup) and not group.problem:  # else the cycle says what is wrong with it
+                have = live(leaf)
+                if have < group.min_count:
+                    short.append((leaf, group.min_count, have))
+        ready = len(subs) + len(leaves) - len(waiting) - len(short)
+        need = found.min_group_count
         if ready >= need:
             return None
-        first = next((why for _, why in kids if why is not None), "")
-        return f"needs {need} of {len(kids)} group(s) ready, {ready} ready" + (f": {first}" if first else "")
+        if waiting:
+            first = min(waiting)[1]
+        elif short:
+            leaf, want, have = min(short)
+            first = f"{leaf.name}: minCount is {want}, {have} exist"
+        else:
+            first = ""
+        return f"needs {need} of {len(subs) + len(leaves)} group(s) ready, {ready} ready" + (
+            f": {first}" if first else ""
+        )
 
     return why_not(root, 1)
 
