@@ -13,6 +13,9 @@ went to Events):
 - **Binds first.** While pods are being bound (a bind in flight, or one
   finished less than `BUSY_SECONDS` ago) Events go out at
   `BUSY_EVENTS_PER_SECOND`; at the client's event rate once binding pauses.
+- **Conditions before Events.** While the status writer has PodGroup or pod
+  conditions queued or in flight, Events trickle at the same rate: when a
+  burst of binds ends, its groups' conditions are written first.
 - **Connections of their own** (`EVENT_CONNECTIONS`): an Event never holds a
   connection a bind waits for.
 - **No repeats:** the same note on the same object at most once per
@@ -93,6 +96,10 @@ class EventRecorder:
         self._bucket = bucket
         self._busy_bucket = TokenBucket(BUSY_EVENTS_PER_SECOND, 1)
         self._binding = binding or (lambda _seconds: False)
+        # Conditions before Events: while the status writer has writes queued
+        # or in flight (it sets this), Events trickle as while binding, so a
+        # burst's last PodGroup conditions are not written behind its Events.
+        self.behind: Callable[[], bool] = lambda: False
         self._max_queued = max_queued
         self._pending: OrderedDict[EventKey, Callable[[], Awaitable[None]]] = OrderedDict()
         self._wakeup = asyncio.Event()
@@ -242,8 +249,9 @@ class EventRecorder:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            # Binds first: while pods are being bound, a trickle of Events only.
-            if self._binding(BUSY_SECONDS):
+            # Binds first, then conditions: while pods are being bound or
+            # status written, a trickle of Events only.
+            if self._binding(BUSY_SECONDS) or self.behind():
                 await self._busy_bucket.acquire()
             await self._bucket.acquire()
             if not self._pending:

@@ -133,6 +133,11 @@ class StatusWriter:
         # Source status fields (phase, counts) last written: key -> (uid, fields).
         self._source_fields: OrderedDict[GroupKey, tuple[str, dict[str, Any]]] = OrderedDict()
         self._busy = 0
+        self.events.behind = self.writing
+
+    def writing(self) -> bool:
+        """Writes are queued or in flight (Events wait for them: events.py)."""
+        return bool(self._pending) or self._busy > 0
 
     # --------------------------------------------------------------- plumbing
 

@@ -81,6 +81,20 @@ async def test_events_wait_while_pods_are_being_bound_then_go_at_full_rate(api, 
     assert time.monotonic() - start < 1.0
 
 
+async def test_events_trickle_while_conditions_are_being_written_then_go_at_full_rate(api, rest, recorders):
+    writing = True
+    r = EventRecorder(rest, TokenBucket(1000, 1000))
+    r.behind = lambda: writing
+    recorders.append(r)
+    for i in range(30):
+        r.pod_event(pod(f"p{i}"), "Normal", C.EVENT_SCHEDULED, f"Successfully assigned team/p{i} to n", "Binding")
+    await asyncio.sleep(1.0)
+    assert 2 <= len(posted(api)) <= 8  # no bind in flight: only the status writer holds them back
+    writing = False
+    await r.flush(5)
+    assert len(posted(api)) == 30
+
+
 async def test_the_same_note_on_the_same_object_is_posted_once(api, rest, recorders):
     r = EventRecorder(rest, TokenBucket(1000, 1000))
     recorders.append(r)

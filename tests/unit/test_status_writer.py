@@ -511,3 +511,12 @@ async def test_a_pod_that_changed_on_every_try_gets_the_same_condition_at_its_ne
     writer.pod_unschedulable(waiting("6"), "0/1 nodes are available")  # not deduplicated away
     await writer.flush()
     assert len(api.calls("PATCH")) == 4
+
+
+async def test_events_wait_behind_queued_conditions(api, writer):
+    assert writer.events.behind() is False  # the writer holds its Events back while it writes
+    pod = make_pod("p", namespace="team", uid="uid-p")
+    writer.pod_unschedulable(pod, "0/1 nodes are available")
+    assert writer.events.behind() is True
+    await writer.flush(5)
+    assert writer.events.behind() is False
