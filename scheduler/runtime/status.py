@@ -33,7 +33,7 @@ from . import failpoints, outage
 from .apitime import now_rfc3339
 from .binder import REQUEST_TIMEOUT_SECONDS
 from .binder import retry_after as _retry_after
-from .events import BUSY_SECONDS, EventRecorder
+from .events import EventRecorder
 from .kube import NotLeading, RestClient, encode
 from .ratelimit import TokenBucket
 
@@ -48,6 +48,11 @@ DELETE_OPTIONS = "DeleteOptions"
 # While pods are being bound, a status write waits for binding to pause, but
 # no longer than this after it was queued (binds first: runtime/events.py).
 MAX_WRITE_DELAY_SECONDS = 5.0
+# Binding has paused once no bind is in flight and none ended this recently.
+# Shorter than the Events' BUSY_SECONDS: when a burst of binds ends, its
+# groups' conditions go out first (measured at 5000 nodes, shape l: the last
+# condition came 1.9-2.9 s after the last bind with a 1 s pause).
+QUIET_SECONDS = 0.2
 # Preemption's writes (nominatedNodeName, the victims' DisruptionTarget and
 # deletion) do not wait: a higher-priority pod waits for them, and they are
 # rare (nothing else fits).
@@ -158,7 +163,7 @@ class StatusWriter:
         """Binds first: while pods are being bound, writes wait, each at most
         MAX_WRITE_DELAY_SECONDS after it was queued. On a saturated API server
         a PodGroup status patch costs at least what a bind costs."""
-        while self._pending and not self._urgent and self._binding(BUSY_SECONDS):
+        while self._pending and not self._urgent and self._binding(QUIET_SECONDS):
             oldest = next(iter(self._pending))
             if time.monotonic() - self._since.get(oldest, 0.0) >= MAX_WRITE_DELAY_SECONDS:
                 return

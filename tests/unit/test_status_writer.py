@@ -378,6 +378,28 @@ async def test_status_writes_wait_while_pods_are_being_bound_at_most_the_delay(a
         await api_client.close()
 
 
+async def test_status_writes_go_once_binding_has_paused_briefly(api):
+    """A bind ended 0.5 s ago and none is in flight: binding has paused
+    (QUIET_SECONDS), so the condition goes out now, not after the delay."""
+    from scheduler.runtime import status as status_module
+
+    last_bind_ended = 0.5
+    api_client = client.ApiClient(client.Configuration(host=api.url))
+    rest = RestClient(api_client)
+    w = StatusWriter(rest, TokenBucket(1000, 1000), workers=2, binding=lambda within: last_bind_ended < within)
+    try:
+        assert status_module.QUIET_SECONDS < last_bind_ended
+        start = asyncio.get_running_loop().time()
+        w.group_condition(group(), "True", C.REASON_SCHEDULED, "all bound")
+        await w.flush(5)
+        assert api.calls("PATCH") == [("PATCH", GROUP_PATH)]
+        assert asyncio.get_running_loop().time() - start < 1.0
+    finally:
+        await w.close()
+        await rest.close()
+        await api_client.close()
+
+
 async def test_preemption_does_not_wait_for_binds(api, monkeypatch):
     """A victim's condition and deletion go out while pods are being bound
     (a higher-priority pod waits for them); a PodGroup condition queued
