@@ -57,7 +57,6 @@ from .e2e_report import (
 )
 from .e2e_watch import STATUS_POLL_SECONDS, BindWatcher, wait_for_status
 from .e2e_workload import (
-    COMPOSITE_SCHEDULED,
     EXTRA_SCHEDULERS,
     NATIVE_PODGROUP_API,
     QUICK_NODES,
@@ -84,6 +83,7 @@ OUT_DIR = Path(__file__).resolve().parent / "out"
 sys.path.insert(0, str(ROOT / "hack"))
 import localcluster  # noqa: E402
 
+from scheduler.api.composite import COMPOSITE_SCHEDULED  # noqa: E402
 from scheduler.runtime.status import MAX_WRITE_DELAY_SECONDS  # noqa: E402
 
 APISERVER_ARGS = [

@@ -38,11 +38,11 @@ from pathlib import Path
 
 import aiohttp
 
+from scheduler.api.composite import COMPOSITE_SCHEDULED
 from scheduler.runtime.ratelimit import TokenBucket
 
 from .e2e_kube import ApiError, Credentials, Kube
 from .e2e_workload import (
-    COMPOSITE_SCHEDULED,
     NATIVE_COMPOSITE_API,
     NATIVE_PODGROUP_API,
     RAW_SCHEDULER_NAME,

@@ -229,6 +229,11 @@ TREE_RUNS = ("troupe-native", "troupe", "upstream", "raw", "raw-troupe")  # the 
 RAW_PEER = {"troupe": "raw-troupe"}
 
 
+def raw_peer(sc: dict[str, dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """The raw loop's run on the objects run `name` got (the native raw loop where that run is missing)."""
+    return sc.get(RAW_PEER.get(name, "raw")) or sc.get("raw")
+
+
 def tree_table(runs: list[dict[str, Any]]) -> str | None:
     """A tree shape (l): one row per run with pods/s, group (replica) latency, partial replicas and
     replicas not in one rack, and its pods/s over upstream's and over the raw loop's on the same
@@ -255,7 +260,7 @@ def tree_table(runs: list[dict[str, Any]]) -> str | None:
             run = sc.get(name)
             if run is None:
                 continue
-            r = sc.get(RAW_PEER.get(name, "raw")) or sc.get("raw")
+            r = raw_peer(sc, name)
             top = run.get("topology") or {}
             rows.append(
                 [
@@ -305,7 +310,7 @@ def status_table(runs: list[dict[str, Any]]) -> str | None:
             if "status_done_at" not in run:
                 continue
             done = run["status_done_at"]
-            peer = None if name in RAW_RUNS else sc.get(RAW_PEER.get(name, "raw")) or sc.get("raw")
+            peer = None if name in RAW_RUNS else raw_peer(sc, name)
             rows.append(
                 [
                     str(nodes),

@@ -49,7 +49,8 @@ from typing import Any
 
 from scheduler.api.constants import API_VERSION as TROUPE_API_VERSION
 from scheduler.api.constants import DEFAULT_SCHEDULER_NAME as TROUPE_SCHEDULER_NAME
-from scheduler.api.constants import POD_GROUP_LABEL
+from scheduler.api.constants import POD_GROUP_LABEL, POD_GROUP_SCHEDULED
+from scheduler.api.sources import native
 
 from .e2e_kube import ApiError, Kube
 
@@ -81,17 +82,13 @@ COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 EXTRA_SCHEDULERS = ("troupe-native", "troupe-coscheduling", "raw-troupe")
 TROUPE_RUNS = ("troupe", "troupe-native", "troupe-coscheduling")
 RAW_RUNS = ("raw", "raw-troupe")
-# The conditions troupe (and the raw loop, with --raw-group-status) write once a group is bound:
-# native v1beta1/v1alpha3 PodGroups name it PodGroupInitiallyScheduled, the others PodGroupScheduled.
-POD_GROUP_SCHEDULED = "PodGroupScheduled"
-POD_GROUP_INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
-COMPOSITE_SCHEDULED = "CompositePodGroupInitiallyScheduled"
 
 
 def scheduled_condition_type(podgroup_api: str) -> str:
-    """The scheduled condition troupe writes on PodGroups of `podgroup_api`."""
-    native = podgroup_api.startswith("scheduling.k8s.io/") and not podgroup_api.endswith("/v1alpha2")
-    return POD_GROUP_INITIALLY_SCHEDULED if native else POD_GROUP_SCHEDULED
+    """The scheduled condition troupe writes on PodGroups of `podgroup_api` (and the raw loop, with
+    --raw-group-status): troupe's own rule for native versions, PodGroupScheduled on the others."""
+    group, _, version = podgroup_api.partition("/")
+    return native.scheduled_condition(version) if group == native.GROUP else POD_GROUP_SCHEDULED
 
 
 @dataclass(frozen=True)
