@@ -1,4 +1,4 @@
-"""Soak: randomized faults for a bounded time while gangs keep arriving (issues 14, 34).
+"""Soak: randomized faults for a bounded time while gangs and trees keep arriving (issues 14, 34, 44).
 
     python -m bench.soak --minutes 30 [--seed N] [--fault-every 5]
 
@@ -8,19 +8,30 @@ with leader election (short leases) and reservations after 3 s of
 starvation, a steady stream of gangs from every group source that has no
 controller to run (troupe's PodGroups, scheduler-plugins' and Volcano's
 PodGroups, Kueue's plain pod groups; each gang deleted a few seconds after it
-is fully bound, so the cluster stays small), and every few seconds a fault
-drawn at random:
+is fully bound, so the cluster stays small), about `--trees` trees of
+troupe's CompositePodGroups beside them (deleted the same way), and every
+few seconds a fault drawn at random:
 
   leader-kill        SIGKILL the leader; start it again (as its Deployment would)
   apiserver-restart  kube-apiserver stopped (SIGTERM or SIGKILL), down 0-3 s, started again
   etcd-restart       etcd stopped (SIGTERM or SIGKILL), down 0-3 s, started again
   node-delete        a node deleted; its pods force-deleted (as the PodGC would) and
                      created again (as their controller would); the node back 3-8 s later
-  pod-delete         a bound gang pod force-deleted and created again
+  pod-delete         a bound pod of a gang or tree force-deleted and created again
   bind-500           the standby restarted with TROUPE_FAILPOINTS bind-500 (every 3rd
                      bind attempt answers 500) and bind-lost (every 4th bind lands but
                      its answer is lost), then made leader by a clean stop of the
                      leader; armed until that replica is next restarted
+
+The trees (`scheduling.troupe.dev/v1alpha2` CompositePodGroups, leaf
+PodGroups naming their parent, pods of 100-300m): half leader+workers (a
+root gang of minGroupCount 2 over a leader PodGroup, gang minCount 1, and a
+workers PodGroup, gang minCount 1-4; the root in one zone or rack, or
+anywhere), half nested (depth 2-4 with the PodGroups, CompositePodGroups of
+1-3 children, gangs of a random minGroupCount or basic, leaves of 1-3 pods,
+gangs of all their pods or basic, about 8 pods; some levels with a topology
+key, zone or rack above, rack or host below). Nodes node-<i> are in rack
+r<i//2> of zone z<i//4>. Every fault applies to trees as to gangs.
 
 Besides the stream, starving gangs: long-running holder pods (1 CPU, 20-60 s)
 keep a little of every node busy, and gangs of two pods that each need
@@ -30,18 +41,28 @@ by a plan drawn when each is made, the soak deletes the group (its PodGroup,
 or every pod of a Kueue group) or one member pod (created again 15-25 s
 later, as its controller would) while it starves, or leaves it to bind. The
 pods of a deleted PodGroup stay (they wait for a group that is gone) until
-the soak deletes them after the check.
+the soak deletes them after the check. Half the starving units are
+trees (`--trees` 0: none), two BIG_CPU pods each, leader+workers or
+root (gang 2, in one zone or not) -> {mid (gang 1) -> leaf, leaf}; their
+plans: a member pod deleted (created again 15-25 s later), a leaf PodGroup,
+the CompositePodGroup below the root, or the root deleted while they
+starve, or left to bind; what is left of a tree is deleted after the check.
 
 A replica that exits by itself is started again and counted (a leader that
 cannot renew its lease through an outage exits, as kube-scheduler does).
 hack/invariants.py checks at every observation: no pod bound twice, no gang
-bound below minCount for longer than a bind retry takes, no node
+bound below minCount for longer than a bind retry takes, no tree bound below
+minGroupCount at any level for as long (a CompositePodGroup with pods bound
+under it has minGroupCount children bound, each by its own rule), no node
 overcommitted, no room held (`status.nominatedNodeName`) for a group whose
-PodGroup is gone or that has fewer pods than minCount, past a grace. At the
+PodGroup is gone or that has fewer pods than minCount, nor for a tree member
+whose ancestor CompositePodGroup or root is gone or whose tree is no longer
+ready (short of minGroupCount ready children), past a grace. At the
 end every pod must be bound, no pod nominated for a group that is gone, and
 the leader's reservation gauges 0 once nothing is pending. Prints a
-progress line every 30 s and final tables (faults, scenarios, group
-status writes per source); exits 1 on any violation.
+progress line every 30 s and final tables (faults, scenarios, trees created
+and fully bound by shape, group status writes per source); exits 1 on any
+violation.
 """
 
 from __future__ import annotations
@@ -62,7 +83,19 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "hack"))
-from invariants import SOURCES, Observer, gang_objects, gang_pod, pod_gang  # noqa: E402
+from invariants import (  # noqa: E402
+    COMPOSITE,
+    COMPOSITE_API,
+    COMPOSITE_RESOURCE,
+    SOURCES,
+    Observer,
+    TreeNode,
+    TreeShape,
+    gang_objects,
+    gang_pod,
+    pod_gang,
+    tree_objects,
+)
 from localcluster import LocalCluster  # noqa: E402
 from troupe_process import FAILPOINTS_ENV, TroupeProcess  # noqa: E402
 
@@ -100,6 +133,12 @@ HOLDER_LABEL = "soak.troupe.dev/holder"
 HOLDER_CPU = "1"
 BIG_CPU = "3500m"  # more than a node with a holder on it has free
 PLANS = ("delete-group", "delete-group", "delete-member", "keep")
+TREE = "tree"  # the id's source of a tree of troupe's kinds (its name: its root's)
+# A starving tree's plans; delete-mid only where the tree has a CompositePodGroup below its root.
+TREE_PLANS = ("delete-member", "delete-leaf", "delete-mid", "delete-root", "keep")
+ZONE_KEY, RACK_KEY, HOST_KEY = "topology.kubernetes.io/zone", "soak.troupe.dev/rack", "kubernetes.io/hostname"
+TOPOLOGY_KEYS = (ZONE_KEY, RACK_KEY, HOST_KEY)  # coarsest first: a tree's keys get finer going down
+MAX_TREE_PODS = 8  # a nested tree's pods, about
 WRITES = "troupe_group_status_writes_total"
 ATTEMPTS = "scheduler_schedule_attempts_total"
 DECISIONS = "troupe_podgroup_decisions_total"
@@ -112,11 +151,14 @@ RESERVATION_GAUGES = (
 
 
 def node_body(name: str) -> dict[str, Any]:
+    """node-<i>: in rack r<i // 2> of zone z<i // 4> (racks nest in zones), for the trees' topology keys."""
     alloc = {"cpu": str(NODE_CPU), "memory": "32Gi", "pods": "110"}
+    i = int(name.rsplit("-", 1)[1])
+    labels = {HOST_KEY: name, RACK_KEY: f"r{i // 2}", ZONE_KEY: f"z{i // 4}"}
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "metadata": {"name": name, "labels": labels},
         "status": {"capacity": alloc, "allocatable": alloc},
     }
 
@@ -135,7 +177,79 @@ def marked(objects: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return objects
 
 
-GangId = tuple[str, str]  # source, name
+def leader_workers(root: str, workers: int, key: str | None = None, size: int | None = None) -> TreeShape:
+    """root (gang, minGroupCount 2) -> <root>-leader (gang minCount 1, 1 pod) + <root>-workers (gang
+    minCount `workers`, as many pods)."""
+    return TreeShape(
+        root,
+        {root: TreeNode(None, 2, key=key)},
+        {f"{root}-leader": TreeNode(root, 1, 1), f"{root}-workers": TreeNode(root, workers, size or workers)},
+    )
+
+
+def nested_tree(rng: random.Random, root: str) -> TreeShape:
+    """A random tree of depth 2-4 (the PodGroups included): CompositePodGroups
+    of 1-3 children (the root 2-3), each a gang of a random minGroupCount or
+    basic; leaves of 1-3 pods, gangs of all their pods or basic; about
+    MAX_TREE_PODS pods. Some levels have a topology key, each finer than the
+    one above it (a CompositePodGroup zone or rack, a PodGroup rack or host)."""
+    depth = rng.randint(2, 4)
+    composites: dict[str, TreeNode] = {}
+    leaves: dict[str, TreeNode] = {}
+    budget = MAX_TREE_PODS
+
+    def key_below(rank: int, finest: int) -> tuple[str | None, int]:
+        if rank < finest and rng.random() < 0.12:
+            r = rng.randint(rank + 1, finest)
+            return TOPOLOGY_KEYS[r], r
+        return None, rank
+
+    def leaf(name: str, parent: str, rank: int) -> None:
+        nonlocal budget
+        size = max(1, min(rng.randint(1, 3), budget))
+        budget -= size
+        key, _ = key_below(max(rank, 0), 2)  # a rack or a host, not a zone of its own
+        leaves[name] = TreeNode(parent, None if rng.random() < 0.2 else size, size, key)
+
+    def composite(name: str, parent: str | None, level: int, rank: int) -> None:
+        key, rank = key_below(rank, 1)
+        n = rng.randint(2, 3) if parent is None else rng.randint(1, 2)
+        if budget <= 2:
+            n = 1
+        minimum = None if rng.random() < 0.2 else rng.randint(1, n)
+        composites[name] = TreeNode(parent, minimum, key=key)  # before its children: parents first
+        for i in range(n):
+            child = f"{name}-{'abc'[i]}"
+            if level + 1 < depth and (i == 0 or (budget > 2 and rng.random() < 0.4)):
+                composite(child, name, level + 1, rank)
+            else:
+                leaf(child, name, rank)
+
+    composite(root, None, 1, -1)
+    return TreeShape(root, composites, leaves)
+
+
+def starving_tree(rng: random.Random, root: str) -> TreeShape:
+    """Two pods of BIG_CPU, one per leaf: a leader+workers tree, or
+    root (gang 2, in one zone or not) -> {<root>-m (gang 1) -> <root>-m-a, <root>-c}."""
+    if rng.random() < 0.5:
+        return leader_workers(root, 1)
+    key = ZONE_KEY if rng.random() < 0.5 else None
+    return TreeShape(
+        root,
+        {root: TreeNode(None, 2, key=key), f"{root}-m": TreeNode(root, 1)},
+        {f"{root}-m-a": TreeNode(f"{root}-m", 1, 1), f"{root}-c": TreeNode(root, 1, 1)},
+    )
+
+
+def tree_kind(shape: TreeShape) -> str:
+    """How the report names the tree's shape."""
+    keyed = any(n.key for n in (*shape.composites.values(), *shape.leaves.values()))
+    lw = set(shape.leaves) == {f"{shape.root}-leader", f"{shape.root}-workers"}
+    return ("leader+workers" if lw else f"nested, depth {shape.depth()}") + (", topology" if keyed else "")
+
+
+GangId = tuple[str, str]  # source, name (a tree: TREE, its root's name)
 
 
 @dataclass
@@ -153,15 +267,37 @@ class SoakGang:
     act_at: float | None = None  # when to carry out the plan
     recreate: dict[str, Any] | None = None  # a deleted member, to be created again at recreate_at
     recreate_at: float = 0.0
+    tree: TreeShape | None = None  # a tree of troupe's kinds (source TREE, name its root's, size its pods)
 
     @property
     def id(self) -> GangId:
         return self.source, self.name
 
-    def pod(self, index: int) -> dict[str, Any]:
-        """Its pod `index`, as its controller would create it (again)."""
+    @property
+    def kind(self) -> str:
+        return "gang" if self.tree is None else "tree"
+
+    def pod(self, index: int, group: str | None = None) -> dict[str, Any]:
+        """Its pod `index` (of its leaf `group`, a tree's), as its controller would create it (again)."""
+        if self.tree is not None:
+            return marked([gang_pod(NAMESPACE, group or "", index, cpu=self.cpu)], self.name)[0]
         pod = gang_pod(NAMESPACE, self.name, index, cpu=self.cpu, source=self.source, size=self.size)
         return marked([pod], self.name)[0]
+
+    def fresh(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """`pod` (of this gang or tree) as its controller would create it again."""
+        index = int(pod["metadata"]["name"].rsplit("-", 1)[1])
+        return self.pod(index, (pod_gang(pod) or ("", ""))[1])
+
+    def objects(self) -> list[dict[str, Any]]:
+        """What the soak applies: the group objects, then the pods; a tree's all
+        carry the soak's label (deleted by it)."""
+        if self.tree is None:
+            return marked(gang_objects(NAMESPACE, self.name, self.size, cpu=self.cpu, source=self.source), self.name)
+        objects = tree_objects(NAMESPACE, self.tree, cpu=self.cpu)
+        for o in objects:
+            o["metadata"].setdefault("labels", {})[GANG_LABEL] = self.name
+        return objects
 
 
 class Soak:
@@ -194,6 +330,8 @@ class Soak:
         # The workload thread deletes gangs; faults replace their pods: never both at once.
         self.gangs_lock = threading.Lock()
         self.created: Counter[str] = Counter()
+        self.tree_created: Counter[str] = Counter()  # by tree_row
+        self.tree_bound: Counter[str] = Counter()  # trees seen fully bound, by tree_row
         self.starving_created: Counter[str] = Counter()
         self.scenarios: Counter[str] = Counter()
         self.kubectl_errors: set[str] = set()
@@ -278,11 +416,12 @@ class Soak:
                 p.start(wait_ready=False)
 
     def pods_of(self, gang: GangId) -> list[dict[str, Any]]:
+        """The gang's (or tree's) pods in the last observation, by the soak's label."""
         return [
             p
             for p in self.obs.last_pods
             if p["metadata"]["namespace"] == NAMESPACE
-            and pod_gang(p) == gang
+            and (p["metadata"].get("labels") or {}).get(GANG_LABEL) == gang[1]
             and not p["metadata"].get("deletionTimestamp")
         ]
 
@@ -302,76 +441,124 @@ class Soak:
             self.tick_holders()
             self.tick_starving()
             self.tick_orphans()
-            stream = sum(1 for g in self.gangs.values() if g.plan is None) + len(self.deleting)
+            with self.gangs_lock:
+                stream = Counter(g.kind for g in self.gangs.values() if g.plan is None)
+            stream.update("tree" if gid[0] == TREE else "gang" for gid in self.deleting)
             if pending is None and not self.draining.is_set():
                 if self.starving_due():  # first: the stream, ever short of a gang or two, would starve it
-                    source = self.rng.choice(tuple(SOURCES))
-                    plan = self.rng.choice(PLANS)
-                    pending = SoakGang(source, f"{PREFIX[source]}{n}", 2, BIG_CPU, time.monotonic(), plan=plan)
+                    if self.args.trees and self.rng.random() < 0.5:
+                        pending = self.new_tree(n, starving=True)
+                    else:
+                        source = self.rng.choice(tuple(SOURCES))
+                        plan = self.rng.choice(PLANS)
+                        pending = SoakGang(source, f"{PREFIX[source]}{n}", 2, BIG_CPU, time.monotonic(), plan=plan)
                     self.next_starving = time.monotonic() + self.rng.uniform(5, 15)
-                elif stream < self.args.gangs:
+                elif stream["tree"] < self.args.trees:  # before the gangs: the stream is ever short of one
+                    pending = self.new_tree(n, starving=False)
+                elif stream["gang"] < self.args.gangs:
                     source = self.rng.choice(STREAM_SOURCES)
                     cpu = f"{self.rng.choice((100, 200, 300))}m"
                     pending = SoakGang(source, f"{PREFIX[source]}{n}", self.rng.randint(2, 5), cpu, time.monotonic())
                 if pending is not None:
                     n += 1
-                    objects = marked(
-                        gang_objects(NAMESPACE, pending.name, pending.size, cpu=pending.cpu, source=pending.source),
-                        pending.name,
-                    )
-                    self.obs.expect_gang(NAMESPACE, pending.name, pending.size, source=pending.source)
+                    objects = pending.objects()
+                    if pending.tree is not None:
+                        self.obs.expect_tree(NAMESPACE, pending.tree)
+                    else:
+                        self.obs.expect_gang(NAMESPACE, pending.name, pending.size, source=pending.source)
             if pending is not None and self.apply(objects):
                 pending.created_at = time.monotonic()
                 with self.gangs_lock:
                     self.gangs[pending.id] = pending
                 (self.created if pending.plan is None else self.starving_created)[pending.source] += 1
+                if pending.tree is not None:
+                    self.tree_created[self.tree_row(pending)] += 1
                 pending = None
             self.stop.wait(0.3)
+
+    def new_tree(self, n: int, starving: bool) -> SoakGang:
+        """A tree of the stream (leader+workers or nested, 100-300m pods) or a
+        starving one (two BIG_CPU pods) with its plan."""
+        root = f"t{n}"
+        if starving:
+            shape = starving_tree(self.rng, root)
+            plans = [p for p in TREE_PLANS if p != "delete-mid" or len(shape.composites) > 1]
+            plan: str | None = self.rng.choice(plans)
+            cpu = BIG_CPU
+        elif self.rng.random() < 0.5:
+            key = self.rng.choice((None, None, ZONE_KEY, RACK_KEY))
+            shape, plan, cpu = leader_workers(root, self.rng.randint(1, 4), key), None, ""
+        else:
+            shape, plan, cpu = nested_tree(self.rng, root), None, ""
+        cpu = cpu or f"{self.rng.choice((100, 200, 300))}m"
+        return SoakGang(TREE, root, shape.pods, cpu, time.monotonic(), plan=plan, tree=shape)
+
+    @staticmethod
+    def tree_row(g: SoakGang) -> str:
+        assert g.tree is not None
+        return ("starving " if g.plan is not None else "") + tree_kind(g.tree)
+
+    def forget(self, g: SoakGang) -> None:
+        """The observer stops expecting the gang or tree (deleted on purpose)."""
+        if g.tree is not None:
+            self.obs.forget_tree(NAMESPACE, g.name)
+        else:
+            self.obs.forget_gang(NAMESPACE, g.name, source=g.source)
 
     def starving_due(self) -> bool:
         starving = sum(1 for g in self.gangs.values() if g.plan is not None and g.bound_since is None)
         return self.args.starving > 0 and starving < self.args.starving and time.monotonic() >= self.next_starving
 
-    def tick_gangs(self) -> None:
-        bound: Counter[GangId] = Counter()
+    def tick_gangs(self, delete: bool = True) -> None:
+        """Note the gangs and trees seen fully bound; delete each 5 s after (with `delete`)."""
+        bound: Counter[str] = Counter()  # by the soak's label: a gang's name, or a tree's root
         for p in self.obs.last_pods:
-            gang = pod_gang(p)
-            if gang is not None and p["spec"].get("nodeName") and p["metadata"]["namespace"] == NAMESPACE:
-                bound[gang] += 1
+            name = (p["metadata"].get("labels") or {}).get(GANG_LABEL)
+            if name is not None and p["spec"].get("nodeName") and p["metadata"]["namespace"] == NAMESPACE:
+                bound[name] += 1
         now = time.monotonic()
         with self.gangs_lock:
             for gid, g in list(self.gangs.items()):
-                if bound[gid] >= g.size and g.recreate is None:
+                if bound[g.name] >= g.size and g.recreate is None:
                     if g.bound_since is None:
                         g.bound_since = now
                         if g.plan is not None and not g.ever_bound:
                             self.count_bound(g)
+                        if g.tree is not None and not g.ever_bound:
+                            self.tree_bound[self.tree_row(g)] += 1
                         g.ever_bound = True
-                    elif now - g.bound_since > 5:
+                    elif now - g.bound_since > 5 and delete:
                         del self.gangs[gid]  # no fault touches it from now on
-                        self.obs.forget_gang(NAMESPACE, g.name, source=g.source)
+                        self.forget(g)
                         self.deleting.add(gid)
                 elif g.bound_since is not None:
                     g.bound_since = None
-        for gid in list(self.deleting):
+        for gid in list(self.deleting) if delete else ():
             if self.delete_gang(gid):
                 self.deleting.discard(gid)
                 self.deleted += 1
 
     def count_bound(self, g: SoakGang) -> None:
         if g.plan == "keep":
-            self.scenarios["starving gang left to bind: bound"] += 1
+            self.scenarios[f"starving {g.kind} left to bind: bound"] += 1
         elif g.done and g.plan == "delete-member":
-            self.scenarios["starving gang bound after its member came back"] += 1
+            self.scenarios[f"starving {g.kind} bound after its member came back"] += 1
         elif not g.done:
-            self.scenarios[f"starving gang bound before its {g.plan} (not carried out)"] += 1
+            self.scenarios[f"starving {g.kind} bound before its {g.plan} (not carried out)"] += 1
             g.done = True
 
     def delete_gang(self, gid: GangId) -> bool:
-        """Delete the gang's pods and group object; False (tried again next tick) if the API refused."""
-        source, name = SOURCES[gid[0]], gid[1]
+        """Delete the gang's pods and group object (a tree's: every PodGroup and
+        CompositePodGroup left); False (tried again next tick) if the API refused."""
+        name = gid[1]
         if not self.force_delete("-l", f"{GANG_LABEL}={name}"):
             return False
+        if gid[0] == TREE:
+            kinds = f"{SOURCES['troupe'].resource},{COMPOSITE_RESOURCE}"
+            return self.kubectl(
+                "delete", kinds, "-n", NAMESPACE, "-l", f"{GANG_LABEL}={name}", "--ignore-not-found", "--wait=false"
+            )
+        source = SOURCES[gid[0]]
         return source.resource is None or self.kubectl(
             "delete", source.resource, "-n", NAMESPACE, name, "--ignore-not-found", "--wait=false"
         )
@@ -406,7 +593,7 @@ class Soak:
                 continue
             if self.draining.is_set():
                 g.done = True  # the run ends: let it bind
-                self.scenarios[f"starving gang's {g.plan} not carried out: the run ended"] += 1
+                self.scenarios[f"starving {g.kind}'s {g.plan} not carried out: the run ended"] += 1
                 continue
             if g.nominated_at is None and any(
                 (p.get("status") or {}).get("nominatedNodeName") for p in self.pods_of(g.id)
@@ -420,6 +607,9 @@ class Soak:
 
     def act(self, g: SoakGang, now: float) -> None:
         state = "reserved" if g.nominated_at is not None else "waiting, no reservation seen"
+        if g.tree is not None:
+            self.act_tree(g, g.tree, now, state)
+            return
         source = SOURCES[g.source]
         if g.plan == "delete-group":
             if source.resource is not None:
@@ -450,6 +640,43 @@ class Soak:
             )
         g.done = True
 
+    def act_tree(self, g: SoakGang, shape: TreeShape, now: float, state: str) -> None:
+        """A starving tree's plan: a member pod deleted (created again 15-25 s
+        later), or a leaf PodGroup, a CompositePodGroup below the root, or the
+        root deleted (the rest left, checked, then deleted by tick_orphans)."""
+        stamp = time.strftime("%H:%M:%S")
+        if g.plan == "delete-member":
+            leaf, index = self.rng.choice([(leaf, i) for leaf, n in shape.leaves.items() for i in range(n.size)])
+            if not self.force_delete(f"{leaf}-{index}"):
+                return
+            self.obs.disrupt(NAMESPACE, leaf, seconds=300)
+            g.recreate = g.pod(index, leaf)
+            g.recreate_at = now + self.rng.uniform(15, 25)
+            self.scenarios[f"tree member deleted while starving ({state})"] += 1
+            print(f"  {stamp} soak: tree {g.name}: pod {leaf}-{index} deleted while starving ({state})", flush=True)
+            g.done = True
+            return
+        if g.plan == "delete-leaf":
+            what, resource, name = (
+                "leaf PodGroup",
+                SOURCES["troupe"].resource or "",
+                self.rng.choice(list(shape.leaves)),
+            )
+        elif g.plan == "delete-mid":
+            mids = [c for c in shape.composites if c != shape.root]
+            what, resource, name = "CompositePodGroup below the root", COMPOSITE_RESOURCE, self.rng.choice(mids)
+        else:  # delete-root
+            what, resource, name = "root CompositePodGroup", COMPOSITE_RESOURCE, shape.root
+        if not self.kubectl("delete", resource, "-n", NAMESPACE, name, "--ignore-not-found"):
+            return  # again next tick
+        self.orphans[g.id] = now  # the rest stays: checked, then deleted by tick_orphans
+        with self.gangs_lock:
+            self.gangs.pop(g.id, None)
+        self.forget(g)
+        self.scenarios[f"tree {what} deleted while starving ({state})"] += 1
+        print(f"  {stamp} soak: tree {g.name}: {what} {name} deleted while starving ({state})", flush=True)
+        g.done = True
+
     def tick_orphans(self) -> None:
         """Delete the pods of a deleted PodGroup once the observer has seen their
         room released (and had time to see it taken again), or well past the grace."""
@@ -457,9 +684,9 @@ class Soak:
         for gid, since in list(self.orphans.items()):
             held = any((p.get("status") or {}).get("nominatedNodeName") for p in self.pods_of(gid))
             settled = now - since > 2 * self.args.release_grace and not held
-            if (settled or now - since > self.obs.release_grace_max + 5) and self.force_delete(
-                "-l", f"{GANG_LABEL}={gid[1]}"
-            ):
+            if not (settled or now - since > self.obs.release_grace_max + 5):
+                continue
+            if self.delete_gang(gid) if gid[0] == TREE else self.force_delete("-l", f"{GANG_LABEL}={gid[1]}"):
                 del self.orphans[gid]
 
     def drained(self) -> bool:
@@ -528,9 +755,11 @@ class Soak:
         """Force-delete the pods and create them again (their controller would).
         Both steps are retried through an API server restart; a pod already gone
         (deleted by an earlier fault, say) is created again all the same. Only a
-        gang the workload is not deleting is touched (nothing would own its pods)."""
+        gang the workload is not deleting is touched (nothing would own its pods).
+        A tree's pod is its tree's (by the soak's label): the tree is excused."""
         with self.gangs_lock:
-            gangs = {id(p): self.gangs.get(pod_gang(p) or ("", "")) for p in pods}
+            by_name = {g.name: g for g in self.gangs.values()}
+            gangs = {id(p): by_name.get((p["metadata"].get("labels") or {}).get(GANG_LABEL, "")) for p in pods}
             pods = [p for p in pods if gangs[id(p)] is not None]
             if not pods:
                 return True
@@ -538,9 +767,9 @@ class Soak:
             for p in pods:
                 g = gangs[id(p)]
                 assert g is not None
-                self.obs.disrupt(NAMESPACE, g.name, source=g.source)
-                index = int(p["metadata"]["name"].rsplit("-", 1)[1])
-                fresh.append(g.pod(index))
+                source, group = pod_gang(p) or (g.source, g.name)
+                self.obs.disrupt(NAMESPACE, group, source=source)  # a tree's leaf: the tree too
+                fresh.append(g.fresh(p))
             names = [p["metadata"]["name"] for p in pods]
             if not self.retry(lambda: self.force_delete(*names)):
                 return False  # nothing deleted for sure; nothing lost
@@ -550,8 +779,9 @@ class Soak:
             lost = sorted({g.id for g in gangs.values() if g is not None})
             print(f"  soak: could not create {', '.join(names)} again; gangs {lost} no longer observed", flush=True)
             for gid in lost:
-                self.obs.forget_gang(NAMESPACE, gid[1], source=gid[0])
-                self.gangs.pop(gid, None)
+                g = self.gangs.pop(gid, None)
+                if g is not None:
+                    self.forget(g)
                 self.deleting.add(gid)
             return False
 
@@ -581,10 +811,10 @@ class Soak:
         c.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
         c.kubectl("create", "namespace", NAMESPACE)
         creds = Credentials.from_kubeconfig(c.admin_kubeconfig)
-        self.watch = GroupWatch(
-            creds, {s.name: f"/apis/{s.api_version}/podgroups" for s in SOURCES.values() if s.api_version}
-        ).start()
-        self.api_patches = api_patches = ApiServerPatches(creds)
+        resources = {s.name: f"/apis/{s.api_version}/podgroups" for s in SOURCES.values() if s.api_version}
+        resources[COMPOSITE] = f"/apis/{COMPOSITE_API}/compositepodgroups"  # trees: which exist (and their writes)
+        self.watch = GroupWatch(creds, resources).start()
+        self.api_patches = api_patches = ApiServerPatches(creds, ("podgroups", "compositepodgroups"))
         self.node_names = [f"node-{i}" for i in range(a.nodes)]
         self.apply([node_body(n) for n in self.node_names])
         for name in ("a", "b"):
@@ -647,6 +877,7 @@ class Soak:
                     )
             self.stop.set()
             worker.join(60)
+            self.tick_gangs(delete=False)  # those bound since the workload's last look count as bound
             if left:
                 self.obs.violation(f"{len(left)} pod(s) left unbound at the end: {', '.join(left[:10])}")
             self.end_reservations()
@@ -698,6 +929,7 @@ class Soak:
         print(
             f"  {elapsed / 60:5.1f} min  faults {sum(self.survived.values()):3d}  "
             f"pods bound {len(self.obs.bound_uids):5d}  gangs active {len(self.gangs):2d}  "
+            f"trees bound {sum(self.tree_bound.values())}/{sum(self.tree_created.values())}  "
             f"created {sum(self.created.values())}+{sum(self.starving_created.values())} starving  "
             f"deleted while starving {deleted_starving}  pods nominated {len(self.obs.nominated_uids)}  "
             f"replica exits {self.replica_exits}  violations {len(self.obs.violations)}",
@@ -720,6 +952,8 @@ class Soak:
             + (f", {median(released):.1f} / {max(released):.1f} |" if released else " |")
         )
         print()
+        self.report_trees()
+        print()
         self.report_sources()
         print()
         print("| measure | value |\n| --- | --- |")
@@ -730,7 +964,7 @@ class Soak:
             ("duration", f"{elapsed / 60:.1f} min"),
             ("faults survived", sum(self.survived.values())),
             (
-                "gangs created (stream + starving) / deleted",
+                "gangs and trees created (stream + starving) / deleted",
                 f"{sum(self.created.values())} + {sum(self.starving_created.values())} / {self.deleted}",
             ),
             ("pods bound", len(self.obs.bound_uids)),
@@ -741,7 +975,12 @@ class Soak:
             ("metrics scrapes (failed)", f"{self.counters.scrapes} ({self.counters.failures})"),
             ("pods seen unbound in an older list, then on their node again", self.obs.stale_reads),
             ("longest partial gang", f"{self.obs.max_partial_seconds:.1f} s"),
-            ("room held for a gone group past the grace (during the run)", self.obs.held_violations),
+            ("longest tree bound below minGroupCount (any level)", f"{self.obs.max_tree_partial_seconds:.1f} s"),
+            ("trees bound below minGroupCount past the grace", self.obs.tree_partial_violations),
+            (
+                "room held for a gone group past the grace (during the run; of them tree members)",
+                f"{self.obs.held_violations} ({self.obs.tree_held_violations})",
+            ),
             ("leaked reservations at the end", _num(self.leaked_count)),
             ("leader at the end: pending pods / reservation gauges", self.end_summary()),
             (
@@ -758,8 +997,17 @@ class Soak:
             print(f"| {k} | {v} |")
         for v in self.obs.violations:
             print(f"VIOLATION {v}")
+        for end in self.obs.held_ends:
+            print(f"  held room ended: {end}")
         print(f"troupe logs: {self.workdir}")
         return 1 if self.obs.violations else 0
+
+    def report_trees(self) -> None:
+        """Trees by shape: created, and seen fully bound (every pod)."""
+        print("| trees of troupe's CompositePodGroups | created | fully bound |\n| --- | --- | --- |")
+        for row in sorted(self.tree_created):
+            print(f"| {row} | {self.tree_created[row]} | {self.tree_bound[row]} |")
+        print(f"| all | {sum(self.tree_created.values())} | {sum(self.tree_bound.values())} |")
 
     def end_summary(self) -> str:
         gauges = self.end_gauges
@@ -768,11 +1016,14 @@ class Soak:
         return f"{_num(self.end_pending)} / " + ", ".join(f"{k} {_num(v)}" for k, v in gauges.items())
 
     def received(self, source: str | None = None) -> float | None:
-        """Group object PATCHes kube-apiserver received, of one source or all."""
+        """Group object PATCHes kube-apiserver received, of one source (COMPOSITE:
+        troupe's CompositePodGroups) or all."""
         if self.api_patches is None:
             return None
         groups = [s.api_group for s in SOURCES.values() if s.api_version and source in (None, s.name)]
         counts = [self.api_patches.patches(g) for g in groups]
+        if source in (None, COMPOSITE):
+            counts.append(self.api_patches.patches(COMPOSITE_API.split("/")[0], resource="compositepodgroups"))
         return None if None in counts else sum(c or 0.0 for c in counts)
 
     def report_sources(self) -> None:
@@ -803,6 +1054,14 @@ class Soak:
                 f"| {s.name} | {gangs} | {_num(received)} | {_num(sent)}{split} | {_num(changes)}{gaps} "
                 f"| {_ratio(received, changes)} |"
             )
+        # troupe counts its CompositePodGroup writes with its PodGroups' (one source label): "in troupe's".
+        received = self.received(COMPOSITE)
+        changes = watch.changes[COMPOSITE] if watch is not None else None
+        gaps = f" ({watch.relists[COMPOSITE]} relists)" if watch is not None and watch.relists[COMPOSITE] else ""
+        print(
+            f"| troupe CompositePodGroups (trees) | {self.created[TREE]} + {self.starving_created[TREE]} "
+            f"| {_num(received)} | (in troupe's) | {_num(changes)}{gaps} | {_ratio(received, changes)} |"
+        )
 
 
 def _listed(items: list[str]) -> str:
@@ -831,7 +1090,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--nodes", type=int, default=6, help=f"nodes of {NODE_CPU} CPU (6)")
     parser.add_argument("--gangs", type=int, default=10, help="gangs of the stream kept alive at once (10)")
-    parser.add_argument("--starving", type=int, default=2, help="starving gangs at once, 0: none (2)")
+    parser.add_argument(
+        "--trees", type=int, default=3, help="trees of the stream kept alive at once; 0: no trees, starving none (3)"
+    )
+    parser.add_argument(
+        "--starving", type=int, default=2, help="starving gangs or trees at once (half of them trees), 0: none (2)"
+    )
     parser.add_argument(
         "--holders", type=int, default=None, help="long-running holder pods (one per node; none without --starving)"
     )
@@ -839,7 +1103,8 @@ def main(argv: list[str] | None = None) -> int:
         "--partial-grace",
         type=float,
         default=75.0,
-        help="seconds a gang may be seen bound below minCount (binds are retried through an outage for 60 s) (75)",
+        help="seconds a gang may be seen bound below minCount, a tree's CompositePodGroup below minGroupCount "
+        "(binds are retried through an outage for 60 s) (75)",
     )
     parser.add_argument(
         "--release-grace",

@@ -8,7 +8,8 @@ sum over processes. A replica that dies by itself loses at most one scrape
 interval of counts, and one stopped cleanly what it writes while stopping.
 
 kube-apiserver's (`ApiServerPatches`): the PATCHes of group objects it
-received, the writes of every replica as the API server saw them.
+received (PodGroups, and CompositePodGroups where asked), the writes of
+every replica as the API server saw them.
 """
 
 from __future__ import annotations
@@ -100,19 +101,19 @@ def _matches(have: Labels, want: Mapping[str, str]) -> bool:
 
 
 class ApiServerPatches:
-    """PATCH requests kube-apiserver received for one resource, by API group,
+    """PATCH requests kube-apiserver received for some resources, by resource and API group,
     over every start of it (its counters restart with it): it is scraped right
     before the soak restarts it, now and then, and at the end, and each start
     is told apart by its `process_start_time_seconds`. Every replica's
     writes, through leader kills and clean stops alike, whatever answer they
     got (retries included)."""
 
-    def __init__(self, creds: Credentials, resource: str = "podgroups") -> None:
+    def __init__(self, creds: Credentials, resources: tuple[str, ...] = ("podgroups",)) -> None:
         self.creds = creds
-        self.resource = resource
+        self.resources = frozenset(resources)
         self._ssl = ssl.create_default_context(cadata=creds.ca_pem)
         self._lock = threading.Lock()
-        self._last: dict[float, dict[str, float]] = {}  # start time -> API group -> PATCHes
+        self._last: dict[float, dict[tuple[str, str], float]] = {}  # start time -> (resource, API group) -> PATCHes
         self.failures = 0
 
     def scrape(self) -> bool:
@@ -127,27 +128,28 @@ class ApiServerPatches:
                 self.failures += 1
             return False
         start: float | None = None
-        patches: dict[str, float] = {}
-        want = f'resource="{self.resource}"'
+        patches: dict[tuple[str, str], float] = {}
         for line in text.splitlines():
             if line.startswith("process_start_time_seconds "):
                 start = float(line.split()[1])
-            elif line.startswith("apiserver_request_total{") and want in line and 'verb="PATCH"' in line:
+            elif line.startswith("apiserver_request_total{") and 'verb="PATCH"' in line:
                 labels = dict(_LABEL.findall(line))
-                group = labels.get("group", "")
-                patches[group] = patches.get(group, 0.0) + float(line.rsplit(" ", 1)[1])
+                if labels.get("resource") not in self.resources:
+                    continue
+                key = (labels["resource"], labels.get("group", ""))
+                patches[key] = patches.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
         if start is None:
             return False
         with self._lock:
             self._last[start] = patches
         return True
 
-    def patches(self, group: str) -> float | None:
-        """PATCHes of `group`'s resource over every start; None if never scraped."""
+    def patches(self, group: str, resource: str = "podgroups") -> float | None:
+        """PATCHes of `group`'s `resource` over every start; None if never scraped."""
         with self._lock:
             if not self._last:
                 return None
-            return sum(p.get(group, 0.0) for p in self._last.values())
+            return sum(p.get((resource, group), 0.0) for p in self._last.values())
 
 
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')

@@ -2,7 +2,7 @@
 each source's status actually changed.
 
 One thread per group resource (troupe's, scheduler-plugins' and Volcano's
-PodGroups) lists, then watches from the list's resourceVersion, and resumes
+PodGroups, and troupe's CompositePodGroups for the soak's trees) lists, then watches from the list's resourceVersion, and resumes
 from the last one it saw when the connection drops (an API server restart);
 only a 410 (too old) makes it list again. A MODIFIED event counts as a status
 change when the object's `status` differs from the one last seen for its uid

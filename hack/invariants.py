@@ -19,6 +19,23 @@ at every observation:
   was first observed (a fault before then moves the deadline, up to
   `release_grace_max`): a restarted scheduler adopts what that field says.
 
+Trees of groups (troupe's CompositePodGroups, `expect_tree` with a
+`TreeShape`) add, at every observation:
+
+- no tree is bound below minGroupCount at any level: a CompositePodGroup
+  with some pods bound under it must have at least minGroupCount (a basic
+  one: 1) children bound, a PodGroup child bound when it has minCount pods
+  bound (a basic one: 1), a CompositePodGroup child when its own rule
+  holds; seen otherwise, it must hold within `partial_grace` seconds (the
+  gangs' bind window; a fault that deletes pods of the tree excuses it as it
+  excuses a gang). Every ancestor of a PodGroup with pods bound is checked.
+- with `reservations=True`: no room is held for a tree member whose leaf
+  PodGroup, an ancestor CompositePodGroup or the root is gone (`live_groups`
+  names CompositePodGroups with the source `COMPOSITE`), or whose tree is
+  not ready (its root short of minGroupCount ready children: a PodGroup is
+  ready with minCount pods, a CompositePodGroup with minGroupCount ready
+  children), past the same grace as a gone group's.
+
 Gangs come from several group sources (`SOURCES`: troupe's PodGroup,
 scheduler-plugins', Volcano's, Kueue's plain pod groups); `pod_gang` says
 which group a pod names. `final_check()` waits for every expected pod to be
@@ -132,6 +149,108 @@ def pod_gang(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+# troupe's CompositePodGroups: `live_groups` names them (COMPOSITE, namespace, name).
+COMPOSITE = "troupe-composite"
+COMPOSITE_API = "scheduling.troupe.dev/v1alpha2"
+COMPOSITE_RESOURCE = "compositepodgroups.scheduling.troupe.dev"
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    """A CompositePodGroup or a leaf PodGroup (troupe's kinds) of a tree."""
+
+    parent: str | None  # a CompositePodGroup's name; None: the root
+    minimum: int | None = None  # gang: minGroupCount / minCount; None: basic
+    size: int = 0  # a leaf's pods
+    key: str | None = None  # topology key
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """A tree: its CompositePodGroups (the root first, every parent before its
+    children) and its leaf PodGroups, by name (one name space for both)."""
+
+    root: str
+    composites: Mapping[str, TreeNode]
+    leaves: Mapping[str, TreeNode]
+
+    def __post_init__(self) -> None:
+        assert not set(self.composites) & set(self.leaves), "a tree's groups need distinct names"
+        assert self.composites[self.root].parent is None, "the root has no parent"
+
+    def children(self, name: str) -> list[tuple[bool, str]]:
+        """(is a CompositePodGroup, name) of `name`'s children, CompositePodGroups first."""
+        return [(True, c) for c, n in self.composites.items() if n.parent == name] + [
+            (False, leaf) for leaf, n in self.leaves.items() if n.parent == name
+        ]
+
+    def ancestors(self, leaf: str) -> list[str]:
+        """The CompositePodGroups above a leaf, its parent first, the root last."""
+        out: list[str] = []
+        parent = self.leaves[leaf].parent
+        while parent is not None:
+            out.append(parent)
+            parent = self.composites[parent].parent
+        return out
+
+    def depth(self) -> int:
+        """Levels, the PodGroups included."""
+        return 1 + max((len(self.ancestors(leaf)) for leaf in self.leaves), default=0)
+
+    @property
+    def pods(self) -> int:
+        return sum(n.size for n in self.leaves.values())
+
+    def rule(
+        self, counts: Mapping[str, int], exists: Callable[[bool, str], bool] = lambda composite, name: True
+    ) -> dict[str, tuple[bool, int, int]]:
+        """Each group's rule over `counts` (pods per leaf: bound ones for
+        "bound", existing ones for "ready"): name -> (holds, what it counts
+        (a leaf's pods, a CompositePodGroup's children that hold), pods counted
+        under it). A group that does not exist (`exists`) does not hold."""
+        out: dict[str, tuple[bool, int, int]] = {}
+
+        def visit(composite: bool, name: str) -> tuple[bool, int]:
+            if not composite:
+                n = counts.get(name, 0)
+                ok = exists(False, name) and n >= (self.leaves[name].minimum or 1)
+                out[name] = (ok, n, n)
+                return ok, n
+            held = under = 0
+            for child_composite, child in self.children(name):
+                ok, pods = visit(child_composite, child)
+                held += ok
+                under += pods
+            ok = exists(True, name) and held >= (self.composites[name].minimum or 1)
+            out[name] = (ok, held, under)
+            return ok, under
+
+        visit(True, self.root)
+        return out
+
+    def why_not(
+        self,
+        rule: Mapping[str, tuple[bool, int, int]],
+        name: str,
+        exists: Callable[[bool, str], bool] = lambda composite, name: True,
+    ) -> str:
+        """Why `name` (a CompositePodGroup or a leaf) does not hold by `rule`:
+        down to the first child that does not."""
+        composite = name in self.composites
+        if not exists(composite, name):
+            return f"{'CompositePodGroup' if composite else 'PodGroup'} {name} is gone"
+        _, n, _ = rule[name]
+        if not composite:
+            return f"{name} has {n} of minCount {self.leaves[name].minimum or 1} pod(s)"
+        text = f"{name} has {n} of minGroupCount {self.composites[name].minimum or 1} child group(s)"
+        failing = [c for _, c in self.children(name) if not rule[c][0]]
+        return text + (f": {self.why_not(rule, failing[0], exists)}" if failing else "")
+
+    def summary(self, counts: Mapping[str, int]) -> str:
+        """Pods per leaf over each leaf's minimum, e.g. "t1-leader 1/1, t1-workers 2/3"."""
+        return ", ".join(f"{leaf} {counts.get(leaf, 0)}/{n.minimum or 1}" for leaf, n in self.leaves.items())
+
+
 GangKey = tuple[str, str, str]  # namespace, group name, source
 
 
@@ -172,6 +291,22 @@ class Gone:
 
 
 @dataclass
+class Tree:
+    """A tree the observer knows the shape of; `checked` while it is expected
+    (not deleted on purpose): its shape stays for the reservation check."""
+
+    namespace: str
+    shape: TreeShape
+    checked: bool = True
+    disrupted_until: float = 0.0  # a fault deleted some of its pods (set through its leaves' gangs)
+    partial_since: dict[str, float] = field(default_factory=dict)  # CompositePodGroup -> seen below its rule since
+    partial_clock: dict[str, str] = field(default_factory=dict)  # the same, wall clock
+    reported: set[str] = field(default_factory=set)
+    history: list[str] = field(default_factory=list)  # "HH:MM:SS bound: ..." whenever that changed
+    last_summary: str = ""
+
+
+@dataclass
 class Observer:
     cluster: Any  # hack/localcluster.LocalCluster
     partial_grace: float = 75.0
@@ -189,9 +324,14 @@ class Observer:
     observations: int = 0
     poll_failures: int = 0
     max_partial_seconds: float = 0.0
+    max_tree_partial_seconds: float = 0.0
+    tree_partial_violations: int = 0
+    tree_held_violations: int = 0  # of held_violations, those of tree members
 
     def __post_init__(self) -> None:
         self.gangs: dict[GangKey, Gang] = {}
+        self.trees: dict[tuple[str, str], Tree] = {}  # (namespace, root) -> its tree
+        self.leaf_tree: dict[tuple[str, str], tuple[str, str]] = {}  # (namespace, leaf PodGroup) -> its tree
         self.first_node: dict[str, tuple[str, str]] = {}  # uid -> (pod key, node)
         self.bound_uids: set[str] = set()
         # Pods seen bound, then unbound in a later list: uid -> (pod key, node, when).
@@ -204,6 +344,7 @@ class Observer:
         self.release_seconds: list[float] = []
         self.held_violations = 0
         self.bound_while_gone: list[str] = []  # pods first seen bound while their group object was gone
+        self.held_ends: list[str] = []  # how each room held past its deadline ended (released, or pods gone)
         self._held_before: set[GangKey] = set()  # gangs with a nominated pod in the previous observation
         self._fault_started: float | None = None  # a fault under way since
         self._lock = threading.Lock()
@@ -223,13 +364,45 @@ class Observer:
         with self._lock:
             self.gangs.pop((namespace, name, source), None)
 
-    def disrupt(self, namespace: str, name: str, seconds: float = 90.0, source: str = "troupe") -> None:
-        """A fault removed some of the gang's pods: allow it to be partial for a while."""
+    def expect_tree(self, namespace: str, shape: TreeShape) -> None:
+        """A tree of troupe's kinds: its leaves are expected gangs (minCount,
+        a basic one 1), and its CompositePodGroups are checked by their rule."""
         with self._lock:
+            self.trees[(namespace, shape.root)] = Tree(namespace, shape)
+            for leaf, node in shape.leaves.items():
+                self.gangs[(namespace, leaf, "troupe")] = Gang(namespace, leaf, node.minimum or 1)
+                self.leaf_tree[(namespace, leaf)] = (namespace, shape.root)
+
+    def forget_tree(self, namespace: str, root: str) -> None:
+        """The tree (or a part of it) was deleted on purpose: no longer expected
+        nor checked for binding; its shape stays for the reservation check."""
+        with self._lock:
+            tree = self.trees.get((namespace, root))
+            if tree is None:
+                return
+            tree.checked = False
+            for leaf in tree.shape.leaves:
+                self.gangs.pop((namespace, leaf, "troupe"), None)
+
+    def disrupt(self, namespace: str, name: str, seconds: float = 90.0, source: str = "troupe") -> None:
+        """A fault removed some of the gang's pods: allow it (and the tree it
+        is a leaf of) to be partial for a while."""
+        with self._lock:
+            until = time.monotonic() + seconds
             gang = self.gangs.get((namespace, name, source))
             if gang is not None:
-                gang.disrupted_until = time.monotonic() + seconds
+                gang.disrupted_until = until
                 gang.partial_since = None
+            tree = self._tree_of((namespace, name, source))
+            if tree is not None:
+                tree.disrupted_until = max(tree.disrupted_until, until)
+                tree.partial_since.clear()
+
+    def _tree_of(self, gkey: GangKey | None) -> Tree | None:
+        if gkey is None or gkey[2] != "troupe":
+            return None
+        root = self.leaf_tree.get((gkey[0], gkey[1]))
+        return None if root is None else self.trees.get(root)
 
     def fault_started(self, now: float | None = None) -> None:
         """A fault that stops the scheduler or its API for a while begins: no
@@ -367,8 +540,50 @@ class Observer:
                         f"{time.strftime('%H:%M:%S')} gang {_gang_name(gkey)} has {bound} of minCount "
                         f"{gang.min_count} pods bound for {lasted:.0f}s"
                     )
+            self._check_trees(bound_by_gang, now)
             if self.reservations:
                 self._check_reservations(pods, groups, newly_bound, now)
+
+    def _check_trees(self, bound_by_gang: Mapping[GangKey, int], now: float) -> None:
+        """No CompositePodGroup with pods bound under it is seen below its rule
+        for longer than `partial_grace` (caller holds the lock)."""
+        clock = time.strftime("%H:%M:%S")
+        for tree in self.trees.values():
+            if not tree.checked:
+                continue
+            shape, ns = tree.shape, tree.namespace
+            bound = {leaf: bound_by_gang.get((ns, leaf, "troupe"), 0) for leaf in shape.leaves}
+            rule = shape.rule(bound)
+            summary = shape.summary(bound)
+            if summary != tree.last_summary:
+                tree.last_summary = summary
+                below = [c for c in shape.composites if rule[c][2] and not rule[c][0]]
+                tree.history.append(f"{clock} bound {summary}" + (f" (below: {', '.join(below)})" if below else ""))
+                del tree.history[:-12]
+            excused = now < tree.disrupted_until
+            for name, node in shape.composites.items():
+                holds, held, under = rule[name]
+                if holds or not under or excused:
+                    tree.partial_since.pop(name, None)
+                    tree.partial_clock.pop(name, None)
+                    continue
+                since = tree.partial_since.setdefault(name, now)
+                tree.partial_clock.setdefault(name, clock)
+                lasted = now - since
+                self.max_tree_partial_seconds = max(self.max_tree_partial_seconds, lasted)
+                if lasted > self.partial_grace and name not in tree.reported:
+                    tree.reported.add(name)
+                    self.tree_partial_violations += 1
+                    children = ", ".join(
+                        f"{c} {'bound' if rule[c][0] else 'not bound'}" for _, c in shape.children(name)
+                    )
+                    what = "the root" if node.parent is None else f"under {node.parent}"
+                    self.violations.append(
+                        f"{clock} tree {ns}/{shape.root} bound below minGroupCount: CompositePodGroup {name} "
+                        f"({what}) has {held} of minGroupCount {node.minimum or 1} child group(s) bound "
+                        f"({children}) with {under} pod(s) bound under it, since {tree.partial_clock[name]} "
+                        f"({lasted:.0f}s); timeline: {'; '.join(tree.history)}"
+                    )
 
     def _gone_groups(self, pods: list[dict[str, Any]], groups: set[tuple[str, str, str]] | None) -> dict[GangKey, str]:
         """The groups that pods name and that are gone: why, by gang."""
@@ -400,7 +615,43 @@ class Observer:
             min_count = gang.min_count if gang is not None else declared.get(gkey)
             if min_count is not None and count < min_count:
                 gone[gkey] = f"it has {count} of minCount {min_count} pods"
+        trees: dict[tuple[str, str], dict[str, str]] = {}
+        for gkey in live:
+            tree = self._tree_of(gkey)
+            if gkey in gone or tree is None:
+                continue
+            at = (tree.namespace, tree.shape.root)
+            if at not in trees:
+                trees[at] = self._tree_gone(tree, live, groups)
+            why = trees[at].get(gkey[1])
+            if why is not None:
+                gone[gkey] = why
         return gone
+
+    def _tree_gone(
+        self, tree: Tree, live: Mapping[GangKey, int], groups: set[tuple[str, str, str]] | None
+    ) -> dict[str, str]:
+        """The tree's leaves that must hold no room, and why: an ancestor
+        CompositePodGroup is gone, or the tree is not ready (its root short of
+        ready children, each group by its rule over the pods that exist)."""
+        ns, shape = tree.namespace, tree.shape
+
+        def exists(composite: bool, name: str) -> bool:
+            return groups is None or (COMPOSITE if composite else "troupe", ns, name) in groups
+
+        out: dict[str, str] = {}
+        for leaf in shape.leaves:
+            for above in shape.ancestors(leaf):
+                if not exists(True, above):
+                    which = "its tree's root" if above == shape.root else "its ancestor"
+                    out[leaf] = f"{which} CompositePodGroup {above} is gone"
+                    break
+        rule = shape.rule({leaf: live.get((ns, leaf, "troupe"), 0) for leaf in shape.leaves}, exists)
+        if not rule[shape.root][0]:
+            why = f"its tree {ns}/{shape.root} is not ready: {shape.why_not(rule, shape.root, exists)}"
+            for leaf in shape.leaves:
+                out.setdefault(leaf, why)
+        return out
 
     def _check_reservations(
         self,
@@ -420,9 +671,15 @@ class Observer:
             if gkey is not None:
                 nominated.setdefault(gkey, []).append(f"{p['metadata']['name']} on {target}")
         gone = self._gone_groups(pods, groups)
+        clock = time.strftime("%H:%M:%S")
         for gkey in list(self.gone):
             if gkey not in gone:
-                del self.gone[gkey]  # whole again, its object back, or its pods deleted
+                g = self.gone.pop(gkey)  # whole again, its object back, or its pods deleted
+                if g.reported and not g.released:
+                    self.held_ends.append(
+                        f"{clock} {_gang_name(gkey)}: still held {now - g.since:.0f}s after {g.why}, "
+                        "when its pods were deleted (or it was whole again)"
+                    )
         for gkey, why in gone.items():
             held = nominated.get(gkey, [])
             g = self.gone.get(gkey)
@@ -432,18 +689,25 @@ class Observer:
                 g.released = True
                 if g.held_at_start:
                     self.release_seconds.append(now - g.since)
+                if g.reported:
+                    self.held_ends.append(f"{clock} {_gang_name(gkey)}: released {now - g.since:.0f}s after {g.why}")
             excused = self._fault_started is not None and g.deadline >= self._fault_started
             overdue = (now > g.deadline and not excused) or now > g.since + self.release_grace_max
             if held and overdue and not g.reported:
                 g.reported = True
                 self.held_violations += 1
+                tree = self._tree_of(gkey)
+                member = "gang"
+                if tree is not None:
+                    self.tree_held_violations += 1
+                    member = f"tree {tree.namespace}/{tree.shape.root} member"
                 self.violations.append(
-                    f"{time.strftime('%H:%M:%S')} room held for gang {_gang_name(gkey)} {now - g.since:.0f}s after "
-                    f"{g.why}: nominatedNodeName {', '.join(sorted(held))}"
+                    f"{time.strftime('%H:%M:%S')} room held for {member} {_gang_name(gkey)} {now - g.since:.0f}s "
+                    f"after {g.why}: nominatedNodeName {', '.join(sorted(held))}"
                 )
         for p in newly_bound:
             gkey = _gang_key(p)
-            if gkey is not None and gone.get(gkey) == "its PodGroup is gone":
+            if gkey is not None and gone.get(gkey, "").endswith(" is gone"):
                 name = f"{p['metadata']['namespace']}/{p['metadata']['name']}"
                 self.bound_while_gone.append(f"{name} {now - self.gone[gkey].since:.0f}s after")
         self._held_before = set(nominated)
@@ -513,6 +777,37 @@ def gang_objects(
     group = SOURCES[source].group_object(namespace, name, size)
     pods = [gang_pod(namespace, name, i, cpu, memory, source=source, size=size) for i in range(size)]
     return ([group] if group is not None else []) + pods
+
+
+def tree_objects(namespace: str, shape: TreeShape, cpu: str = "100m", memory: str = "64Mi") -> list[dict[str, Any]]:
+    """A tree of troupe's kinds: its CompositePodGroups (parents first, every
+    one naming the root's Workload), its leaf PodGroups, then each leaf's
+    `size` pods (`<leaf>-<i>`)."""
+    out: list[dict[str, Any]] = []
+    for name, node in shape.composites.items():
+        spec: dict[str, Any] = {
+            "workloadRef": {"workloadName": shape.root, "templateName": name},
+            "schedulingPolicy": _policy(node, "minGroupCount"),
+        }
+        out.append(_tree_group("CompositePodGroup", namespace, name, node, spec))
+    for name, node in shape.leaves.items():
+        out.append(_tree_group("PodGroup", namespace, name, node, {"schedulingPolicy": _policy(node, "minCount")}))
+    for name, node in shape.leaves.items():
+        out += [gang_pod(namespace, name, i, cpu, memory) for i in range(node.size)]
+    return out
+
+
+def _policy(node: TreeNode, field: str) -> dict[str, Any]:
+    return {"basic": {}} if node.minimum is None else {"gang": {field: node.minimum}}
+
+
+def _tree_group(kind: str, namespace: str, name: str, node: TreeNode, spec: dict[str, Any]) -> dict[str, Any]:
+    if node.parent is not None:
+        spec["parentCompositePodGroupName"] = node.parent
+    if node.key is not None:
+        spec["schedulingConstraints"] = {"topology": [{"key": node.key}]}
+    meta = {"name": name, "namespace": namespace}
+    return {"apiVersion": COMPOSITE_API, "kind": kind, "metadata": meta, "spec": spec}
 
 
 def gang_pod(

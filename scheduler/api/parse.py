@@ -234,7 +234,8 @@ def _parse_pod(
     meta = body.get("metadata") or {}
     spec = body.get("spec") or {}
     status = body.get("status") or {}
-    requests, nz_cpu, nz_mem = pod_requests(spec)
+    problems: list[str] = []  # requests out of range: left out, and the pod is not scheduled
+    requests, nz_cpu, nz_mem = pod_requests(spec, problems)
     affinity = spec.get("affinity") or {}
     node_affinity = affinity.get("nodeAffinity") or {}
     terms = _pod_terms(body, spec, affinity)
@@ -254,6 +255,9 @@ def _parse_pod(
     claims = _pod_claims(spec, status)
     namespace = _text(meta, "namespace", "default")
     spec_key = _spec_key(requests, node_selector, required, preferred, tolerations, terms, labels, namespace, claims)
+    problem = "; ".join(problems)
+    if problem:  # an update that changes only the problem is judged again
+        spec_key = (*spec_key, problem)
     if not meta.get("uid") or not meta.get("name"):
         raise ObjectError("metadata.uid and metadata.name are required")
     return PodInfo(
@@ -293,6 +297,7 @@ def _parse_pod(
         task=membership.task if membership is not None else "",
         group_size=membership.group_size if membership is not None else 0,
         owners=_owner_names(meta) if group is not None else (),
+        problem=problem,
     )
 
 
@@ -336,7 +341,14 @@ def _parse_node(body: Mapping[str, Any]) -> NodeInfo:
         raise ObjectError("metadata.name is required")
     # Allocatable defaults to capacity, as the kubelet reports both.
     raw_alloc = status.get("allocatable") or status.get("capacity") or {}
-    allocatable = resource_map(raw_alloc, "status.allocatable")
+    where = "status.allocatable" if status.get("allocatable") or not status.get("capacity") else "status.capacity"
+    # A field out of range is taken as absent (0 of it), not as "as much as
+    # an int64 holds": nothing that asks for it is placed on the node, so
+    # nothing is overcommitted on a guess, and no sum over nodes can wrap;
+    # the node still counts for spread and affinity, its pods stay counted,
+    # and the rest of it is used. The node says which field (a Warning Event).
+    problems: list[str] = []
+    allocatable = resource_map(raw_alloc, where, problems)
     taints = tuple(
         Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
         for t in spec.get("taints") or ()
@@ -348,6 +360,7 @@ def _parse_node(body: Mapping[str, Any]) -> NodeInfo:
         allocatable=allocatable,
         taints=taints,
         unschedulable=bool(spec.get("unschedulable")),
+        problem="; ".join(problems),
     )
 
 

@@ -2,6 +2,11 @@
 
 CPU is counted in millicores, everything else in base units (bytes, counts),
 rounded up as the API server's `Quantity.MilliValue()` / `Value()` do.
+
+The node table and snapshots keep these amounts in int64 columns, so an
+amount outside int64 (the API server takes `100E` cpu, 10^23 millicores) is
+`QuantityRangeError`: the object says which field, instead of an
+OverflowError deep in a cycle (api/resources.py, api/parse.py).
 """
 
 from __future__ import annotations
@@ -9,7 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, Overflow
 
 _SUFFIXES: dict[str, Decimal] = {
     "": Decimal(1),
@@ -32,8 +37,21 @@ _SUFFIXES: dict[str, Decimal] = {
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 
 
+# The reason of the Warning Event on a Node with an allocatable out of range.
+EVENT_OUT_OF_RANGE = "QuantityOutOfRange"
+
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+_MAX = Decimal(INT64_MAX)
+_MIN = Decimal(INT64_MIN)
+
+
 class QuantityError(ValueError):
     pass
+
+
+class QuantityRangeError(QuantityError):
+    """A valid quantity whose amount in troupe's units does not fit an int64 column."""
 
 
 def parse_quantity(value: str | int | float) -> Decimal:
@@ -52,6 +70,8 @@ def parse_quantity(value: str | int | float) -> Decimal:
         raise QuantityError(f"invalid quantity {value!r}: unknown suffix {suffix!r}")
     try:
         return Decimal(number) * _SUFFIXES[suffix]
+    except Overflow:  # beyond Decimal's exponent range (`1e999999999`)
+        raise QuantityRangeError(f"{value!r} is out of range") from None
     except InvalidOperation as exc:
         raise QuantityError(f"invalid quantity {value!r}") from exc
 
@@ -69,10 +89,31 @@ def _string_units(resource: str, value: str) -> int:
 
 
 def _units(resource: str, value: str | int | float) -> int:
-    q = parse_quantity(value)
-    if resource == "cpu":
-        q = q * 1000
+    try:
+        q = parse_quantity(value)
+        if resource == "cpu":
+            q = q * 1000
+    except (QuantityRangeError, Overflow):
+        shown = _shown(value)
+        raise QuantityRangeError(f"{shown} is out of range ({range_text(resource, shown[:1] != '-')})") from None
+    if q.is_nan():  # YAML's .nan (simulate); JSON has none
+        raise QuantityError(f"invalid quantity {value!r}")
+    # Compared before the ceil: `1e999999999` would otherwise become an int
+    # of a billion digits.
+    if not _MIN <= q <= _MAX:
+        raise QuantityRangeError(f"{_shown(value)} is out of range ({range_text(resource, q > 0)})")
     return int(math.ceil(q))
+
+
+def range_text(resource: str, high: bool = True) -> str:
+    """What `resource` may be at most (or, `high` False, at least), for messages."""
+    if high:
+        return f"at most {format_units(resource, INT64_MAX)}"
+    return f"at least {format_units(resource, INT64_MIN)}"
+
+
+def _shown(value: str | int | float) -> str:
+    return value.strip() if isinstance(value, str) else str(value)
 
 
 def format_units(resource: str, amount: int) -> str:

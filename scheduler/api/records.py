@@ -231,6 +231,9 @@ class NodeInfo:
     allocatable: Mapping[str, int]
     taints: tuple[Taint, ...]
     unschedulable: bool
+    # A field of status.allocatable out of range (api/resources.py), left out
+    # of `allocatable` (as if absent); "" when none. Said in a Warning Event.
+    problem: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +280,9 @@ class PodInfo:
     # The tree (CompositePodGroups) the pod's PodGroup is part of: its root,
     # or its first missing ancestor (cluster/tree.py); the queue's unit.
     tree: GroupKey | None = None
+    # A request out of range (api/resources.py), left out of `requests` (as
+    # if absent); "" when none. Such a pod is not scheduled: SchedulerError.
+    problem: str = ""
 
     @property
     def may_preempt(self) -> bool:

@@ -249,16 +249,19 @@ class ClusterCache:
 
     def taken_whole_above(self, key: GroupKey) -> GroupKey | None:
         """The highest CompositePodGroup above the PodGroup `key` whose
-        `disruptionMode` is all (troupe's `PodGroup`): preemption takes its
-        whole tree below it together, or nothing of it (upstream's
-        getHighestAllAncestor). None where there is none."""
+        `disruptionMode` is all (troupe's `PodGroup`), or unset on a gang:
+        preemption takes its whole tree below it together, or nothing of it
+        (upstream's getHighestAllAncestor; upstream takes an unset mode as
+        single, troupe as it takes a gang PodGroup: a gang left below
+        minGroupCount is useless, so it is never cut). None where there is none."""
         found: GroupKey | None = None
         parent = trees.parent_of(self.groups.get(key))
         for _ in range(trees.MAX_DEPTH):
             composite = self.composites.get(parent) if parent is not None else None
             if not isinstance(composite, CompositePodGroup):
                 break
-            if composite.spec.disruption_mode == "PodGroup":
+            mode = composite.spec.disruption_mode
+            if mode == "PodGroup" or (mode is None and composite.is_gang):
                 found = parent
             parent = composite.parent_key
         return found

@@ -19,6 +19,7 @@ from ..api.composite import CompositePodGroup
 from ..api.dra import group_claim_name, parse_device_class, parse_resource_claim, parse_resource_slice
 from ..api.parse import parse_node, parse_pdb, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error
+from ..api.quantity import EVENT_OUT_OF_RANGE
 from ..api.records import GroupKey, ObjectError, PodInfo
 from ..api.sources import GroupSource, implied_group, is_implied, parse_composite, parse_group, parse_workload
 from ..cluster import tree as trees
@@ -60,16 +61,17 @@ class EventHandlers:
         self.nominated.pop(uid, None)
         self.reserved.pop(uid, None)
 
-    def release_room(self, group: GroupKey | None, uid: str = "") -> None:
-        """The unit of `group` (or the lone pod `uid`) is deleted, lost a pod or
-        waits at its gate: the room nominated to its pods (a preemption's or a
-        reservation's) is let go at once, and their nominatedNodeName cleared,
-        so that nothing is held for a unit that cannot use it."""
+    def release_room(self, unit: UnitKey) -> None:
+        """The unit (a lone pod's, a PodGroup's or a whole tree's) is deleted,
+        lost a pod or waits at its gate: the room nominated to its pods (a
+        preemption's or a reservation's) is let go at once, and their
+        nominatedNodeName cleared, so that nothing is held for a unit that
+        cannot use it. A tree's room goes whole: it is placed anew as one."""
         if not self.nominated:
             return
         released = False
         for nominee, (_, pod) in list(self.nominated.items()):
-            if (pod.group == group) if group is not None else nominee == uid:
+            if unit_of(pod) == unit:
                 self.drop_nomination(nominee)
                 released = True
                 current = self.cache.pods.get(nominee)
@@ -79,9 +81,26 @@ class EventHandlers:
             self._cluster_event(E.ASSIGNED_POD_DELETE)  # room freed, as if its pods had run there and gone
 
     def with_group_priority(self, pod: PodInfo) -> PodInfo:
-        """The pod with its PodGroup's priority, where the group has one."""
+        """The pod with its unit's priority: its tree root's, where the root
+        has one (a tree has one priority, its root's, as upstream), else its
+        PodGroup's, where that has one; else its own."""
+        return pod.with_group_priority(self._unit_priority(pod))
+
+    def _unit_priority(self, pod: PodInfo) -> int | None:
+        classes = self.cache.priority_classes
+        root = self.cache.composites.get(pod.tree) if pod.tree is not None else None
+        if isinstance(root, CompositePodGroup):
+            found = root.priority_in(classes)
+            if found is not None:
+                return found
         group = self.cache.groups.get(pod.group) if pod.group is not None else None
-        return pod.with_group_priority(_priority_of(group, self.cache.priority_classes))
+        return _priority_of(group, classes)
+
+    def _tree_priority_changed(self, key: GroupKey) -> None:
+        """The priority of the tree the CompositePodGroup `key` heads may have
+        changed: every pod under it takes it again."""
+        for leaf in self.cache.leaves_under(key):
+            self._group_priority_changed(leaf)
 
     def _group_priority_changed(self, key: GroupKey) -> None:
         """The group's priority may have changed (the group or its
@@ -115,6 +134,7 @@ class EventHandlers:
             top, _ = self.cache.top_of(key)
             for pod in list(self.cache.members(key)):
                 updated = pod.with_tree(top)
+                updated = self.with_group_priority(updated)  # a tree's root gives its priority
                 if updated is pod:
                     continue
                 self._replace_pod(updated)
@@ -169,6 +189,10 @@ class EventHandlers:
             self._imply_group(pod)
             pod = self.with_group_priority(pod)
         old = self.cache.upsert_pod(pod)
+        if pod.problem and (old is None or old.problem != pod.problem):
+            # One line per change (its cycle says it on the pod): counted as
+            # if it asked none of that, and not scheduled (core/scheduler.py).
+            log.warning("pod %s: %s", pod.key, pod.problem)
         for event in E.pod_update_events(old, pod):
             self._cluster_event(event)
         if self.is_pending(pod):
@@ -294,7 +318,7 @@ class EventHandlers:
             self._cluster_event(E.ASSIGNED_POD_DELETE)
         if old.group is not None:
             self._imply_group(old, gone=True)  # the size the pods left declare (Kueue)
-            self.release_room(old.group)  # a gang that lost a pod is placed anew
+            self.release_room(unit_of(old))  # a gang (or a tree) that lost a pod is placed anew
             key = self.unit_of_group(old.group)
             self.queue.regate(key)
             self.reporter.report_if_gated(key)
@@ -313,6 +337,10 @@ class EventHandlers:
         old = self.cache.node(node.name)
         if old == node:
             return  # a heartbeat: nothing the scheduler reads changed
+        if node.problem and (old is None or old.problem != node.problem):  # once per change
+            note = f"{node.problem}; troupe takes it as absent: no pod that asks for it is placed on this node"
+            log.warning("node %s: %s", node.name, note)
+            self.writer.node_event(node, "Warning", EVENT_OUT_OF_RANGE, note, "Scheduling")
         self.cache.upsert_node(node)
         for event in [E.NODE_ADD] if old is None else E.node_update_events(old, node):
             self._cluster_event(event)
@@ -364,8 +392,8 @@ class EventHandlers:
             self._group_priority_changed(key)  # its pods have their own again
         if parent_of(old) is not None:
             self._retree([key])  # its pods wait for it outside the tree
-        self.release_room(key)
         for unit in {was, group_unit(key)}:
+            self.release_room(unit)
             self.queue.regate(unit)
             self.reporter.report_if_gated(unit)
         uid = str((body.get("metadata") or {}).get("uid") or "")
@@ -390,7 +418,9 @@ class EventHandlers:
                 log.warning("CompositePodGroup %s is invalid: %s", key, composite.message)
         self.cache.upsert_composite(key, composite)
         if old is None or parent_of(old) != parent_of(composite):
-            self._retree(self.cache.leaves_under(key))
+            self._retree(self.cache.leaves_under(key))  # with the priority of the root they are under now
+        elif _priority_of(old, self.cache.priority_classes) != _priority_of(composite, self.cache.priority_classes):
+            self._tree_priority_changed(key)
         if (
             isinstance(old, CompositePodGroup)
             and isinstance(composite, CompositePodGroup)
@@ -402,10 +432,10 @@ class EventHandlers:
     def on_composite_deleted(self, body: Mapping[str, Any]) -> None:
         key = group_key_of(body)
         leaves = self.cache.leaves_under(key)
+        top, _ = trees.top_of(self.cache.composites, key)
+        self.release_room(tree_unit(top))  # the whole tree it was part of waits again, not only below it
         self.cache.remove_composite(key)
         self._retree(leaves)  # they wait for it again: their unit is now this (missing) key
-        for leaf in leaves:
-            self.release_room(leaf)
         self._tree_changed(key)
 
     def _tree_changed(self, key: GroupKey) -> None:
@@ -496,6 +526,9 @@ class EventHandlers:
             for key, group in list(self.cache.groups.items()):
                 if isinstance(group, PodGroup) and group.spec.priority_class_name == name:
                     self._group_priority_changed(key)
+            for key, composite in list(self.cache.composites.items()):  # a tree's root gives its priority
+                if isinstance(composite, CompositePodGroup) and composite.spec.priority_class_name == name:
+                    self._tree_priority_changed(key)
 
     # ------------------------------------------------ PodDisruptionBudgets
 
@@ -724,8 +757,8 @@ def _claim_keys(pod: PodInfo) -> list[tuple[str, str]]:
     return keys
 
 
-def _priority_of(group: PodGroup | InvalidObject | None, classes: Mapping[str, int]) -> int | None:
-    return group.priority_in(classes) if isinstance(group, PodGroup) else None
+def _priority_of(group: PodGroup | CompositePodGroup | InvalidObject | None, classes: Mapping[str, int]) -> int | None:
+    return group.priority_in(classes) if isinstance(group, PodGroup | CompositePodGroup) else None
 
 
 def _object_key(body: Mapping[str, Any]) -> tuple[str, str]:

@@ -33,7 +33,7 @@ from ..api.records import PodInfo
 from ..cluster.snapshot import Snapshot
 from ..framework.diagnosis import Diagnosis
 from ..framework.framework import Framework
-from ..framework.interface import CycleState, GroupContext
+from ..framework.interface import SEARCH_BUDGET_SPENT, CycleState, GroupContext
 from .schedule_one import schedule_pod
 
 # Node classes tried per pod in the backtracking search: enough to be
@@ -62,6 +62,7 @@ class Trial:
     rows: list[int] = field(default_factory=list)
     failures: list[tuple[PodInfo, str, Diagnosis | None]] = field(default_factory=list)  # pod, why, filter diagnosis
     how: str = ""  # "" (the fixed order) or which search found it, for messages and tests
+    spent: str = ""  # the search stopped for its budget, not for want of room: said after the reason
 
 
 def reaches(ctx: GroupContext, trial: Trial) -> bool:
@@ -157,6 +158,19 @@ class SearchBudget:
     placement of one group cycle (so many domains do not multiply it)."""
 
     left: int
+    spent: bool = False  # a search stopped on it
+    total: int = field(init=False)  # what it started with
+
+    def __post_init__(self) -> None:
+        self.total = self.left
+
+    def said(self) -> str:
+        """What a trial that failed after the budget ran out says of it ("" where it did not)."""
+        if not self.spent:
+            return ""
+        return (
+            f"{SEARCH_BUDGET_SPENT} after {self.total} steps (podGroupScheduling.searchSteps), other orders not tried"
+        )
 
 
 def place_group(
@@ -181,8 +195,11 @@ def place_group(
     snapshot.restore(mark)
     found = GroupSearch(fwk, snapshot, ctx, allowed, budget).run()
     if found is None:
-        # Nothing better: the fixed order's answer (and its reasons) stands.
-        return place_in_order(fwk, snapshot, ctx, ctx.pods, reserve, allowed)
+        # Nothing better: the fixed order's answer (and its reasons) stands,
+        # and says when the search stopped for its budget.
+        trial = place_in_order(fwk, snapshot, ctx, ctx.pods, reserve, allowed)
+        trial.spent = budget.said()
+        return trial
     if not reserve:
         return found
     snapshot.restore(mark)
@@ -238,6 +255,7 @@ class GroupSearch:
     def _step(self) -> None:
         self.budget.left -= 1
         if self.budget.left < 0:
+            self.budget.spent = True
             raise _OutOfSteps
 
     def _room_for_need(self) -> bool:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..api.composite import CompositePodGroup
 from ..api.dra import ResourceClaim
 from ..api.podgroup import PodGroup
-from ..api.records import PodInfo
+from ..api.records import NodeInfo, PodInfo
 
 if TYPE_CHECKING:
     from ..framework.framework import Framework
@@ -79,6 +79,10 @@ class StatusWriter(Protocol):
     ) -> None: ...
     def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None: ...
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None: ...
+    def node_event(self, node: NodeInfo, type_: str, reason: str, note: str, action: str) -> None:
+        """An Event on a Node (e.g. a field of it troupe cannot count)."""
+        ...
+
     def nominate(self, pod: PodInfo, node: str) -> None: ...
     def forget_pod(self, uid: str) -> None: ...
     def preempt_pod(self, victim: PodInfo, message: str) -> None:
@@ -132,6 +136,9 @@ class NullWriter:
         return None
 
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
+        return None
+
+    def node_event(self, node: NodeInfo, type_: str, reason: str, note: str, action: str) -> None:
         return None
 
     def nominate(self, pod: PodInfo, node: str) -> None:

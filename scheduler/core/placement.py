@@ -62,12 +62,19 @@ def is_whole_cluster(placements: Sequence[Placement]) -> bool:
 
 
 def choose_placement(
-    fwk: Framework, snapshot: Snapshot, ctx: GroupContext, placements: Sequence[Placement], state: CycleState
+    fwk: Framework,
+    snapshot: Snapshot,
+    ctx: GroupContext,
+    placements: Sequence[Placement],
+    state: CycleState,
+    budget: SearchBudget | None = None,
 ) -> PlacementResult:
     """Try the placements rank by rank; apply (reserve) the best feasible one
-    of the first rank that has one."""
+    of the first rank that has one. `budget`: the search's (None: the
+    profile's searchSteps), one for the whole cycle, not one per domain."""
     result = PlacementResult()
-    budget = SearchBudget(fwk.search_steps)  # one for the whole cycle, not one per domain
+    if budget is None:
+        budget = SearchBudget(fwk.search_steps)
     for rank in sorted({p.rank for p in placements}):
         tier = [p for p in placements if p.rank == rank]
         candidates = []

@@ -40,7 +40,16 @@ from .placement import choose_placement, is_whole_cluster, no_placement_message
 if TYPE_CHECKING:
     from .schedule_tree import TreeResult
 
-__all__ = ["Assignment", "GroupDecision", "Outcome", "error_decision", "order_pods", "schedule_group", "trial_place"]
+__all__ = [
+    "Assignment",
+    "GroupDecision",
+    "Outcome",
+    "error_decision",
+    "order_pods",
+    "post_filter",
+    "schedule_group",
+    "trial_place",
+]
 
 
 # A preemption trial's search budget, in passes over the group's pods.
@@ -136,10 +145,12 @@ def schedule_group(
     backfill_only: Sequence[tuple[int, PodInfo]] = (),
     within: np.ndarray | None = None,
     in_tree: bool = False,
+    budget: SearchBudget | None = None,
 ) -> GroupDecision:
     """Places `pods` (already ordered) into `snapshot`. `placed_before` counts the
     group's pods bound or assumed before this cycle, on `placed_nodes`;
-    `backfill_only`, `within`, `in_tree`: GroupContext's."""
+    `backfill_only`, `within`, `in_tree`: GroupContext's; `budget`: the
+    search's (None: the profile's searchSteps for this cycle)."""
     is_gang = group is not None and group.is_gang
     min_count = group.min_count if group is not None else 1
     ctx = GroupContext(
@@ -159,7 +170,7 @@ def schedule_group(
         # No plugin named: any cluster event (a pod gone, a node added) may free the room.
         return _no_placement(fwk, snapshot, group_key, ctx, Status.unschedulable(short), "")
     if fwk.placement_algorithm and group is not None:  # placements are for PodGroups, not lone pods
-        return _schedule_in_placements(fwk, snapshot, group_key, ctx)
+        return _schedule_in_placements(fwk, snapshot, group_key, ctx, budget)
     if ctx.topology_keys:
         why = (
             f"schedulingConstraints.topology cannot be honoured: profile {fwk.scheduler_name} uses the Default "
@@ -167,7 +178,7 @@ def schedule_group(
         )
         return _no_placement(fwk, snapshot, group_key, ctx, Status.unschedulable(why, resolvable=False), "")
     undo = snapshot.mark()
-    trial = place_group(fwk, snapshot, ctx, reserve=True, allowed=within)
+    trial = place_group(fwk, snapshot, ctx, reserve=True, allowed=within, budget=budget)
     return _decide(fwk, snapshot, group_key, ctx, trial, undo=undo)
 
 
@@ -207,6 +218,8 @@ def _decide(
             snapshot.restore(undo)
         first_failure = trial.failures[0][1] if trial.failures else None
         message = permit.message if first_failure is None else f"{permit.message}: {first_failure}"
+        if trial.spent:  # not for want of room only: the search stopped for its budget
+            message += f"; {trial.spent}"
         outcome, assignments, unplaced = Outcome.UNSCHEDULABLE, [], [(p, message) for p in ctx.pods]
     decision = GroupDecision(
         group_key,
@@ -222,7 +235,7 @@ def _decide(
         placement=placement,
     )
     if unplaced or not permit.ok:
-        _post_filter(fwk, snapshot, ctx, group_key, trial, decision)
+        post_filter(fwk, snapshot, ctx, group_key, trial, decision)
     return decision
 
 
@@ -252,9 +265,10 @@ def _permitted(
     unplaced = [(p, failed_msgs.get(p.uid, not_tried)) for p in ctx.pods if p.uid not in placed_uids]
     total = ctx.placed_before + len(trial.assignments)
     if total < ctx.min_count:
+        spent = f"; {trial.spent}" if trial.spent else ""
         return (
             Outcome.UNSCHEDULABLE,
-            f"{len(unplaced)} of {len(ctx.pods)} pod(s) could not be placed: {unplaced[0][1]}",
+            f"{len(unplaced)} of {len(ctx.pods)} pod(s) could not be placed: {unplaced[0][1]}{spent}",
             unplaced,
         )
     message = f"{total} pod(s) placed"
@@ -269,7 +283,7 @@ def _permitted(
     return Outcome.SCHEDULED, message, unplaced
 
 
-def _post_filter(
+def post_filter(
     fwk: Framework,
     snapshot: Snapshot,
     ctx: GroupContext,
@@ -277,8 +291,9 @@ def _post_filter(
     trial: Trial,
     decision: GroupDecision,
 ) -> None:
-    """PostFilter for what stays unplaced: a lone pod's own, or the group's
-    (with each unplaced pod's diagnosis). Nominations go into the decision."""
+    """PostFilter for what stays unplaced: a lone pod's own, or the unit's
+    (a PodGroup's, with each unplaced pod's diagnosis, or a whole tree's:
+    `ctx.tree`). Nominations go into the decision."""
     if not fwk.post_filter or decision.unresolvable or ctx.in_tree:
         return
     for row, pod in ctx.backfill_only:  # others' reserved room: backfilled, never planned on
@@ -361,6 +376,8 @@ def trial_place(
     (e.g. one topology domain), with the search, and only if the cycle would
     bind them: its `minResources` fit the free room and Permit allows them
     (minCount, minTaskMember); otherwise nothing, and why in `reasons`."""
+    if group is not None and group.tree is not None:
+        return group.tree.place(snapshot, allowed, reasons)  # a tree is tried by its own cycle, all its pods
     ctx = group if group is not None else GroupContext(GroupKey("", ""), pods, 1, False, 0)
     if group is not None:
         ctx = replace(group, pods=pods)
@@ -421,7 +438,7 @@ def _trial(
 
 
 def _schedule_in_placements(
-    fwk: Framework, snapshot: Snapshot, group_key: GroupKey | None, ctx: GroupContext
+    fwk: Framework, snapshot: Snapshot, group_key: GroupKey | None, ctx: GroupContext, budget: SearchBudget | None
 ) -> GroupDecision:
     """Candidate placements from the PlacementGenerate plugins; a group no
     generator narrows takes the whole cluster directly (today's path)."""
@@ -449,16 +466,17 @@ def _schedule_in_placements(
                 "",
             )
         undo = snapshot.mark()
-        trial = place_group(fwk, snapshot, ctx, reserve=True, allowed=ctx.within)
+        trial = place_group(fwk, snapshot, ctx, reserve=True, allowed=ctx.within, budget=budget)
         return _decide(fwk, snapshot, group_key, ctx, trial, undo=undo)
     undo = snapshot.mark()
-    result = choose_placement(fwk, snapshot, ctx, placements, state)
+    budget = budget if budget is not None else SearchBudget(fwk.search_steps)
+    result = choose_placement(fwk, snapshot, ctx, placements, state, budget)
     if result.trial is None or result.placement is None:
         if not result.status.ok:
             return _no_placement(fwk, snapshot, group_key, ctx, result.status, "")
-        return _no_placement(
-            fwk, snapshot, group_key, ctx, Status.unschedulable(), no_placement_message(ctx, result.rejected)
-        )
+        why = no_placement_message(ctx, result.rejected)
+        spent = budget.said()
+        return _no_placement(fwk, snapshot, group_key, ctx, Status.unschedulable(), f"{why}; {spent}" if spent else why)
     skipped = sorted(
         {r.placement.kind for r in result.rejected if r.placement.rank < result.placement.rank and r.placement.kind}
     )
@@ -505,5 +523,5 @@ def _no_placement(
         rejected_by=rejected_by,
         wake_on=fwk.wake_events(rejected_by),
     )
-    _post_filter(fwk, snapshot, ctx, group_key, Trial(), decision)
+    post_filter(fwk, snapshot, ctx, group_key, Trial(), decision)
     return decision

@@ -27,17 +27,12 @@ from ..api.podgroup import PodGroup
 from ..api.quantity import format_units
 from ..api.records import GroupKey, PodInfo
 from ..api.resources import PODS
-from ..cluster.cache import ClusterCache
 from ..cluster.snapshot import Snapshot
 from ..cluster.tree import Tree, TreeNode
 from ..framework.framework import Framework
-from ..framework.interface import CycleState
-from ..plugins.defaultpreemption.plugin import DefaultPreemption
-from ..plugins.defaultpreemption.search import without
-from ..plugins.defaultpreemption.victims import Unit, budgets, more_important_first, pdb_violations, victim_units
-from ..plugins.reservation import Reservation
-from .group_search import Assignment, unreserve
-from .schedule_podgroup import GroupDecision, Outcome, append_preemption, append_reservation, schedule_group
+from ..framework.interface import SEARCH_BUDGET_SPENT, GroupContext, TreeUnit
+from .group_search import Assignment, SearchBudget, Trial, unreserve
+from .schedule_podgroup import PREEMPTION_SEARCH_ORDERS, GroupDecision, Outcome, post_filter, schedule_group
 
 
 @dataclass
@@ -70,6 +65,10 @@ class _Node:
         return [a for d in self.leaves.values() for a in d.assignments]
 
 
+# A domain tried: its label, its rows, what placing there came to.
+_Tried = tuple[str, "np.ndarray | None", _Node]
+
+
 @dataclass
 class _Domains:
     """Where a CompositePodGroup may go under one topology key: each
@@ -96,14 +95,26 @@ class TreeCycle:
         tree: Tree,
         pending: Mapping[GroupKey, Sequence[PodInfo]],
         placed: Mapping[GroupKey, Sequence[str]],
+        backfill_only: Sequence[tuple[int, PodInfo]] = (),
     ) -> None:
         self.fwk = fwk
         self.snapshot = snapshot
         self.tree = tree
         self.pending = pending  # each leaf's pods to place, in order
         self.placed = placed  # the nodes of each leaf's pods bound or assumed before
-        self.steps_left = fwk.search_steps  # pod placements other child orders may still take
-        self.post_filter: TreePostFilter | None = None
+        # Others' reserved room this tree may only backfill (GroupContext's): held again before PostFilter.
+        self.backfill_only = tuple(backfill_only)
+        # Rows nominated to the tree's own pods (its preemption's or reservation's room): their
+        # domains are tried first, as upstream tries a pod's nominated node first, so the room
+        # held for the tree is where it goes once free, whatever the search budget reaches.
+        self.nominated: frozenset[int] = frozenset()
+        # Pod placements other child orders may still take: each cycle (a trial too) starts with its own.
+        self.budget = fwk.search_steps
+        self.steps_left = self.budget
+        self.spent = 0  # times the budget stopped a search for other child orders
+        # Each leaf's own search budget (None: its cycle's default, as a PodGroup cycle's).
+        self.leaf_budget: Callable[[int], SearchBudget | None] = lambda _pods: None
+        self.post_filter = False  # run PostFilter (preemption, reservation) when the tree does not fit
         self._needs: dict[GroupKey, np.ndarray] = {}  # _min_need's, per node of the tree
         # What else keeps a leaf from being placed (a Workload template it names that does not exist).
         self.leaf_problem: Callable[[PodGroup], str | None] = lambda _group: None
@@ -118,16 +129,20 @@ class TreeCycle:
         # unschedulable).
         result = self._fail(root, result) if not result.feasible else self._nothing_new(result)
         decision = self._decision(result)
-        if self.post_filter is not None:
-            self.post_filter.post_filter(self, decision)
+        if self.post_filter:
+            self._post_filter(decision)
         return decision
 
     def trial(self, within: np.ndarray | None = None, reasons: list[str] | None = None) -> list[Assignment] | None:
         """Would the tree hold in the snapshot as it is now (within `within`)?
         Its assignments, or None and why into `reasons`; the snapshot and
-        every reservation are put back."""
+        every reservation are put back. A trial has a budget of its own, and
+        its leaves search as a PodGroup's trial does (PostFilter asks many)."""
         mark = self.snapshot.mark()
-        saved = self.steps_left
+        saved = self.steps_left, self.leaf_budget
+        self.steps_left = self.budget
+        steps = self.fwk.search_steps
+        self.leaf_budget = lambda pods: SearchBudget(min(steps, PREEMPTION_SEARCH_ORDERS * pods))
         try:
             result = self._place(self.tree.root, within)
             found = result.assignments() if result.feasible and result.placed else None
@@ -137,12 +152,84 @@ class TreeCycle:
             return found
         finally:
             self.snapshot.restore(mark)
-            self.steps_left = saved
+            self.steps_left, self.leaf_budget = saved
+
+    # ---------------------------------------------------------- PostFilter
+
+    def _post_filter(self, decision: GroupDecision) -> None:
+        """The tree does not fit: the PodGroup's PostFilter chain (preemption,
+        then a reservation), with the whole tree as the unit and its own
+        cycle as the trial (a flat gang is a tree of one). The root's
+        condition ends as its pods' messages do."""
+        pods = [p for leaf in self.pending.values() for p in leaf]
+        if not pods:
+            return
+        root = self.tree.root
+        unit = TreeUnit(
+            f"CompositePodGroup {root.key.namespace}/{root.key.name}",
+            frozenset(leaf.key for leaf in root.leaves()),
+            self._never(),
+            self._tried,
+        )
+        fewest = min(self._fewest(root), len(pods))
+        ctx = GroupContext(root.key, pods, fewest, True, 0, backfill_only=self.backfill_only, tree=unit)
+        post_filter(self.fwk, self.snapshot, ctx, root.key, Trial(), decision)
+        if decision.tree is not None:
+            outcome, _ = decision.tree.composites[root.key]
+            decision.tree.composites[root.key] = (outcome, decision.message)
+
+    def _tried(
+        self, snapshot: Snapshot, allowed: np.ndarray | None, reasons: list[str] | None
+    ) -> list[tuple[PodInfo, int]]:
+        """The tree's trial as PostFilter asks it (TreeUnit.place)."""
+        assert snapshot is self.snapshot
+        found = self.trial(allowed, reasons) or []
+        return [(a.pod, snapshot.row[a.node]) for a in found]
+
+    def _never(self) -> str:
+        """A group of the tree with `preemptionPolicy: Never` (native kinds)
+        keeps the whole tree from preempting, as upstream's root policy."""
+        for node in self.tree.root.walk():
+            obj = node.composite if node.composite is not None else node.group
+            if obj is not None and obj.spec.preemption_policy == "Never":
+                return f"{node.label} has preemptionPolicy Never"
+        return ""
+
+    def _fewest(self, node: TreeNode) -> int:
+        """The fewest waiting pods whose placing makes `node` feasible (a
+        large number where none can)."""
+        impossible = 1 << 30
+        if not node.is_leaf:
+            kids = sorted(self._fewest(c) for c in node.children)
+            need = node.min_children
+            return sum(kids[:need]) if len(kids) >= need else impossible
+        group = node.group
+        if group is None:
+            return impossible
+        have, waiting = len(self.placed.get(node.key, ())), len(self.pending.get(node.key, ()))
+        want = max(group.min_count - have, 0) if group.is_gang else (0 if have else 1)
+        return want if want <= waiting else impossible
 
     # ------------------------------------------------------------- nodes
 
     def _place(self, node: TreeNode, within: np.ndarray | None) -> _Node:
-        return self._leaf(node, within) if node.is_leaf else self._composite(node, within)
+        """`node` placed within `within`. Whatever way a CompositePodGroup
+        fails (the budget included), nothing under it stays placed: its pods
+        are let go, the snapshot put back, and its leaves told why (a leaf's
+        own cycle puts its snapshot back itself)."""
+        if node.is_leaf:
+            return self._leaf(node, within)
+        mark, spent = self.snapshot.mark(), self.spent
+        result = self._composite(node, within)
+        if not result.feasible:
+            self._undo(result)
+            self.snapshot.restore(mark)
+            if self.spent > spent and SEARCH_BUDGET_SPENT not in result.message:
+                # A domain or child the budget did not reach: its reason is the budget.
+                result.message += f"; {self._spent_text()}"
+                result.composites[node.key] = (result.outcome, result.message)
+            result = self._fail(node, result)
+        return result
 
     def _leaf(self, node: TreeNode, within: np.ndarray | None) -> _Node:
         group, key = node.group, node.key
@@ -164,7 +251,16 @@ class TreeCycle:
             decision = GroupDecision(key, outcome, message, placed_before=have, min_count=need)
             return _Node(outcome, message, {key: decision})
         decision = schedule_group(
-            self.fwk, self.snapshot, key, group, pods, len(nodes_before), nodes_before, within=within, in_tree=True
+            self.fwk,
+            self.snapshot,
+            key,
+            group,
+            pods,
+            len(nodes_before),
+            nodes_before,
+            within=within,
+            in_tree=True,
+            budget=self.leaf_budget(len(pods)),
         )
         if not decision.scheduled:
             decision.assignments = []  # the cycle put the snapshot back: nothing of it stays
@@ -176,59 +272,86 @@ class TreeCycle:
         last one is required), or within its parent's domain without one."""
         assert node.composite is not None
         keys: list[str | None] = list(node.composite.topology_keys) or [None]
-        first: list[tuple[str, np.ndarray | None, _Node]] | None = None
+        first: list[_Tried] | None = None
         for level, key in enumerate(keys):
             domains, problem = self._domains(node, within, key)
             if problem is not None:
                 if level == len(keys) - 1:
                     return self._error(node, problem)
                 continue
-            if key is not None:
-                domains.candidates = self._roomy(node, domains)
-            if not domains.candidates:
-                first = first or [("", within, _Node(Outcome.UNSCHEDULABLE, self._no_room(node, key)))]
-                continue
-            if len(domains.candidates) == 1:  # one candidate: placed once, not tried and placed again
-                label, domain = domains.candidates[0]
-                rows = domains.rows(domain)
-                mark = self.snapshot.mark()
-                result = self._children(node, rows, label)
-                if result.feasible:
-                    return result
-                self._undo(result)
-                self.snapshot.restore(mark)
-                first = [(label, rows, result)] if first is None else first
-                continue
-            tried, kept = self._try_domains(node, domains)
+            kept, tried = self._at_level(node, within, key, domains)
             if kept is not None:
                 return kept
-            feasible = [(i, t) for i, t in enumerate(tried) if t[2].feasible]
-            if feasible:
-                _, (label, rows, _) = max(feasible, key=lambda f: (f[1][2].placed, -f[0]))
-                return self._children(node, rows, label)  # again, now kept in the snapshot
             first = tried if first is None else first
         # nothing of it stays placed: its leaves are told why (the most preferred level's reasons)
         return self._fail(node, self._no_domain(node, first or []))
 
-    def _try_domains(
-        self, node: TreeNode, domains: _Domains
-    ) -> tuple[list[tuple[str, np.ndarray | None, _Node]], _Node | None]:
-        """Each domain tried in turn, the snapshot put back after each; the
-        first where every waiting pod of the subtree is placed ends the
-        search and is kept as placed (the second value): no other domain can
-        place more, and ties go to the first."""
-        everyone = sum(len(self.pending.get(leaf.key, ())) for leaf in node.leaves())
-        tried: list[tuple[str, np.ndarray | None, _Node]] = []
-        for label, domain in domains.candidates:
+    def _at_level(
+        self, node: TreeNode, within: np.ndarray | None, key: str | None, domains: _Domains
+    ) -> tuple[_Node | None, list[_Tried]]:
+        """The domains of one topology key: the placement kept (in the
+        snapshot), or None and what was tried, for why not."""
+        if key is not None and (domains.allowed is None or not domains.allowed.any()):
+            where = " in the domain it was given" if within is not None else ""
+            return None, [("", within, _Node(Outcome.UNSCHEDULABLE, f"no node{where} has the label {key}"))]
+        if key is not None:
+            domains.candidates = self._roomy(node, domains)
+        if not domains.candidates:
+            return None, [("", within, _Node(Outcome.UNSCHEDULABLE, self._no_room(node, key)))]
+        if len(domains.candidates) == 1:  # one candidate: placed once, not tried and placed again
+            label, domain = domains.candidates[0]
             rows = domains.rows(domain)
             mark = self.snapshot.mark()
             result = self._children(node, rows, label)
+            if result.feasible:
+                return result, []
+            self._undo(result)
+            self.snapshot.restore(mark)
+            return None, [(label, rows, result)]
+        tried, kept, budgets = self._try_domains(node, domains)
+        if kept is not None:
+            return kept, []
+        feasible = [(i, t) for i, t in enumerate(tried) if t[2].feasible]
+        if not feasible:
+            return None, tried
+        i, (label, rows, _) = max(feasible, key=lambda f: (f[1][2].placed, -f[0]))
+        # Again, now kept in the snapshot: with the budget it had when tried,
+        # the same search finds the same placement (and the budget is not
+        # given back for it). _place undoes it should it not hold after all.
+        left = self.steps_left
+        self.steps_left = budgets[i]
+        again = self._children(node, rows, label)
+        self.steps_left = min(self.steps_left, left)
+        return again, []
+
+    def _try_domains(self, node: TreeNode, domains: _Domains) -> tuple[list[_Tried], _Node | None, list[int]]:
+        """Each domain tried in turn, the snapshot put back after each; the
+        first where every waiting pod of the subtree is placed ends the
+        search and is kept as placed (the second value): no other domain can
+        place more, and ties go to the first. Third: the search budget left
+        before each domain was tried."""
+        everyone = sum(len(self.pending.get(leaf.key, ())) for leaf in node.leaves())
+        tried: list[_Tried] = []
+        budgets: list[int] = []
+        for label, domain in self._nominated_first(domains):
+            rows = domains.rows(domain)
+            mark = self.snapshot.mark()
+            budgets.append(self.steps_left)
+            result = self._children(node, rows, label)
             if result.feasible and result.placed >= everyone:
-                return tried, result
+                return tried, result, budgets
             self._undo(result)
             self.snapshot.restore(mark)
             tried.append((label, rows, result))
-        return tried, None
+        return tried, None, budgets
+
+    def _nominated_first(self, domains: _Domains) -> list[tuple[str, int]]:
+        """The candidates, those holding a row nominated to the tree first."""
+        if not self.nominated or domains.ids is None:
+            return domains.candidates
+        ids = domains.ids
+        held = {int(ids[row]) for row in self.nominated}
+        return sorted(domains.candidates, key=lambda c: c[1] not in held)
 
     def _roomy(self, node: TreeNode, domains: _Domains) -> list[tuple[str, int]]:
         """The candidate domains whose free room could hold the least the
@@ -295,6 +418,7 @@ class TreeCycle:
         cost = sum(len(self.pending.get(leaf.key, ())) for leaf in node.leaves())
         for how, order in self._other_orders(node, first):
             if self.steps_left < cost:
+                self._spent(node, first)
                 break
             self.steps_left -= cost
             self._undo(first)
@@ -307,6 +431,22 @@ class TreeCycle:
             self._undo(found)
             self.snapshot.restore(mark)
         return first
+
+    def _spent(self, node: TreeNode, first: _Node) -> None:
+        """The budget stopped the search for other child orders: said so, as
+        the reason the tree waits, not that it cannot fit (searchSteps: 0
+        asks for upstream's one order, and says nothing of it)."""
+        if not self.budget:
+            return
+        self.spent += 1
+        first.message += f"; {self._spent_text()}"
+        first.composites[node.key] = (first.outcome, first.message)
+
+    def _spent_text(self) -> str:
+        return (
+            f"{SEARCH_BUDGET_SPENT} after {self.budget - self.steps_left} steps "
+            f"(podGroupScheduling.searchSteps {self.budget}), other child orders not tried"
+        )
 
     def _undo(self, result: _Node) -> None:
         """What `result` reserved is let go (the snapshot is restored by the
@@ -405,7 +545,7 @@ class TreeCycle:
             out.composites[sub.key] = (Outcome.SCHEDULER_ERROR, message)
         return out
 
-    def _no_domain(self, node: TreeNode, tried: Sequence[tuple[str, np.ndarray | None, _Node]]) -> _Node:
+    def _no_domain(self, node: TreeNode, tried: Sequence[_Tried]) -> _Node:
         """No domain holds the composite: the first tried says why (with the
         others' count), as upstream's `0/N placements are available`."""
         if not tried:
@@ -467,167 +607,23 @@ class TreeCycle:
         )
 
 
-class TreePostFilter:
-    """PostFilter for a tree that does not fit (upstream: the root is the
-    preemptor), as the PodGroup's chain: preemption, then a reservation.
-
-    Preemption: every lower-priority unit running outside the tree is
-    removed, the tree tried once more; if it then holds, each victim unit is
-    put back in the reprieve order (PDB-violating first, then the more
-    important) where the tree still holds without evicting it. The tree's
-    pods are nominated to the nodes of the last trial and wait for the
-    victims, which the scheduler evicts (DisruptionTarget, delete).
-
-    Reservation: a tree that preemption cannot help and that has starved
-    for the Reservation plugin's `starvationSeconds` gets room held where
-    it frees soonest (plugins/reservation.py), tried with the tree's own
-    cycle, so the room holds the whole tree in its domains."""
-
-    MAX_TRIALS = 64  # tree cycles spent on reprieves, at most
-
-    def __init__(self, cache: ClusterCache) -> None:
-        self.cache = cache
-
-    def post_filter(self, cycle: TreeCycle, decision: GroupDecision) -> None:
-        pods = [p for leaf in cycle.pending.values() for p in leaf]
-        if not pods:
-            return
-        decision.preemption_attempted = True
-        key = f"CompositePodGroup {cycle.tree.key.namespace}/{cycle.tree.key.name}"
-        preemption = next((p for p in cycle.fwk.post_filter if isinstance(p, DefaultPreemption)), None)
-        if preemption is not None and self._preempt(cycle, decision, pods, preemption, key):
-            return
-        reservation = next((p for p in cycle.fwk.post_filter if isinstance(p, Reservation)), None)
-        if reservation is not None:
-            self._reserve(cycle, decision, pods, reservation, key)
-
-    def _preempt(
-        self, cycle: TreeCycle, decision: GroupDecision, pods: list[PodInfo], plugin: DefaultPreemption, key: str
-    ) -> bool:
-        """Victims chosen for the tree (or still going): True; otherwise why
-        not is told, and False."""
-        why = self._never(cycle.tree) or self._not_now(pods, decision, plugin, key)
-        if why:
-            self._tell(decision, why)
-            return bool(decision.nominations)
-        units = self._units(cycle, pods)
-        if not units:
-            return False
-        found = without(cycle.snapshot, units, cycle.trial)
-        if found is None:
-            self._tell(decision, "the tree does not fit even with every lower-priority pod removed")
-            return False
-        victims, found = self._reprieve(cycle, units, found)
-        if not victims:  # it holds as it is, and another cycle places it
-            return True
-        self._decide(decision, victims, found)
-        plugin.remember(key, decision.victims, decision.nominations)
-        return True
-
-    @staticmethod
-    def _reserve(cycle: TreeCycle, decision: GroupDecision, pods: list[PodInfo], plugin: Reservation, key: str) -> None:
-        def place(
-            snapshot: Snapshot, _pods: list[PodInfo], mask: np.ndarray, reasons: list[str] | None
-        ) -> list[tuple[PodInfo, int]]:
-            found = cycle.trial(mask, reasons) or []
-            return [(a.pod, snapshot.row[a.node]) for a in found]
-
-        state = CycleState()
-        result, status = plugin.reserve_tree(state, key, pods, place, cycle.snapshot)
-        decision.retry_within = state.retry_within
-        if status.ok and result is not None and result.reservation is not None:
-            decision.nominations.update(result.nominations)
-            append_reservation(decision, result.reservation, result.message)
-            TreePostFilter._on_root(decision, result.message)
-        elif not status.is_skip and status.message:
-            TreePostFilter._tell(decision, f"{status.plugin}: {status.message}" if status.plugin else status.message)
-
-    @staticmethod
-    def _never(tree: Tree) -> str | None:
-        """A group of the tree with `preemptionPolicy: Never` (native kinds)
-        keeps the whole tree from preempting, as upstream's root policy."""
-        for node in tree.root.walk():
-            obj = node.composite if node.composite is not None else node.group
-            if obj is not None and obj.spec.preemption_policy == "Never":
-                return f"not eligible: {node.label} has preemptionPolicy Never"
-        return None
-
-    @staticmethod
-    def _not_now(pods: Sequence[PodInfo], decision: GroupDecision, plugin: DefaultPreemption, key: str) -> str | None:
-        """Why the tree does not preempt now, None where it may: a pod says
-        Never, or its victims are still going (for at most the plugin's
-        `victimWaitSeconds`, as a PodGroup's), their room held meanwhile."""
-        if any(not p.may_preempt for p in pods):
-            return "not eligible: a pod of the tree has preemptionPolicy Never"
-        waiting = plugin.waiting(key)
-        if waiting is not None:
-            decision.nominations = dict(waiting.nominations)
-            return f"waiting for {plugin.left(waiting)} pod(s) preempted for this tree to terminate"
-        return None
-
-    def _units(self, cycle: TreeCycle, pods: Sequence[PodInfo]) -> list[Unit]:
-        """The lower-priority units running outside the tree."""
-        own = {leaf.key for leaf in cycle.tree.root.leaves()}
-        priority = min(p.priority for p in pods)
-        units = victim_units(self.cache, cycle.snapshot, priority)
-        return [u for u in units if not any(p.group in own for p in u.pods)]
-
-    def _reprieve(
-        self, cycle: TreeCycle, units: list[Unit], found: list[Assignment]
-    ) -> tuple[list[Unit], list[Assignment]]:
-        """The victims the tree still needs once each is tried back in place,
-        and its assignments without them."""
-        used = {cycle.snapshot.row[a.node] for a in found if a.node in cycle.snapshot.row}
-        victims = [u for u in units if u.rows & used]  # the others were never in the way
-        pdbs = budgets(self.cache)
-        order = sorted(more_important_first(victims), key=lambda u: pdb_violations(u.pods, pdbs) == 0)
-        full = len(found)  # a victim is spared only where every pod the trial placed still fits
-        for unit in order[: self.MAX_TRIALS]:
-            rest = [u for u in victims if u is not unit]
-            again = without(cycle.snapshot, rest, cycle.trial)
-            if again is not None and len(again) >= full:
-                victims, found = rest, again
-        return victims, found
-
-    def _decide(self, decision: GroupDecision, victims: list[Unit], found: list[Assignment]) -> None:
-        decision.victims = [p for u in victims for p in u.pods]
-        decision.victim_groups = [k for u in victims for k in (u.group, u.composite) if k is not None]
-        decision.nominations = {a.pod.uid: a.node for a in found}
-        names = ", ".join(u.name for u in more_important_first(victims)[:3])
-        more = f" and {len(victims) - 3} more" if len(victims) > 3 else ""
-        decision.preemption_message = (
-            f"preempting {names}{more} ({len(decision.victims)} pod(s)); the tree waits for them to terminate"
-        )
-        self._tell(decision, decision.preemption_message)
-
-    @staticmethod
-    def _on_root(decision: GroupDecision, text: str) -> None:
-        """`text` after the root CompositePodGroup's message (the pods have it already)."""
-        tree = decision.tree
-        if tree is not None:
-            outcome, message = tree.composites[tree.root]
-            tree.composites[tree.root] = (outcome, f"{message}; {text}")
-
-    @staticmethod
-    def _tell(decision: GroupDecision, text: str) -> None:
-        """After the fit error, on the pods and the root (upstream's "preemption: ..." suffix)."""
-        append_preemption(decision, text)
-        TreePostFilter._on_root(decision, f"preemption: {text}")
-
-
 def schedule_tree(
     fwk: Framework,
     snapshot: Snapshot,
     tree: Tree,
     pending: Mapping[GroupKey, Sequence[PodInfo]],
     placed: Mapping[GroupKey, Sequence[str]],
-    post_filter: TreePostFilter | None = None,
+    post_filter: bool = False,
     leaf_problem: Callable[[PodGroup], str | None] | None = None,
+    backfill_only: Sequence[tuple[int, PodInfo]] = (),
+    nominated: frozenset[int] = frozenset(),
 ) -> GroupDecision:
-    """One cycle for the whole tree (module docstring); `post_filter`: what
-    to do when it does not fit (None: nothing); `leaf_problem`: TreeCycle's."""
-    cycle = TreeCycle(fwk, snapshot, tree, pending, placed)
+    """One cycle for the whole tree (module docstring); `post_filter`: run
+    the profile's PostFilter plugins when it does not fit; `leaf_problem`,
+    `backfill_only`, `nominated`: TreeCycle's."""
+    cycle = TreeCycle(fwk, snapshot, tree, pending, placed, backfill_only)
     cycle.post_filter = post_filter
+    cycle.nominated = nominated
     if leaf_problem is not None:
         cycle.leaf_problem = leaf_problem
     return cycle.run()
@@ -642,11 +638,14 @@ def tree_error(tree: Tree, pods: Sequence[PodInfo], message: str, invalid: bool 
     for pod in pods:
         if pod.group is not None:
             by_leaf.setdefault(pod.group, []).append(pod)
-    for leaf in tree.root.leaves():
-        members = by_leaf.get(leaf.key, [])
-        result.leaves[leaf.key] = GroupDecision(
-            leaf.key, Outcome.SCHEDULER_ERROR, message, unplaced=[(p, message) for p in members]
-        )
+    # Every PodGroup its pods name, those below where the tree could be
+    # built too (a tree too deep stops at its last level): each says why.
+    for key in [leaf.key for leaf in tree.root.leaves()] + sorted(by_leaf):
+        if key not in result.leaves:
+            members = by_leaf.get(key, [])
+            result.leaves[key] = GroupDecision(
+                key, Outcome.SCHEDULER_ERROR, message, unplaced=[(p, message) for p in members]
+            )
     for node in tree.root.composites():
         result.composites[node.key] = (Outcome.SCHEDULER_ERROR, message)
     result.composites[tree.key] = (Outcome.SCHEDULER_ERROR, message)

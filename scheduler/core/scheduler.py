@@ -46,7 +46,7 @@ from .schedule_podgroup import (
     schedule_group,
     trial_place,
 )
-from .schedule_tree import TreePostFilter, TreeResult, schedule_tree, tree_error
+from .schedule_tree import TreeResult, schedule_tree, tree_error
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class Scheduler(EventHandlers):
             if not status.ok:
                 self.reporter.held(key, status)
                 if self.synced.is_set():  # before, a gate may judge on a partial listing
-                    self.release_room(key.group_key, "" if key.is_group else key.name)
+                    self.release_room(key)
                 return status.message
         self.reporter.admitted(key)
         return None
@@ -212,6 +212,9 @@ class Scheduler(EventHandlers):
                     f"pods of {group_key} name different schedulerName values "
                     f"({', '.join(names)}); a group is placed by one scheduler",
                 )
+        unreadable = _unreadable(group_key, pods)
+        if unreadable is not None:
+            return None, unreadable
         fwk = self.frameworks[pods[0].scheduler_name]
         ordered = order_pods(pods, popped.first_seen, group.min_per_task if group is not None else None)
         snapshot = self.cache.snapshot()
@@ -259,9 +262,21 @@ class Scheduler(EventHandlers):
             per_task = group.min_per_task if isinstance(group, PodGroup) else None
             pending[leaf] = order_pods(members, popped.first_seen, per_task)
         snapshot = self.cache.snapshot()
-        self._hold_nominated(snapshot, pods)
-        post_filter = TreePostFilter(self.cache)
-        return fwk, schedule_tree(fwk, snapshot, tree, pending, placed, post_filter, self._template_ref_problem)
+        backfill_only = self._hold_nominated(snapshot, pods)
+        # A leaf with a pod troupe cannot count is a SchedulerError, as a leaf with a problem.
+        unreadable = {p.group: f"pod {p.key}: {p.problem}" for p in pods if p.problem and p.group is not None}
+
+        def leaf_problem(group: PodGroup) -> str | None:
+            return unreadable.get(group.key) or self._template_ref_problem(group)
+
+        held = frozenset(
+            row
+            for p in pods
+            if p.uid in self.nominated and (row := snapshot.row.get(self.nominated[p.uid][0])) is not None
+        )
+        return fwk, schedule_tree(
+            fwk, snapshot, tree, pending, placed, bool(fwk.post_filter), leaf_problem, backfill_only, held
+        )
 
     def _wake_displaced(self, assignments: list[Assignment]) -> None:
         """Pods placed (by higher priority, or beside) on nodes nominated to
@@ -343,7 +358,8 @@ class Scheduler(EventHandlers):
             popped.key,
             [a.pod.uid for a in assignments],
             unschedulable=bool(decision.unplaced),
-            error=decision.outcome is Outcome.SCHEDULER_ERROR,
+            # An error that names what can fix it (wake_on) waits for that, not a backoff.
+            error=decision.outcome is Outcome.SCHEDULER_ERROR and decision.wake_on is None,
             wake_on=decision.wake_on,
             reset_backoff=decision.reservation is not None,
             retry_within=decision.retry_within,
@@ -482,6 +498,18 @@ def _pre_bind_floor(decision: GroupDecision) -> int:
     if decision.group_key is not None:
         return max(decision.min_count - decision.placed_before, 0)
     return 0
+
+
+def _unreadable(group_key: GroupKey | None, pods: list[PodInfo]) -> GroupDecision | None:
+    """A unit with a pod troupe cannot count (a request out of range,
+    PodInfo.problem) is a SchedulerError that names the field; no cluster
+    event fixes it, so it waits for an update of its pods (wake_on: none)."""
+    bad = next((p for p in pods if p.problem), None)
+    if bad is None:
+        return None
+    message = f"pod {bad.key}: {bad.problem}"
+    unplaced = [(p, p.problem or message) for p in pods]
+    return GroupDecision(group_key, Outcome.SCHEDULER_ERROR, message, unplaced=unplaced, wake_on=frozenset())
 
 
 def _errored(decision: GroupDecision, pod: PodInfo) -> bool:

@@ -293,6 +293,30 @@ class ScorePlugin(Plugin):
         return scores
 
 
+# How a search that stopped on its budget (podGroupScheduling.searchSteps)
+# begins to say so: it waits for the budget, not for room, and a PostFilter
+# whose trial stopped so must not say the unit cannot fit.
+SEARCH_BUDGET_SPENT = "search budget spent"
+
+
+# A tree's own cycle as a trial (core/schedule_tree.py TreeCycle.trial):
+# within the rows `allowed` (None: all), every pod it would bind as (pod,
+# row), or nothing and why into `reasons`; the snapshot left as it was.
+TreePlaceFn = Callable[[Snapshot, "np.ndarray | None", "list[str] | None"], "list[tuple[PodInfo, int]]"]
+
+
+@dataclass(frozen=True, slots=True)
+class TreeUnit:
+    """A tree of groups (CompositePodGroups) as the unit PostFilter works
+    for: the same preemption and reservation as a PodGroup's (a flat gang is
+    a tree of one), with the tree's own cycle as the trial."""
+
+    label: str  # "CompositePodGroup ns/name" (the root's), for messages and as the preemptor's key
+    members: frozenset[GroupKey]  # its PodGroups: never its own victims
+    never: str  # why it may not preempt ("" where it may): a group of it says preemptionPolicy Never
+    place: TreePlaceFn
+
+
 @dataclass(slots=True)
 class GroupContext:
     """What group-level plugins see: the group of this cycle and how it stands."""
@@ -316,6 +340,20 @@ class GroupContext:
     # anywhere), and PostFilter runs for the whole tree, not for the leaf.
     within: np.ndarray | None = None
     in_tree: bool = False
+    # The unit is a whole tree (PostFilter only): `key` is its root, `pods`
+    # every pod waiting in it, `min_count` the fewest of them that make the
+    # root feasible, and `group` None.
+    tree: TreeUnit | None = None
+
+    @property
+    def unit_name(self) -> str:
+        """The unit, in messages and as a PostFilter's key: "PodGroup ns/name" or "CompositePodGroup ns/name"."""
+        return self.tree.label if self.tree is not None else str(self.key)
+
+    @property
+    def members(self) -> frozenset[GroupKey]:
+        """The unit's own PodGroups (never its victims)."""
+        return self.tree.members if self.tree is not None else frozenset((self.key,))
 
     @property
     def need(self) -> int:

@@ -48,6 +48,7 @@ from ..api.resources import CPU, MEMORY
 from ..cluster.snapshot import Snapshot
 from ..framework.diagnosis import Diagnosis
 from ..framework.interface import (
+    SEARCH_BUDGET_SPENT,
     CycleState,
     GroupContext,
     GroupPostFilterResult,
@@ -93,8 +94,8 @@ class _Held:
 
 
 # Where a unit's pods go within a mask of rows, as its cycle would place them
-# (`Handle.place` for a pod or a PodGroup, a tree's trial for a tree); why
-# not, into the list, where it cannot.
+# (`Handle.place`: a pod's, a PodGroup's, or a tree's own cycle); why not,
+# into the list, where it cannot.
 Place = Callable[[Snapshot, list[PodInfo], np.ndarray, "list[str] | None"], list[tuple[PodInfo, int]]]
 
 
@@ -165,15 +166,8 @@ class Reservation(PostFilterPlugin):
         pods = list(group.pods)
         if not group.is_gang:  # a basic group's pods are independent: room for the first
             pods = pods[:1]
-        return self._reserve(state, str(group.key), pods, group.need, self._placer(group), snapshot)
-
-    def reserve_tree(
-        self, state: CycleState, key: str, pods: list[PodInfo], place: Place, snapshot: Snapshot
-    ) -> tuple[GroupPostFilterResult | None, Status]:
-        """Room for a tree of groups (CompositePodGroups) that starves, as for
-        a PodGroup: `place` is the tree's trial within the rows it is given
-        (every pod it places, or nothing where the root does not hold)."""
-        return self._reserve(state, key, pods, 1, place, snapshot)
+        # A tree (group.tree) is reserved for as a PodGroup: its trial is its own cycle.
+        return self._reserve(state, group.unit_name, pods, group.need, self._placer(group), snapshot)
 
     def _placer(self, group: GroupContext | None) -> Place:
         def placer(
@@ -226,7 +220,9 @@ class Reservation(PostFilterPlugin):
             why = f"{need} pod(s) do not fit even with every running pod gone"
             reasons: list[str] = []
             self._fit(np.flatnonzero(snapshot.valid).tolist(), pods, need, place, snapshot, reasons)
-            if reasons:  # its pods fit, but its own cycle would still not bind it
+            if reasons and SEARCH_BUDGET_SPENT in reasons[0]:  # not known not to fit
+                why = f"with every running pod gone, {reasons[0]}"
+            elif reasons:  # its pods fit, but its own cycle would still not bind it
                 why = f"the group could not bind even with every running pod gone: {reasons[0]}"
             return None, Status.unschedulable(f"no room can be reserved: {why}", plugin=self.name)
         refused = self._over_share(key, choice, snapshot)

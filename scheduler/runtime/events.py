@@ -44,7 +44,7 @@ from prometheus_client import Counter
 
 from ..api import constants as C
 from ..api.podgroup import PodGroup
-from ..api.records import GroupKey, PodInfo
+from ..api.records import GroupKey, NodeInfo, PodInfo
 from . import failpoints, outage
 from .apitime import now_micro
 from .binder import REQUEST_TIMEOUT_SECONDS, api_message, retry_after
@@ -144,6 +144,13 @@ class EventRecorder:
             note,
             action,
         )
+
+    def node_event(self, node: NodeInfo, type_: str, reason: str, note: str, action: str) -> None:
+        """On a Node: cluster-scoped, so the Event goes to `default`, as upstream's recorder puts it."""
+        regarding = {"apiVersion": "v1", "kind": "Node", "name": node.name}
+        if node.uid:
+            regarding["uid"] = node.uid
+        self.event(regarding, type_, reason, note, action)
 
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
         self.event(

@@ -26,7 +26,7 @@ from ..api import constants as C
 from ..api import sources
 from ..api.composite import COMPOSITE_KIND, COMPOSITE_PLURAL, COMPOSITE_SCHEDULED, CompositePodGroup
 from ..api.podgroup import PodGroup
-from ..api.records import GroupKey, PodInfo
+from ..api.records import GroupKey, NodeInfo, PodInfo
 from ..api.sources import MemberCounts
 from ..core import metrics
 from . import failpoints, outage
@@ -673,6 +673,9 @@ class StatusWriter:
 
     def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None:
         self.events.pod_event(pod, type_, reason, note, action)
+
+    def node_event(self, node: NodeInfo, type_: str, reason: str, note: str, action: str) -> None:
+        self.events.node_event(node, type_, reason, note, action)
 
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
         if sources.has_object(group.api_version):  # a Kueue pod group has no object to regard

@@ -369,6 +369,8 @@ def _check_nodes(inp: SimulationInput) -> set[str]:
         obj.body = copy.deepcopy(obj.body)
         obj.body.setdefault("metadata", {})["uid"] = f"simulate-node/{obj.name}"
         node = _parsed(inp, obj, parse_node, obj.body)
+        if node.problem:  # a cluster runs with it (a Warning Event on the Node); a simulation of it would mislead
+            raise _error(inp, obj, node.problem)
         nodes.add(obj.name)
         if PODS not in node.allocatable:
             _warn(
@@ -431,7 +433,10 @@ def _prepared_pod(
             _resolve_priority(body["spec"], classes, default)
         except ValueError as exc:
             raise _error(inp, obj, str(exc)) from None
-    return body, _parsed(inp, obj, parse_pod, body)
+    pod = _parsed(inp, obj, parse_pod, body)
+    if pod.problem:  # a request out of range (api/resources.py): bad input, as an invalid quantity is
+        raise _error(inp, obj, pod.problem)
+    return body, pod
 
 
 def _check_pod_links(

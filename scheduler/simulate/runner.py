@@ -45,7 +45,7 @@ from ..api.dra import (
     group_claim_name,
 )
 from ..api.podgroup import PodGroup
-from ..api.records import GroupKey, PodInfo
+from ..api.records import GroupKey, NodeInfo, PodInfo
 from ..api.sources import export_conditions, has_object, is_implied, pod_group
 from ..cluster.cache import InvalidObject
 from ..core.eventhandlers import group_key_of
@@ -102,6 +102,7 @@ class Recorder:
         self.status_writes: list[tuple[GroupKey, GroupCondition]] = []  # to feed back, in order
         self.preempted: dict[str, str] = {}  # victim uid -> DisruptionTarget message (deleted by the runner)
         self.disrupted: dict[GroupKey, str] = {}  # victim PodGroup -> DisruptionTarget message
+        self.node_events: list[tuple[str, str, str]] = []  # (node, reason, note), in order
 
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
         cond = GroupCondition(status, reason, message)
@@ -138,6 +139,9 @@ class Recorder:
 
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
         pass
+
+    def node_event(self, node: NodeInfo, type_: str, reason: str, note: str, action: str) -> None:
+        self.node_events.append((node.name, reason, note))  # the loader refuses such nodes; the unit tests read these
 
     def nominate(self, pod: PodInfo, node: str) -> None:
         self.nominated[pod.uid] = node

@@ -1150,8 +1150,8 @@ def test_cpg_tas_preemption_preexisting_group_pods_constrain_domains(pre):
 
     Upstream removes both low pods: it reprieves a victim only against the
     assignments of its one run without victims, where pg2 may have landed on
-    node2. troupe reprieves by trying the tree again with the victim back
-    (TreePostFilter._reprieve): pg2 fits node3 (rack-2, free) alone, so
+    node2. troupe tries each victim set with the tree's own cycle (the
+    gang's victim search, plugins/defaultpreemption): pg2 fits node3 (rack-2, free) alone, so
     low-z1-r2 on node2 is spared; only low-z1-r1, in the way of p1 on node1,
     goes."""
     s = pre

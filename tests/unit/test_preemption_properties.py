@@ -67,7 +67,7 @@ def build(spec: dict[str, Any]) -> tuple[Scheduler, list[Any], int, list[Unit], 
             sched.on_pod(pod(f"u{u}-{k}", cpu=str(cpu), group=group, priority=prio, node_name=n))
     size, cpu, prio = spec["gang"]
     pods = [parse_pod(pod(f"g-{i}", cpu=str(cpu), group="g", priority=prio)) for i in range(size)]
-    units = victim_units(sched.cache, sched.cache.snapshot(), prio, exclude=("ns", "g"))
+    units = victim_units(sched.cache, sched.cache.snapshot(), prio, exclude={GroupKey("ns", "g")})
     return sched, pods, prio, units, gang_sizes
 
 

@@ -17,6 +17,7 @@ from ...cluster.snapshot import Snapshot
 from ...framework.diagnosis import Diagnosis
 from ...framework.groupfit import min_resources_shortfall
 from ...framework.interface import (
+    SEARCH_BUDGET_SPENT,
     Code,
     CycleState,
     GroupContext,
@@ -135,13 +136,14 @@ class DefaultPreemption(PostFilterPlugin):
         if place is None:
             return None, Status.skip(self.name)
         pods = list(group.pods)
-        if group.group is not None and group.group.spec.preemption_policy == "Never":
-            return None, Status.unschedulable(
-                "not eligible: the PodGroup's preemptionPolicy is Never", plugin=self.name
-            )
+        never = _never(group)
+        if never:
+            return None, Status.unschedulable(f"not eligible: {never}", plugin=self.name)
         cache = self.handle.cache
+        # A tree's pods carry its root's priority (a tree has one); without
+        # one at the root or the PodGroup, the unit's highest pod's.
         priority = group_priority(group.group, pods, cache.priority_classes)
-        units = victim_units(cache, snapshot, priority, exclude=group.key)
+        units = victim_units(cache, snapshot, priority, exclude=group.members)
         short = self._min_resources_without(snapshot, group, units)
         if short:  # evicting could not make the group feasible: nothing is evicted
             return None, Status.unschedulable(
@@ -165,7 +167,7 @@ class DefaultPreemption(PostFilterPlugin):
             return None, Status.skip(self.name)
         if any(not p.may_preempt for p in pods):
             return None, Status.unschedulable("not eligible: a pod has preemptionPolicy Never", plugin=self.name)
-        key = str(group.key)
+        key = group.unit_name
         waiting = self.waiting(key)
         if waiting is not None:
             return (
@@ -178,11 +180,14 @@ class DefaultPreemption(PostFilterPlugin):
         pdbs = budgets(cache)
         choice = search_group(snapshot, place, pods, needed, units, pdbs, group=group)
         if choice is None:
-            why = f"the gang does not fit ({needed} pods) even with every lower-priority pod removed"
+            noun = "the tree" if group.tree is not None else "the gang"
+            why = f"{noun} does not fit ({needed} pods) even with every lower-priority pod removed"
             reasons: list[str] = []
             without(snapshot, units, lambda: place(snapshot, pods, None, group, reasons))
-            if reasons:  # its pods fit, but the group would still not bind (e.g. minTaskMember)
-                why = f"the gang could not bind even with every lower-priority pod removed: {reasons[0]}"
+            if reasons and SEARCH_BUDGET_SPENT in reasons[0]:  # not known not to fit: nothing is evicted
+                why = f"no victims chosen: with every lower-priority pod removed, {reasons[0]}"
+            elif reasons:  # its pods fit, but the group would still not bind (e.g. minTaskMember)
+                why = f"{noun} could not bind even with every lower-priority pod removed: {reasons[0]}"
             return None, Status.unschedulable(why, plugin=self.name)
         nominations = {pod.uid: snapshot.names[row] for pod, row in choice.placed}
         victims = choice.pods
@@ -228,6 +233,16 @@ class DefaultPreemption(PostFilterPlugin):
             return pending
         del self._pending[key]
         return None
+
+
+def _never(group: GroupContext) -> str:
+    """Why the unit may not preempt by its group's (or tree's) own
+    preemptionPolicy ("" where it may)."""
+    if group.tree is not None:
+        return group.tree.never
+    if group.group is not None and group.group.spec.preemption_policy == "Never":
+        return "the PodGroup's preemptionPolicy is Never"
+    return ""
 
 
 def _groups(units: list[Unit]) -> tuple[GroupKey, ...]:

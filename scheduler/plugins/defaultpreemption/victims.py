@@ -14,7 +14,7 @@ its way back).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ...api.podgroup import PodGroup
@@ -59,9 +59,9 @@ def _started(pod: PodInfo) -> str:
     return pod.start_time or pod.creation_timestamp
 
 
-def victim_units(cache: ClusterCache, snapshot: Snapshot, below: int, exclude: GroupKey | None = None) -> list[Unit]:
+def victim_units(cache: ClusterCache, snapshot: Snapshot, below: int, exclude: Collection[GroupKey] = ()) -> list[Unit]:
     """Every unit running in `snapshot` whose priority is below `below`, except
-    the pods of the PodGroup `exclude` (the preemptor's own)."""
+    the pods of the PodGroups `exclude` (the preemptor's own)."""
     units: list[Unit] = []
     seen: set[GroupKey] = set()
     whole: dict[GroupKey, GroupKey | None] = {}  # PodGroup -> the tree above it taken whole
@@ -73,7 +73,7 @@ def victim_units(cache: ClusterCache, snapshot: Snapshot, below: int, exclude: G
             if pod.uid in snapshot.removed or pod.deleting or pod.terminal:
                 continue
             key = pod.group
-            if key is not None and key == exclude:
+            if key is not None and key in exclude:
                 continue
             top = whole.setdefault(key, cache.taken_whole_above(key)) if key is not None else None
             if top is not None:
