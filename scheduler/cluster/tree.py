@@ -207,9 +207,14 @@ def readiness(
             first = f"{leaf.name}: minCount is {want}, {have} exist"
         else:
             first = ""
-        return f"needs {need} of {len(subs) + len(leaves)} group(s) ready, {ready} ready" + (
-            f": {first}" if first else ""
+        total = len(subs) + len(leaves)
+        # Fewer children than minGroupCount (one deleted, or not made yet): said as such.
+        counted = (
+            f"needs {need} of {total} group(s) ready"
+            if total >= need
+            else f"needs {need} group(s) ready, {total} exist"
         )
+        return f"{counted}, {ready} ready" + (f": {first}" if first else "")
 
     return why_not(root, 1)
 

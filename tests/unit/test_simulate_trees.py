@@ -284,6 +284,14 @@ def test_a_root_waiting_for_its_quorum_says_so(capsys, tmp_path):
     assert "pg2: minCount is 3, 1 exist" in root["message"]
 
 
+def test_a_root_with_fewer_children_than_its_quorum_says_how_many_exist(capsys, tmp_path):
+    # minGroupCount 2 and one child (the other deleted, or not made yet): not "2 of 1".
+    docs = [node("n1", 20), cpg("root", 2), *pg("pg1", 2, "root", [1, 1])]
+    doc = json.loads(simulate(capsys, tmp_path, docs, "-o", "json"))
+    (root,) = doc["compositePodGroups"]
+    assert "needs 2 group(s) ready, 1 exist, 1 ready" in root["message"], root["message"]
+
+
 def test_trees_laid_out_wrong_are_invalid_on_every_composite(capsys, tmp_path):
     docs = [node("n1", 20), cpg("a", None, "b"), cpg("b", None, "a"), *pg("pg1", 1, "a", [1])]
     table = simulate(capsys, tmp_path, docs)
