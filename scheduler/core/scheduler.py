@@ -253,14 +253,7 @@ class Scheduler(EventHandlers):
                 "a tree is placed by one scheduler",
             )
         fwk = self.frameworks[pods[0].scheduler_name]
-        pending: dict[GroupKey, list[PodInfo]] = {}
-        for pod in pods:
-            if pod.group is not None:
-                pending.setdefault(pod.group, []).append(pod)
-        for leaf, members in pending.items():
-            group = self.cache.groups.get(leaf)
-            per_task = group.min_per_task if isinstance(group, PodGroup) else None
-            pending[leaf] = order_pods(members, popped.first_seen, per_task)
+        pending = self._by_leaf(pods, popped.first_seen)
         snapshot = self.cache.snapshot()
         backfill_only = self._hold_nominated(snapshot, pods)
         # A leaf with a pod troupe cannot count is a SchedulerError, as a leaf with a problem.
@@ -269,14 +262,34 @@ class Scheduler(EventHandlers):
         def leaf_problem(group: PodGroup) -> str | None:
             return unreadable.get(group.key) or self._template_ref_problem(group)
 
-        held = frozenset(
-            row
-            for p in pods
-            if p.uid in self.nominated and (row := snapshot.row.get(self.nominated[p.uid][0])) is not None
-        )
         return fwk, schedule_tree(
-            fwk, snapshot, tree, pending, placed, bool(fwk.post_filter), leaf_problem, backfill_only, held
+            fwk,
+            snapshot,
+            tree,
+            pending,
+            placed,
+            bool(fwk.post_filter),
+            leaf_problem,
+            backfill_only,
+            self._own_nominated_rows(snapshot, pods),
         )
+
+    def _by_leaf(self, pods: list[PodInfo], first_seen: dict[str, float]) -> dict[GroupKey, list[PodInfo]]:
+        """A tree's waiting pods by leaf PodGroup, each leaf's in its cycle's order."""
+        pending: dict[GroupKey, list[PodInfo]] = {}
+        for pod in pods:
+            if pod.group is not None:
+                pending.setdefault(pod.group, []).append(pod)
+        for leaf, members in pending.items():
+            group = self.cache.groups.get(leaf)
+            per_task = group.min_per_task if isinstance(group, PodGroup) else None
+            pending[leaf] = order_pods(members, first_seen, per_task)
+        return pending
+
+    def _own_nominated_rows(self, snapshot: Snapshot, pods: list[PodInfo]) -> frozenset[int]:
+        """The rows of the nodes nominated to `pods` (their unit's own held room)."""
+        rows = (snapshot.row.get(self.nominated[p.uid][0]) for p in pods if p.uid in self.nominated)
+        return frozenset(row for row in rows if row is not None)
 
     def _wake_displaced(self, assignments: list[Assignment]) -> None:
         """Pods placed (by higher priority, or beside) on nodes nominated to
