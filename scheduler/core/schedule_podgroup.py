@@ -234,7 +234,13 @@ def _decide(
         wake_on=fwk.wake_events(rejected_by),
         placement=placement,
     )
-    if unplaced or not permit.ok:
+    # PostFilter for what this cycle could not place, once it placed none of
+    # it: a group that binds now (minCount reached, or a basic group's first
+    # pods) leaves its other pods to the next cycle, which preempts or
+    # reserves for them alone, as a tree's cycle does (a flat gang is a tree
+    # of one): nothing is evicted or held for pods while their own siblings
+    # are still being bound beside them.
+    if not permit.ok or (unplaced and (outcome is not Outcome.SCHEDULED or not trial.assignments)):
         post_filter(fwk, snapshot, ctx, group_key, trial, decision)
     return decision
 
@@ -399,7 +405,9 @@ def trial_place(
         return placed
     permit = fwk.run_permit(replace(ctx, placed_now=len(placed), placed_pods=tuple(p for p, _ in placed)))
     if not permit.ok:
-        if reasons is not None:
+        # Why not, only where as many pods as it needs fit and the group still
+        # would not bind (minTaskMember): fewer is "do not fit", the caller's word.
+        if reasons is not None and len(placed) >= ctx.need:
             reasons.append(f"{permit.plugin}: {permit.message}" if permit.plugin else permit.message)
         return []
     return placed

@@ -115,6 +115,10 @@ class TreeCycle:
         # Each leaf's own search budget (None: its cycle's default, as a PodGroup cycle's).
         self.leaf_budget: Callable[[int], SearchBudget | None] = lambda _pods: None
         self.post_filter = False  # run PostFilter (preemption, reservation) when the tree does not fit
+        # "Each child's minimum first": leaves place only what their rule needs, and what is
+        # left of them (pods, the domain they were given) waits here to be placed after.
+        self.minimum_only = False
+        self._extras: dict[GroupKey, tuple[PodGroup, list[PodInfo], np.ndarray | None]] = {}
         self._needs: dict[GroupKey, np.ndarray] = {}  # _min_need's, per node of the tree
         # What else keeps a leaf from being placed (a Workload template it names that does not exist).
         self.leaf_problem: Callable[[PodGroup], str | None] = lambda _group: None
@@ -181,9 +185,15 @@ class TreeCycle:
     def _tried(
         self, snapshot: Snapshot, allowed: np.ndarray | None, reasons: list[str] | None
     ) -> list[tuple[PodInfo, int]]:
-        """The tree's trial as PostFilter asks it (TreeUnit.place)."""
+        """The tree's trial as PostFilter asks it (TreeUnit.place). As a
+        PodGroup's trial, it says why only where room is not the reason: the
+        search stopped on its budget (a gang's says so for Permit and
+        minResources), so a tree and the gang of one it may be are told alike."""
         assert snapshot is self.snapshot
-        found = self.trial(allowed, reasons) or []
+        why: list[str] = []
+        found = self.trial(allowed, why) or []
+        if reasons is not None:
+            reasons.extend(r for r in why if SEARCH_BUDGET_SPENT in r)
         return [(a.pod, snapshot.row[a.node]) for a in found]
 
     def _never(self) -> str:
@@ -203,12 +213,17 @@ class TreeCycle:
             kids = sorted(self._fewest(c) for c in node.children)
             need = node.min_children
             return sum(kids[:need]) if len(kids) >= need else impossible
-        group = node.group
-        if group is None:
+        if node.group is None:
             return impossible
-        have, waiting = len(self.placed.get(node.key, ())), len(self.pending.get(node.key, ()))
-        want = max(group.min_count - have, 0) if group.is_gang else (0 if have else 1)
-        return want if want <= waiting else impossible
+        want = self._leaf_minimum(node)
+        return want if want <= len(self.pending.get(node.key, ())) else impossible
+
+    def _leaf_minimum(self, node: TreeNode) -> int:
+        """The pods a leaf must place now for its rule: the rest of minCount
+        (a gang), one if none is placed yet (basic)."""
+        assert node.group is not None
+        have = len(self.placed.get(node.key, ()))
+        return max(node.group.min_count - have, 0) if node.group.is_gang else (0 if have else 1)
 
     # ------------------------------------------------------------- nodes
 
@@ -243,6 +258,11 @@ class TreeCycle:
         if problem:
             decision = GroupDecision(key, Outcome.SCHEDULER_ERROR, problem, unplaced=[(p, problem) for p in pods])
             return _Node(Outcome.SCHEDULER_ERROR, problem, {key: decision})
+        if self.minimum_only:
+            k = self._leaf_minimum(node)
+            if len(pods) > k:
+                self._extras[key] = (group, pods[k:], within)
+                pods = pods[:k]
         if not pods:  # nothing to place: feasible if placed whole before (a late joiner's sibling)
             have, need = len(nodes_before), group.min_count
             ok = have >= need
@@ -416,14 +436,22 @@ class TreeCycle:
         if first.feasible or len(node.children) < 2:
             return first
         cost = sum(len(self.pending.get(leaf.key, ())) for leaf in node.leaves())
-        for how, order in self._other_orders(node, first):
+        others = self._other_orders(node, first)
+        tries = [(how, order, False) for how, order in others]
+        if not self.minimum_only:  # (inside one, every child's minimum goes first already)
+            orders = [("", list(node.children)), *others]
+            tries += [(f"each child's minimum first{', ' + how if how else ''}", order, True) for how, order in orders]
+        for how, order, minimum in tries:
             if self.steps_left < cost:
                 self._spent(node, first)
                 break
             self.steps_left -= cost
             self._undo(first)
             self.snapshot.restore(mark)
-            found = self._in_order(node, order, rows, label)
+            if minimum:
+                found = self._minimum_first(node, order, rows, label)
+            else:
+                found = self._in_order(node, order, rows, label)
             if found.feasible:
                 found.message += f" (search: {how})"
                 found.composites[node.key] = (found.outcome, found.message)
@@ -431,6 +459,45 @@ class TreeCycle:
             self._undo(found)
             self.snapshot.restore(mark)
         return first
+
+    def _minimum_first(self, node: TreeNode, order: list[TreeNode], rows: np.ndarray | None, label: str) -> _Node:
+        """The children in `order`, each placing only what its rule needs (a
+        gang's minCount, a basic group's first pod), then, where that holds,
+        the rest of their pods: a child's extra pods do not take the room a
+        later child's minimum needed."""
+        self.minimum_only, self._extras = True, {}
+        try:
+            found = self._in_order(node, order, rows, label)
+        finally:
+            extras, self.minimum_only, self._extras = self._extras, False, {}
+        if found.feasible:
+            for key, (group, pods, within) in extras.items():
+                self._place_extras(found, key, group, pods, within)
+        return found
+
+    def _place_extras(
+        self, found: _Node, key: GroupKey, group: PodGroup, pods: list[PodInfo], within: np.ndarray | None
+    ) -> None:
+        """A leaf's pods beyond its minimum, where its minimum was placed: as
+        a group already at minCount places more (each that fits), inside its
+        domain; those that do not fit wait, saying why."""
+        decision = found.leaves.get(key)
+        if decision is None:
+            return
+        if not decision.scheduled:
+            why = decision.unplaced[0][1] if decision.unplaced else decision.message
+            decision.unplaced.extend((p, why) for p in pods)
+            return
+        nodes = [*self.placed.get(key, ()), *(a.node for a in decision.assignments)]
+        budget = self.leaf_budget(len(pods))
+        more = schedule_group(
+            self.fwk, self.snapshot, key, group, pods, len(nodes), nodes, within=within, in_tree=True, budget=budget
+        )
+        if more.scheduled:
+            decision.assignments.extend(more.assignments)
+            found.placed += len(more.assignments)
+            decision.message = more.message
+        decision.unplaced = list(more.unplaced)
 
     def _spent(self, node: TreeNode, first: _Node) -> None:
         """The budget stopped the search for other child orders: said so, as
@@ -597,14 +664,11 @@ class TreeCycle:
         outcome, message = tree.composites[self.tree.key]
         if assignments and outcome is not Outcome.SCHEDULED:
             outcome = Outcome.SCHEDULED
-        return GroupDecision(
-            None,
-            outcome,
-            message,
-            assignments,
-            unplaced,
-            tree=tree,
-        )
+        # As a PodGroup's: no preemption or reservation where every group that
+        # failed failed for a reason none can remove (a selector no node matches).
+        failed = [d for d in result.leaves.values() if not d.scheduled and d.unplaced]
+        unresolvable = not result.feasible and bool(failed) and all(d.unresolvable for d in failed)
+        return GroupDecision(None, outcome, message, assignments, unplaced, unresolvable=unresolvable, tree=tree)
 
 
 def schedule_tree(

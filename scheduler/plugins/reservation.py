@@ -213,7 +213,7 @@ class Reservation(PostFilterPlugin):
                     return self._result(key, choice, snapshot, held.chosen_at), Status.success()
             else:
                 avoid = held.nodes  # waited too long: rank its nodes last
-            del self._held[key]
+            self._held.pop(key, None)  # one adopted after a restart (_adopt) was never stored
 
         choice = self._choose(pods, need, place, snapshot, avoid)
         if choice is None:

@@ -590,9 +590,7 @@ def test_room_that_can_never_hold_the_tree_is_not_reserved(s: Any, clock: Any) -
         sched.queue.activate(u.key)
     drain(sched)
     assert held_nodes(sched) == {}
-    why = (
-        "Reservation: no room can be reserved: the group could not bind even with every running pod gone: "
-        "CompositePodGroup ns/rep: needs 2 of 2 group(s), 1 feasible"
-    )
+    # As a gang's: the count its root needs, no more (the tree's own reason is before "preemption:").
+    why = "Reservation: no room can be reserved: 4 pod(s) do not fit even with every running pod gone"
     assert why in rec.pods["rep-leader-0"]
     assert why in [g for g in rec.groups if g[0] == "rep"][-1][3]

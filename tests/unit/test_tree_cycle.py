@@ -310,10 +310,7 @@ def test_a_tree_does_not_preempt_what_would_not_make_it_fit(tmp_path, capsys):
     docs += with_priority(pg("pg1", 2, "root", [1, 1]) + pg("pg2", 2, "root", [1, 1]), "high")
     doc = simulate(tmp_path, capsys, docs)
     assert not any(p["preemptedBy"] for p in doc["pods"])
-    assert (
-        "the tree could not bind even with every lower-priority pod removed: CompositePodGroup ns/root: needs 2 of 2 group(s)"
-        in table(tmp_path, capsys, docs)
-    )
+    assert "the tree does not fit (4 pods) even with every lower-priority pod removed" in table(tmp_path, capsys, docs)
 
 
 def test_a_lower_priority_tree_preempts_nothing(tmp_path, capsys):
