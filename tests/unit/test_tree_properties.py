@@ -831,7 +831,10 @@ TWO_RESERVATIONS = World(
 # searchSteps) is not exhaustive: with a running pod back in place the oracle
 # can still find a placement that troupe's cycle does not, so troupe keeps a
 # victim its own trial needed. Each victim is needed by troupe's own cycle
-# (the reprieve tries every victim back); not yet by the oracle.
+# (the reprieve tries every victim back); not yet by the oracle. With every
+# check on, its own examples also find the same gap as "settled": a tree
+# that would fit with lower-priority pods gone, where troupe's trial finds
+# no placement and so no victims.
 KNOWN_OPEN = frozenset({"needed"})
 
 
