@@ -471,8 +471,12 @@ class TreeCycle:
         finally:
             extras, self.minimum_only, self._extras = self._extras, False, {}
         if found.feasible:
+            minimums = found.placed
             for key, (group, pods, within) in extras.items():
                 self._place_extras(found, key, group, pods, within)
+            if found.placed > minimums:  # the counts above were the minimums'
+                found.message += f"; {found.placed - minimums} more pod(s) placed after the minimums"
+                found.composites[node.key] = (found.outcome, found.message)
         return found
 
     def _place_extras(

@@ -252,6 +252,25 @@ def test_another_child_order_places_what_upstreams_fixed_order_misses(tmp_path, 
     assert "4/5 pending pods placed" in out, out
 
 
+def test_each_childs_minimum_first_places_what_no_child_order_does(tmp_path, capsys):
+    """Room for 5 pods of 1 CPU. root (3 of 3 groups) over pg1 (basic, 3
+    pods of 1), pg2 (basic, 1 pod of 2) and pg3 (basic, 1 pod of 1): in every
+    order of the children one of them places its extras first (pg1 takes 3,
+    or pg2 and pg1 leave 0 for pg3) and a later one finds no room. Each
+    child's minimum first (3 pods: 1 + 2 + 1 CPU), then pg1's extras: 1 more fits."""
+    docs = [node("n1", 5), cpg("root", 3)]
+    docs += pg("pg1", None, "root", [1, 1, 1]) + pg("pg2", None, "root", [2]) + pg("pg3", None, "root", [1])
+    doc = simulate(tmp_path, capsys, docs)
+    nodes = {p["name"]: p["node"] for p in doc["pods"]}
+    assert nodes["pg2-pod-0"] and nodes["pg3-pod-0"]
+    assert sum(1 for name, n in nodes.items() if name.startswith("pg1") and n) == 2
+    (root,) = doc["compositePodGroups"]
+    assert root["message"] == (
+        "3 of 3 group(s) feasible, 3 pod(s) placed; 1 more pod(s) placed after the minimums "
+        "(search: each child's minimum first)"
+    ), root["message"]
+
+
 def test_search_steps_zero_keeps_upstreams_order(tmp_path, capsys):
     docs = [node("n1", 4), cpg("root", 2)]
     docs += pg("pg1", None, "root", [1, 1, 1]) + pg("pg2", 2, "root", [1, 1])
