@@ -402,11 +402,7 @@ class TreeCycle:
         width = len(self.snapshot.resources)
         if node.is_leaf:
             pods = self.pending.get(node.key, ())
-            group = node.group
-            have = len(self.placed.get(node.key, ()))
-            k = 0
-            if pods and group is not None:
-                k = max(group.min_count - have, 0) if group.is_gang else (0 if have else 1)
+            k = self._leaf_minimum(node) if pods and node.group is not None else 0
             vecs = np.array([self.snapshot.request_vector(p)[0] for p in pods], dtype=np.int64).reshape(-1, width)
             need = np.sort(vecs, axis=0)[:k].sum(axis=0) if k else np.zeros(width, dtype=np.int64)
         else:
