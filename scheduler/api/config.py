@@ -140,7 +140,8 @@ class PodGroupScheduling(_Strict):
     # When a gang whose pods differ (requests, constraints, affinity to each
     # other) does not fit in the fixed order, other orders and then a
     # backtracking search try at most this many pod placements per candidate
-    # placement. 0 turns the search off.
+    # placement; a tree's cycle spends it on other child orders, then on
+    # backtracking over the whole tree (docs/trees.md). 0 turns the search off.
     search_steps: int = Field(default=2000, ge=0, alias="searchSteps")
 
 

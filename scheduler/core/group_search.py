@@ -347,7 +347,7 @@ class GroupSearch:
         ctx, snapshot = self.ctx, self.snapshot
         pods = self._dfs_order
         need = min(ctx.need, len(pods))
-        self._class_keys = self._referenced_label_keys()
+        self._class_keys = label_keys(self.snapshot, self.ctx.pods, self.ctx.topology_keys)
         trial = Trial(how="backtracking")
         mark = snapshot.mark()
         if self._dfs(pods, 0, need, trial):
@@ -380,55 +380,59 @@ class GroupSearch:
         return self._dfs(pods, i + 1, need, trial)
 
     def _candidates(self, rows: np.ndarray, vec: np.ndarray) -> list[int]:
-        """One row per class of nodes the group cannot tell apart, best fit
-        first (least free room left), at most MAX_BRANCH."""
-        if len(rows) == 0:
-            return []
-        snapshot = self.snapshot
-        free_after = snapshot.alloc[rows] - snapshot.req[rows] - vec
-        scale = snapshot.alloc[snapshot.valid].max(axis=0).clip(min=1)
-        slack = (free_after / scale).sum(axis=1)
-        order = np.lexsort((rows, slack))
-        chosen: list[int] = []
-        seen: set[Hashable] = set()
-        for j in order.tolist():
-            row = int(rows[j])
-            key = self._class(row, free_after[j])
-            if key in seen:
-                continue
-            seen.add(key)
-            chosen.append(row)
-            if len(chosen) >= MAX_BRANCH:
-                break
-        return chosen
+        return node_classes(self.snapshot, rows, vec, self._class_keys)
 
-    def _referenced_label_keys(self) -> tuple[str, ...] | None:
-        """The node label keys the group's pods can tell nodes apart by, or
-        None when pods on a node matter (no node classes then)."""
-        snapshot = self.snapshot
-        keys: set[str] = set(self.ctx.topology_keys)
-        for pod in self.ctx.pods:
-            if pod.pod_affinity or pod.pod_anti_affinity or pod.topology_spread or pod.host_ports:
-                return None
-            keys.update(pod.node_selector)
-            for term in pod.required_affinity or ():
-                keys.update(r.key for r in term.match_expressions)
-                keys.update(r.key for r in term.match_fields)
-        if snapshot.pods_with_affinity:
+
+def label_keys(snapshot: Snapshot, pods: Sequence[PodInfo], topology_keys: Sequence[str]) -> tuple[str, ...] | None:
+    """The node label keys `pods` can tell nodes apart by (with the
+    `topology_keys` their groups are constrained on), or None when pods on a
+    node matter (no node classes then)."""
+    keys: set[str] = set(topology_keys)
+    for pod in pods:
+        if pod.pod_affinity or pod.pod_anti_affinity or pod.topology_spread or pod.host_ports:
             return None
-        return tuple(sorted(keys))
+        keys.update(pod.node_selector)
+        for term in pod.required_affinity or ():
+            keys.update(r.key for r in term.match_expressions)
+            keys.update(r.key for r in term.match_fields)
+    if snapshot.pods_with_affinity:
+        return None
+    return tuple(sorted(keys))
 
-    def _class(self, row: int, free_after: np.ndarray) -> Hashable:
-        keys = self._class_keys
-        if keys is None:
-            return row
-        node = self.snapshot.nodes[row]
-        if node is None:
-            return row
-        return (
-            tuple(free_after.tolist()),
-            tuple(node.labels.get(k) for k in keys),
-            node.taints,
-            node.unschedulable,
-            node.name if "metadata.name" in keys else "",
-        )
+
+def node_classes(snapshot: Snapshot, rows: np.ndarray, vec: np.ndarray, keys: tuple[str, ...] | None) -> list[int]:
+    """Of `rows`, one per class of nodes a pod asking `vec` cannot tell apart
+    (same free room after it, same values of the label `keys`, same taints;
+    None: every row its own class), best fit first (least free room left),
+    at most MAX_BRANCH."""
+    if len(rows) == 0:
+        return []
+    free_after = snapshot.alloc[rows] - snapshot.req[rows] - vec
+    scale = snapshot.alloc[snapshot.valid].max(axis=0).clip(min=1)
+    slack = (free_after / scale).sum(axis=1)
+    order = np.lexsort((rows, slack))
+    chosen: list[int] = []
+    seen: set[Hashable] = set()
+    for j in order.tolist():
+        row = int(rows[j])
+        key = _node_class(snapshot, keys, row, free_after[j])
+        if key in seen:
+            continue
+        seen.add(key)
+        chosen.append(row)
+        if len(chosen) >= MAX_BRANCH:
+            break
+    return chosen
+
+
+def _node_class(snapshot: Snapshot, keys: tuple[str, ...] | None, row: int, free_after: np.ndarray) -> Hashable:
+    node = snapshot.nodes[row]
+    if keys is None or node is None:
+        return row
+    return (
+        tuple(free_after.tolist()),
+        tuple(node.labels.get(k) for k in keys),
+        node.taints,
+        node.unschedulable,
+        node.name if "metadata.name" in keys else "",
+    )

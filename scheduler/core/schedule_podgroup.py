@@ -34,7 +34,7 @@ from ..cluster.snapshot import Mark, Snapshot
 from ..framework.framework import Framework
 from ..framework.groupfit import min_resources_shortfall
 from ..framework.interface import Code, CycleState, GroupContext, Placement, Reservation, Status
-from .group_search import Assignment, SearchBudget, Trial, place_group, reaches, unreserve
+from .group_search import Assignment, SearchBudget, Trial, apply_trial, place_group, reaches, unreserve
 from .placement import choose_placement, is_whole_cluster, no_placement_message
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ __all__ = [
     "Assignment",
     "GroupDecision",
     "Outcome",
+    "decide_found",
     "error_decision",
     "order_pods",
     "post_filter",
@@ -180,6 +181,37 @@ def schedule_group(
     undo = snapshot.mark()
     trial = place_group(fwk, snapshot, ctx, reserve=True, allowed=within, budget=budget)
     return _decide(fwk, snapshot, group_key, ctx, trial, undo=undo)
+
+
+def decide_found(
+    fwk: Framework,
+    snapshot: Snapshot,
+    group_key: GroupKey,
+    group: PodGroup,
+    pods: Sequence[PodInfo],
+    found: Trial,
+    placed_nodes: Sequence[str] = (),
+    within: np.ndarray | None = None,
+    placement: str = "",
+) -> GroupDecision:
+    """A leaf's pods where a search over its whole tree placed them
+    (`found`, on a snapshot restored since; `pods`: all of the leaf's waiting
+    pods): assumed and reserved in the order found, then Permit and the
+    decision, as its own cycle's."""
+    ctx = GroupContext(
+        group_key,
+        pods,
+        group.min_count,
+        group.is_gang,
+        len(placed_nodes),
+        group=group,
+        placed_nodes=tuple(placed_nodes),
+        within=within,
+        in_tree=True,
+    )
+    undo = snapshot.mark()
+    trial = apply_trial(fwk, snapshot, found)
+    return _decide(fwk, snapshot, group_key, ctx, trial, placement=placement, undo=undo)
 
 
 def _min_resources_shortfall(snapshot: Snapshot, group: PodGroup, min_count: int) -> str:

@@ -32,7 +32,16 @@ from ..cluster.tree import Tree, TreeNode
 from ..framework.framework import Framework
 from ..framework.interface import SEARCH_BUDGET_SPENT, GroupContext, TreeUnit
 from .group_search import Assignment, SearchBudget, Trial, unreserve
-from .schedule_podgroup import PREEMPTION_SEARCH_ORDERS, GroupDecision, Outcome, post_filter, schedule_group
+from .schedule_podgroup import (
+    PREEMPTION_SEARCH_ORDERS,
+    GroupDecision,
+    Outcome,
+    decide_found,
+    post_filter,
+    schedule_group,
+)
+from .tree_search import HOW as SEARCH_HOW
+from .tree_search import MAX_TREE_SEARCH_PODS, LeafPlan, TreePlan, TreeSearch
 
 
 @dataclass
@@ -125,7 +134,7 @@ class TreeCycle:
 
     def run(self) -> GroupDecision:
         root = self.tree.root
-        result = self._place(root, None)
+        result = self._place_whole(None)
         if result.feasible and (result.placed or not any(self.pending.values())):
             return self._decision(result)
         # Not feasible, or it holds but none of its waiting pods fit (a late
@@ -148,7 +157,7 @@ class TreeCycle:
         steps = self.fwk.search_steps
         self.leaf_budget = lambda pods: SearchBudget(min(steps, PREEMPTION_SEARCH_ORDERS * pods))
         try:
-            result = self._place(self.tree.root, within)
+            result = self._place_whole(within)
             found = result.assignments() if result.feasible and result.placed else None
             if found is None and reasons is not None:
                 reasons.append(f"{self.tree.root.label}: {result.message or 'none of its waiting pods fit'}")
@@ -215,15 +224,96 @@ class TreeCycle:
             return sum(kids[:need]) if len(kids) >= need else impossible
         if node.group is None:
             return impossible
-        want = self._leaf_minimum(node)
+        want = self.leaf_minimum(node)
         return want if want <= len(self.pending.get(node.key, ())) else impossible
 
-    def _leaf_minimum(self, node: TreeNode) -> int:
+    def leaf_minimum(self, node: TreeNode) -> int:
         """The pods a leaf must place now for its rule: the rest of minCount
         (a gang), one if none is placed yet (basic)."""
         assert node.group is not None
         have = len(self.placed.get(node.key, ()))
         return max(node.group.min_count - have, 0) if node.group.is_gang else (0 if have else 1)
+
+    # ------------------------------------------------------- the whole tree
+
+    def _place_whole(self, within: np.ndarray | None) -> _Node:
+        """The root within `within`. Where the child orders do not make it
+        feasible and the tree is small, the backtracking search over every
+        way to place its minimums (tree_search), while the budget lasts."""
+        root = self.tree.root
+        result = self._place(root, within)
+        waiting = sum(len(pods) for pods in self.pending.values())
+        if (
+            result.feasible
+            or result.outcome is Outcome.SCHEDULER_ERROR
+            or not 0 < waiting <= MAX_TREE_SEARCH_PODS
+            or self.steps_left <= 0
+        ):
+            return result
+        search = TreeSearch(self)
+        plan = search.run(within)
+        if plan is None:
+            if search.spent and SEARCH_BUDGET_SPENT not in result.message:
+                self.spent += 1
+                result.message += (
+                    f"; {SEARCH_BUDGET_SPENT} after {self.budget - self.steps_left} steps "
+                    f"(podGroupScheduling.searchSteps {self.budget}), {SEARCH_HOW} not finished"
+                )
+                result.composites[root.key] = (result.outcome, result.message)
+            return result
+        mark = self.snapshot.mark()
+        found = self._apply(plan)
+        if found.feasible:
+            return found
+        self._undo(found)  # a Reserve or Permit the search does not run said no
+        self.snapshot.restore(mark)
+        return result
+
+    def _apply(self, plan: TreePlan) -> _Node:
+        """The search's plan, placed: every leaf's minimum where the search
+        put it (Reserve, Permit), in the order it put them; then, in each
+        CompositePodGroup's domain, the children beyond its minimum in order
+        (each where it fits); then the leaves' pods beyond their minimum."""
+        decisions = {leaf.node.key: self._apply_leaf(leaf) for leaf in plan.leaves}
+        chosen = {key: (label, rows, {c.key for c in kids}) for key, (label, rows, kids) in plan.chosen.items()}
+
+        def place(node: TreeNode, _within: np.ndarray | None) -> _Node:
+            """`node` as planned (it is in the plan: its domain is the plan's)."""
+            if node.is_leaf:
+                decision = decisions[node.key]
+                return _Node(decision.outcome, decision.message, {node.key: decision}, placed=len(decision.assignments))
+            label, rows, keys = chosen[node.key]
+            out = self._in_order(
+                node, node.children, rows, label, lambda c, r: place(c, r) if c.key in keys else self._place(c, r)
+            )
+            if out.feasible:
+                out.message += f" (search: {SEARCH_HOW})"
+                out.composites[node.key] = (out.outcome, out.message)
+            return out
+
+        found = place(self.tree.root, None)
+        if not found.feasible:
+            return found
+        minimums = found.placed
+        for leaf in plan.leaves:
+            taken = {a.pod.uid for a in leaf.assignments}
+            rest = [p for p in self.pending.get(leaf.node.key, ()) if p.uid not in taken]
+            if rest and leaf.node.group is not None:
+                self._place_extras(found, leaf.node.key, leaf.node.group, rest, leaf.within)
+        if found.placed > minimums:
+            found.message += f"; {found.placed - minimums} more pod(s) placed after the minimums"
+            found.composites[self.tree.root.key] = (found.outcome, found.message)
+        return found
+
+    def _apply_leaf(self, leaf: LeafPlan) -> GroupDecision:
+        node, group = leaf.node, leaf.node.group
+        assert group is not None
+        if not leaf.assignments:
+            return self._nothing_to_place(node)
+        found = Trial(list(leaf.assignments), list(leaf.rows), how=SEARCH_HOW)
+        pods = self.pending.get(node.key, ())
+        placed = self.placed.get(node.key, ())
+        return decide_found(self.fwk, self.snapshot, node.key, group, pods, found, placed, leaf.within, leaf.label)
 
     # ------------------------------------------------------------- nodes
 
@@ -259,17 +349,13 @@ class TreeCycle:
             decision = GroupDecision(key, Outcome.SCHEDULER_ERROR, problem, unplaced=[(p, problem) for p in pods])
             return _Node(Outcome.SCHEDULER_ERROR, problem, {key: decision})
         if self.minimum_only:
-            k = self._leaf_minimum(node)
+            k = self.leaf_minimum(node)
             if len(pods) > k:
                 self._extras[key] = (group, pods[k:], within)
                 pods = pods[:k]
         if not pods:  # nothing to place: feasible if placed whole before (a late joiner's sibling)
-            have, need = len(nodes_before), group.min_count
-            ok = have >= need
-            message = f"{have} pod(s) placed before" if ok else f"needs {need} pods, {have} exist"
-            outcome = Outcome.SCHEDULED if ok else Outcome.UNSCHEDULABLE
-            decision = GroupDecision(key, outcome, message, placed_before=have, min_count=need)
-            return _Node(outcome, message, {key: decision})
+            decision = self._nothing_to_place(node)
+            return _Node(decision.outcome, decision.message, {key: decision})
         decision = schedule_group(
             self.fwk,
             self.snapshot,
@@ -286,6 +372,15 @@ class TreeCycle:
             decision.assignments = []  # the cycle put the snapshot back: nothing of it stays
         return _Node(decision.outcome, decision.message, {key: decision}, placed=len(decision.assignments))
 
+    def _nothing_to_place(self, node: TreeNode) -> GroupDecision:
+        """A leaf with no pod to place now: feasible if placed whole before."""
+        assert node.group is not None
+        have, need = len(self.placed.get(node.key, ())), node.group.min_count
+        ok = have >= need
+        message = f"{have} pod(s) placed before" if ok else f"needs {need} pods, {have} exist"
+        outcome = Outcome.SCHEDULED if ok else Outcome.UNSCHEDULABLE
+        return GroupDecision(node.key, outcome, message, placed_before=have, min_count=need)
+
     def _composite(self, node: TreeNode, within: np.ndarray | None) -> _Node:
         """In one domain of its first topology key that holds it (troupe's
         kind takes up to 4 keys, most preferred first, as its PodGroup; the
@@ -294,7 +389,7 @@ class TreeCycle:
         keys: list[str | None] = list(node.composite.topology_keys) or [None]
         first: list[_Tried] | None = None
         for level, key in enumerate(keys):
-            domains, problem = self._domains(node, within, key)
+            domains, problem = self.domains(node, within, key)
             if problem is not None:
                 if level == len(keys) - 1:
                     return self._error(node, problem)
@@ -315,7 +410,7 @@ class TreeCycle:
             where = " in the domain it was given" if within is not None else ""
             return None, [("", within, _Node(Outcome.UNSCHEDULABLE, f"no node{where} has the label {key}"))]
         if key is not None:
-            domains.candidates = self._roomy(node, domains)
+            domains.candidates = self.roomy(node, domains)
         if not domains.candidates:
             return None, [("", within, _Node(Outcome.UNSCHEDULABLE, self._no_room(node, key)))]
         if len(domains.candidates) == 1:  # one candidate: placed once, not tried and placed again
@@ -353,7 +448,7 @@ class TreeCycle:
         everyone = sum(len(self.pending.get(leaf.key, ())) for leaf in node.leaves())
         tried: list[_Tried] = []
         budgets: list[int] = []
-        for label, domain in self._nominated_first(domains):
+        for label, domain in self.nominated_first(domains):
             rows = domains.rows(domain)
             mark = self.snapshot.mark()
             budgets.append(self.steps_left)
@@ -365,7 +460,7 @@ class TreeCycle:
             tried.append((label, rows, result))
         return tried, None, budgets
 
-    def _nominated_first(self, domains: _Domains) -> list[tuple[str, int]]:
+    def nominated_first(self, domains: _Domains) -> list[tuple[str, int]]:
         """The candidates, those holding a row nominated to the tree first."""
         if not self.nominated or domains.ids is None:
             return domains.candidates
@@ -373,7 +468,7 @@ class TreeCycle:
         held = {int(ids[row]) for row in self.nominated}
         return sorted(domains.candidates, key=lambda c: c[1] not in held)
 
-    def _roomy(self, node: TreeNode, domains: _Domains) -> list[tuple[str, int]]:
+    def roomy(self, node: TreeNode, domains: _Domains) -> list[tuple[str, int]]:
         """The candidate domains whose free room could hold the least the
         subtree must place (a bound: full racks are not tried pod by pod).
         Each domain's room is summed in one pass over the rows, by domain id
@@ -402,7 +497,7 @@ class TreeCycle:
         width = len(self.snapshot.resources)
         if node.is_leaf:
             pods = self.pending.get(node.key, ())
-            k = self._leaf_minimum(node) if pods and node.group is not None else 0
+            k = self.leaf_minimum(node) if pods and node.group is not None else 0
             vecs = np.array([self.snapshot.request_vector(p)[0] for p in pods], dtype=np.int64).reshape(-1, width)
             need = np.sort(vecs, axis=0)[:k].sum(axis=0) if k else np.zeros(width, dtype=np.int64)
         else:
@@ -543,14 +638,22 @@ class TreeCycle:
         cpu = sum(p.requests.get("cpu", 0) for p in pods)
         return float(cpu) if cpu else float(len(pods))
 
-    def _in_order(self, node: TreeNode, children: Sequence[TreeNode], rows: np.ndarray | None, label: str) -> _Node:
-        """`children` in this order within `rows`; stops once minGroupCount
-        cannot be reached any more."""
+    def _in_order(
+        self,
+        node: TreeNode,
+        children: Sequence[TreeNode],
+        rows: np.ndarray | None,
+        label: str,
+        place: Callable[[TreeNode, np.ndarray | None], _Node] | None = None,
+    ) -> _Node:
+        """`children` in this order within `rows` (each by `place`, default
+        `_place`); stops once minGroupCount cannot be reached any more."""
+        place = place or self._place
         need, total = node.min_children, len(children)
         out = _Node(Outcome.SCHEDULED, "")
         ok, failed = 0, []
         for i, child in enumerate(children):
-            result = self._place(child, rows)
+            result = place(child, rows)
             out.leaves.update(result.leaves)
             out.composites.update(result.composites)
             if result.feasible:
@@ -574,7 +677,7 @@ class TreeCycle:
         out.composites[node.key] = (out.outcome, out.message)
         return out
 
-    def _domains(self, node: TreeNode, within: np.ndarray | None, key: str | None) -> tuple[_Domains, str | None]:
+    def domains(self, node: TreeNode, within: np.ndarray | None, key: str | None) -> tuple[_Domains, str | None]:
         """Where the CompositePodGroup may go: one candidate per domain of
         `key` within `within` (nodes without the label dropped), or `within`
         itself without a key; only the domain its subtree's placed pods are

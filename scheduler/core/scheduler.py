@@ -312,9 +312,10 @@ class Scheduler(EventHandlers):
         priority = max(p.priority for p in pods)
         ends = self._backfill_end(pods) if self.reserved else None
         backfill: list[tuple[int, PodInfo]] = []
+        holders: dict[UnitKey, int] = {}
         for uid, (node, pod) in self.nominated.items():
             row = snapshot.row.get(node)
-            if uid in own or row is None or pod.priority < priority:
+            if uid in own or row is None or self._holder_priority(pod, holders) < priority:
                 continue
             if ends is not None and uid in self.reserved:
                 free_at = self.reserved[uid][0]
@@ -323,6 +324,25 @@ class Scheduler(EventHandlers):
                     continue
             snapshot.hold(row, pod)
         return backfill
+
+    def _holder_priority(self, pod: PodInfo, known: dict[UnitKey, int]) -> int:
+        """The priority of the unit `pod` waits in, as that unit's own cycle
+        counts it when it preempts or reserves: the highest of its pods'
+        (they share their root's or PodGroup's where one is set). A unit
+        whose groups set none holds its room at that, not at each pod's own
+        (else a unit of one priority could take the room of another of the
+        same). `known`: the units worked out so far in this cycle."""
+        unit = unit_of(pod)
+        found = known.get(unit)
+        if found is None:
+            if pod.tree is not None:
+                members = [p for leaf in self.cache.leaves_under(pod.tree) for p in self.cache.members(leaf)]
+            elif pod.group is not None:
+                members = list(self.cache.members(pod.group))
+            else:
+                members = []
+            found = known[unit] = max([pod.priority, *(p.priority for p in members if not p.terminal)])
+        return found
 
     def _backfill_end(self, pods: list[PodInfo]) -> float | None:
         """When all of `pods` will have ended at the latest if bound now (wall

@@ -75,7 +75,7 @@ def rows_of(domains: schedule_tree._Domains, domain: int) -> np.ndarray:
 
 def test_candidates_in_domain_id_order_with_their_rows() -> None:
     tc, root = cycle()
-    domains, problem = tc._domains(root, None, RACK)
+    domains, problem = tc.domains(root, None, RACK)
     assert problem is None
     assert [label for label, _ in domains.candidates] == [f"{RACK}={r}" for r in RACKS]
     assert [i for _, i in domains.candidates] == [0, 1, 2]
@@ -86,7 +86,7 @@ def test_candidates_in_domain_id_order_with_their_rows() -> None:
 def test_candidates_within_the_parents_rows() -> None:
     tc, root = cycle()
     within = mask(tc, rack_nodes("c") + rack_nodes("b")[:1] + ["bare-0"])
-    domains, _ = tc._domains(root, within, RACK)
+    domains, _ = tc.domains(root, within, RACK)
     assert domains.candidates == [(f"{RACK}=b", 0), (f"{RACK}=c", 2)]
     assert np.array_equal(rows_of(domains, 0), mask(tc, ["b-0"]))
 
@@ -94,10 +94,10 @@ def test_candidates_within_the_parents_rows() -> None:
 def test_without_a_key_the_one_candidate_is_within() -> None:
     tc, root = cycle()
     within = mask(tc, rack_nodes("a"))
-    domains, _ = tc._domains(root, within, None)
+    domains, _ = tc.domains(root, within, None)
     assert domains.candidates == [("", -1)]
     assert domains.rows(-1) is within
-    domains, _ = tc._domains(root, None, None)
+    domains, _ = tc.domains(root, None, None)
     assert domains.rows(-1) is None
 
 
@@ -106,16 +106,16 @@ def test_room_check_drops_full_domains() -> None:
     running = [make_pod(f"big-{n}", "4", node_name=n) for n in rack_nodes("b")]
     running += [make_pod(f"mid-{n}", "3", node_name=n) for n in rack_nodes("c")]
     tc, root = cycle(running=running)
-    domains, _ = tc._domains(root, None, RACK)
-    assert tc._roomy(root, domains) == [(f"{RACK}=a", 1)]
+    domains, _ = tc.domains(root, None, RACK)
+    assert tc.roomy(root, domains) == [(f"{RACK}=a", 1)]
 
 
 def test_placed_pods_pin_their_domain() -> None:
     tc, root = cycle(placed={"workers": ["c-1"]})
-    domains, problem = tc._domains(root, None, RACK)
+    domains, problem = tc.domains(root, None, RACK)
     assert problem is None
     assert domains.candidates == [(f"{RACK}=c", 2)]
-    assert tc._roomy(root, domains) == domains.candidates
+    assert tc.roomy(root, domains) == domains.candidates
 
 
 def test_pinned_domain_outside_within_has_no_room() -> None:
@@ -127,7 +127,7 @@ def test_pinned_domain_outside_within_has_no_room() -> None:
 
 def test_placed_pod_on_a_node_without_the_label() -> None:
     tc, root = cycle(placed={"leader": ["bare-1"]})
-    domains, problem = tc._domains(root, None, RACK)
+    domains, problem = tc.domains(root, None, RACK)
     assert domains.candidates == []
     assert problem == f"a pod of PodGroup default/leader runs on node bare-1, which has no label {RACK}"
 

@@ -35,7 +35,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-import pytest
 from hypothesis import HealthCheck, Phase, event, example, given, seed, settings
 from hypothesis import strategies as st
 
@@ -461,10 +460,6 @@ class Watch:
     api: dict[str, str] = field(default_factory=dict)  # nominatedNodeName written before the last failover
     overlaps: set[tuple[str, str]] = field(default_factory=set)  # reservations on one room, at the last round's end
     log: list[str] = field(default_factory=list)
-    off: frozenset[str] = frozenset()  # checks this run leaves out (KNOWN_OPEN), besides SKIP
-
-    def on(self, check: str) -> bool:
-        return on(check) and check not in self.off
 
     def fail(self, what: str) -> AssertionError:
         """The violation, to be raised where it is found (hypothesis tells
@@ -509,10 +504,10 @@ class Watch:
                 self.confirmed[name_of(pod.uid)] = self.round
         self.bound |= {name_of(a.pod.uid) for a in decision.assignments}
         self.evicted |= {name_of(v.uid) for v in decision.victims}
-        if self.on("whole"):
+        if on("whole"):
             self.whole_or_nothing(decision)
         over = overcommitted(self.world, self.placement())
-        if over and self.on("overcommit"):
+        if over and on("overcommit"):
             raise self.fail(f"overcommitted: {over}")
         if decision.victims:
             self.victims(decision)
@@ -553,14 +548,14 @@ class Watch:
         victims = [replace(self.world.pod(name_of(v.uid)), node=v.node_name) for v in decision.victims]
         event(f"preemptor: {'tree' if decision.tree is not None else 'PodGroup' if decision.group_key else 'pod'}")
         high = [(v.name, self.unit_prio([v])) for v in victims if self.unit_prio([v]) >= wanted]
-        if high and self.on("priority"):
+        if high and on("priority"):
             raise self.fail(f"{decision.preemptor} (priority {wanted}) evicts {high} of no lower priority")
         tree = self.preemptor_tree(decision, self.pending())
         if tree is None:
             return
         placed = self.placement()
         try:
-            if self.on("useful") and Oracle(free_room(self.world, placed), labels_of(self.world)).fits(tree) is None:
+            if on("useful") and Oracle(free_room(self.world, placed), labels_of(self.world)).fits(tree) is None:
                 raise self.fail(
                     f"{decision.preemptor} evicts {[v.name for v in victims]} and still does not fit: "
                     f"{decision.preemption_message}"
@@ -583,7 +578,7 @@ class Watch:
                 assert v.node is not None
                 staying = {**placed, v.name: v.node}
                 found = Oracle(free_room(self.world, staying, held), labels_of(self.world)).fits(tree)
-                if found is not None and self.on("needed"):
+                if found is not None and on("needed"):
                     raise self.fail(
                         f"{decision.preemptor} evicts {v.name} (of {[x.name for x in victims]}), not needed: "
                         f"with it running the tree fits: {found} (nodes by index)"
@@ -601,14 +596,14 @@ class Watch:
         for name in nominated:
             last = self.confirmed.get(name, -1)
             late = last < self.round - 1 or (self.event_after == self.round - 1 and last < self.round)
-            if late and self.on("nominations"):
+            if late and on("nominations"):
                 raise self.fail(
                     f"{name} ({self.unit_of(name)}) is still nominated to {nominated[name]}, last nominated "
                     f"by a cycle in round {last}; deletions or a failover after round {self.event_after}"
                 )
         api = {**self.api, **{name_of(u): n for u, n in self.run.recorder.nominated.items()}}
         for name in self.pending():
-            if api.get(name, "") != nominated.get(name, "") and self.on("api"):
+            if api.get(name, "") != nominated.get(name, "") and on("api"):
                 raise self.fail(
                     f"{name}: nominatedNodeName {api.get(name)!r}, but troupe holds {nominated.get(name)!r}"
                 )
@@ -637,7 +632,7 @@ class Watch:
                 continue
             prios = {u: self.unit_priority(u) for u in units}
             pair = (units[0], units[1])
-            if (len(set(prios.values())) == 1 or pair in self.overlaps) and self.on("overlap"):
+            if (len(set(prios.values())) == 1 or pair in self.overlaps) and on("overlap"):
                 raise self.fail(f"node {node.name}: nominated pods of {units} (priorities {prios}) overlap: {here}")
             overlaps.add(pair)
         self.overlaps = overlaps
@@ -683,7 +678,7 @@ class Watch:
             except OracleBudget:
                 event("oracle gave up on a waiting unit")
                 continue
-            if found is not None and self.on("settled"):
+            if found is not None and on("settled"):
                 messages = {n: self.run.messages().get(n, "") for n in names}
                 raise self.fail(
                     f"{unit} (priority {prio}) waits with nothing under way, but fits with every running pod of "
@@ -824,22 +819,72 @@ TWO_RESERVATIONS = World(
 )  # fmt: skip
 
 
-# Checks known to fail at this commit, left out of the invariants run and
-# run on their own below as a strict xfail (it turns red once they pass):
-# "needed" judges a victim by the exhaustive oracle, and troupe's tree search
-# (upstream's child order, two others, each child's minimum first, within
-# searchSteps) is not exhaustive: with a running pod back in place the oracle
-# can still find a placement that troupe's cycle does not, so troupe keeps a
-# victim its own trial needed. Each victim is needed by troupe's own cycle
-# (the reprieve tries every victim back); not yet by the oracle. With every
-# check on, its own examples also find the same gap as "settled": a tree
-# that would fit with lower-priority pods gone, where troupe's trial finds
-# no placement and so no victims.
-KNOWN_OPEN = frozenset({"needed"})
+# Found by the invariants with "needed" on (fails on 201c9cb, where the
+# tree search tried a few child orders only): t0 (gang, minGroupCount 3)
+# over t0a -> t0aa (one rack), t0b and t0c (one zone), gangs of 2 of 3 pods
+# of mixed sizes. troupe evicted run1-0 though the tree fits beside it:
+# t0aa and t0b-2 on n1, t0b-0 on n2, t0c on n3 and n0; no child order finds
+# that, the backtracking over the tree does.
+_RACK0 = _z("z1", "z1-r0")
+NOT_NEEDED = World(
+    [Node("n0", 1000, 2048, 2, Z0), Node("n1", 2000, 4096, 8, _RACK0), Node("n2", 4000, 2048, 3, _RACK0),
+     Node("n3", 1000, 4096, 2, Z0)],
+    [Group("t0aa", 2, "t0a", priority_class="mid"), Group("t0b", 2, "t0", priority_class="mid"),
+     Group("t0c", 2, "t0", "zone")],
+    [Composite("t0a", None, "t0", "rack"), Composite("t0", 3, priority_class="mid")],
+    [Pod("run0-0", 1000, 1024, node="n2", deadline=600), Pod("run1-0", 500, 256, node="n1", deadline=100),
+     Pod("run2-0", 2000, 512, node="n2", priority_class="mid"), Pod("run3-0", 1500, 512, node="n1"),
+     Pod("run4-0", 250, 2048, node="n3"),
+     Pod("t0aa-0", 500, 256, "t0aa"), Pod("t0aa-1", 500, 256, "t0aa"), Pod("t0b-0", 1500, 1024, "t0b"),
+     Pod("t0b-1", 2000, 512, "t0b"), Pod("t0b-2", 250, 512, "t0b"), Pod("t0c-0", 2000, 256, "t0c"),
+     Pod("t0c-1", 500, 1024, "t0c"), Pod("t0c-2", 1000, 1024, "t0c")],
+)  # fmt: skip
+
+
+# Found by the invariants (fails on 201c9cb): units whose groups set no
+# priority (their highest pod's, 100: "low") both starve on n1, behind a
+# pod that never ends; the second reserved room the first held, because its
+# nominated pods were compared one by one (two of priority 0), not as the
+# unit of priority 100 they are. As two trees and as two flat gangs.
+def _mixed_priorities(tree: bool) -> World:
+    first, second = ("t0aa", "t1a") if tree else ("a", "b")
+    groups = [
+        Group(first, None if tree else 3, "t0a" if tree else None),
+        Group(second, None if tree else 2, "t1" if tree else None),
+    ]
+    if tree:
+        groups += [Group("t0aba", None, "t0ab"), Group("t0ac", None, "t0a")]
+    composites = (
+        [
+            Composite("t0ab", None, "t0a"),
+            Composite("t0a", None, "t0"),
+            Composite("t0", None),
+            Composite("t1", None, priority_class="low"),
+        ]
+        if tree
+        else []
+    )
+    third = (
+        Pod("t0aba-0", 250, 256, "t0aba", priority_class="low")
+        if tree
+        else Pod(f"{first}-2", 250, 256, first, priority_class="low")
+    )
+    return World(
+        [Node("n0", 2000, 1024, 2, Z0), Node("n1", 1000, 2048, 8, Z0)], groups, composites,
+        [Pod("run0-0", 250, 256, node="n0", priority_class="low"),
+         Pod("run1-0", 250, 256, node="n0", priority_class="low"),
+         Pod("run2-0", 250, 2048, node="n1", priority_class="low"),
+         Pod(f"{first}-0", 250, 256, first), Pod(f"{first}-1", 250, 256, first), third,
+         Pod(f"{second}-0", 250, 256, second, priority_class=None if tree else "low"),
+         Pod(f"{second}-1", 250, 256, second, priority_class=None if tree else "low")],
+    )  # fmt: skip
 
 
 @sized(700)
 @given(tree_world(), EVENTS, SEARCH_STEPS)
+@example(_mixed_priorities(tree=True), [], 2000)
+@example(_mixed_priorities(tree=False), [], 2000)
+@example(NOT_NEEDED, [], 2000)
 @example(BUDGET, [], 14)
 @example(TREE_VICTIM, [], 2000)
 @example(MEMBER_DELETED, [(2, "pod", "t0a-0")], 2000)
@@ -847,23 +892,12 @@ KNOWN_OPEN = frozenset({"needed"})
 def test_trees_stay_whole_and_hold_no_room_for_nobody(
     world: World, events: list[tuple[int, str, int | str]], search_steps: int
 ) -> None:
-    watch_world(world, events, search_steps, KNOWN_OPEN)
+    watch_world(world, events, search_steps)
 
 
-@pytest.mark.xfail(strict=True, reason="troupe's tree search is not exhaustive: a victim the oracle does not need")
-@settings(max_examples=700, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None,
-          phases=[Phase.explicit, Phase.generate])  # fmt: skip
-@given(tree_world(), EVENTS, SEARCH_STEPS)
-def test_each_victim_is_needed_by_the_oracle(
-    world: World, events: list[tuple[int, str, int | str]], search_steps: int
-) -> None:
-    watch_world(world, events, search_steps, frozenset())
-
-
-def watch_world(world: World, events: list[tuple[int, str, int | str]], search_steps: int, off: frozenset[str]) -> None:
+def watch_world(world: World, events: list[tuple[int, str, int | str]], search_steps: int) -> None:
     config = property_config(search_steps)
     watch = Watch(world, Run(bodies(world), config), {g.name for g in world.groups}, {c.name for c in world.composites})
-    watch.off = off
     watch.run.hook = watch.decided
     watch.run.start()
     last = max((after for after, _, _ in events), default=0)
@@ -974,9 +1008,20 @@ EXTRAS_FIRST = World(
 )  # fmt: skip
 
 
+# NOT_NEEDED without preemption: the tree renamed t, beside the pods that
+# stayed running there (fails on 201c9cb: no child order places it).
+NO_ORDER_FITS = World(
+    NOT_NEEDED.nodes,
+    [replace(g, parent="t" if g.parent == "t0" else g.parent, priority_class=None) for g in NOT_NEEDED.groups],
+    [Composite("t0a", None, "t", "rack"), Composite("t", 3)],
+    [p for p in NOT_NEEDED.pods if p.name in ("run1-0", "run2-0", "run4-0") or p.group],
+)
+
+
 @sized(2000)
 @given(small_tree_world())
 @example(EXTRAS_FIRST)
+@example(NO_ORDER_FITS)
 def test_troupe_places_a_small_tree_if_and_only_if_it_fits(world: World) -> None:
     run = run_world(world, SchedulerConfiguration())
     assert not internal_errors(run.decisions)

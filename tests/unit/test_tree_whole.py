@@ -28,6 +28,8 @@ from .test_runtime_scheduler import Recorder, drain
 from .test_runtime_scheduler import node as core_node
 from .test_simulate_trees import cpg, pg, rows
 from .test_tree_cycle import priority_class, running
+from .test_tree_properties import NO_ORDER_FITS, NOT_NEEDED
+from .tree_harness import bodies
 
 NS = "ns"
 BUDGET_SPENT = "search budget spent"
@@ -197,13 +199,19 @@ def test_a_starving_tree_on_an_empty_cluster_is_not_told_it_can_never_bind(tmp_p
 
 def test_a_budget_that_stops_the_child_search_is_named(tmp_path, capsys):
     """n1 (4 CPU); r (gang, minGroupCount 2, no key) over a (basic, 3 pods),
-    b and c (gangs of 2), 1 CPU a pod; searchSteps 5, less than one other
-    order costs (7). Today: a bare "needs 2 of 3 group(s), 1 feasible"."""
+    b and c (gangs of 2), 1 CPU a pod; searchSteps 2, less than one other
+    order costs (7) and than the backtracking over the tree needs (3). Before
+    issue 44: a bare "needs 2 of 3 group(s), 1 feasible". With searchSteps 5
+    the backtracking places a's minimum and b."""
     docs = [node("n1", 4), cpg("r", 2), *pg("a", None, "r", [1] * 3), *pg("b", 2, "r", [1, 1])]
-    result = simulate(tmp_path, capsys, docs + pg("c", 2, "r", [1, 1]), config=steps(5))
+    result = simulate(tmp_path, capsys, docs + pg("c", 2, "r", [1, 1]), config=steps(2))
     r = result.composite("r")
     assert not r["scheduled"] and result.nodes["a-pod-0"] is None
     assert BUDGET_SPENT in r["message"], r["message"]
+    result = simulate(tmp_path, capsys, docs + pg("c", 2, "r", [1, 1]), config=steps(5))
+    r = result.composite("r")
+    assert r["scheduled"] and "backtracking over the tree" in r["message"], r["message"]
+    assert sum(node is not None for node in result.nodes.values()) == 4, result.nodes
 
 
 def unreached_tree(a: int, b: int, rack_cpu: int) -> list[dict[str, Any]]:
@@ -420,6 +428,24 @@ def test_a_tree_evicts_what_a_flat_gang_of_the_same_demand_evicts(tmp_path, caps
     result = simulate(tmp_path, capsys, docs + with_class(mine, "p1000"))
     assert result.evicted == ["big"]
     assert all(n == "n1" for name, n in result.nodes.items() if "-pod-" in name)
+
+
+def test_a_tree_no_child_order_places_is_found_and_evicts_only_what_it_needs(tmp_path, capsys):
+    """The generated case NOT_NEEDED (test_tree_properties.py), through
+    `troupe simulate`: t0 (gang of 3 children, priority mid) over t0a -> t0aa
+    (one rack), t0b and t0c (one zone), on 4 nodes with 5 running pods. Before
+    the backtracking over the tree, no child order placed the tree beside
+    run1-0 and the reprieve kept the eviction of run1-0; now each child's
+    minimum is searched together and run1-0 keeps running."""
+    result = simulate(tmp_path, capsys, bodies(NOT_NEEDED))
+    assert result.composite("t0")["scheduled"], result.composite("t0")
+    assert "run1-0" not in result.evicted and result.nodes["run1-0"] == "n1", result.evicted
+    # Without anything to evict (what stays when run1-0 does): placed by the search, said so.
+    result = simulate(tmp_path, capsys, bodies(NO_ORDER_FITS))
+    root = result.composite("t")
+    assert root["scheduled"] and "(search: backtracking over the tree)" in root["message"], root
+    for group in ("t0aa", "t0b", "t0c"):  # gangs of 2: at least their minCount bound
+        assert sum(bool(n) for name, n in result.nodes.items() if name.startswith(f"{group}-")) >= 2, result.nodes
 
 
 # ============================================ 5. reservations never share room
