@@ -1,7 +1,8 @@
 """Issue 44 on the real kube-apiserver with the real troupe process, troupe's
 own kinds: cases 1 (a tree is never bound in part), 2 (the root's priority is
 the tree's), 3 (no eviction that cannot help, beside a flat gang and a lone
-pod) and 6 (nominated room let go whenever the tree goes back to its gate).
+pod), 4 (no victim the tree does not need, found by searching the whole
+tree) and 6 (nominated room let go whenever the tree goes back to its gate).
 The unit tests of the same cases, through `troupe simulate`, are
 tests/unit/test_tree_whole.py.
 
@@ -225,6 +226,64 @@ def test_the_eviction_is_the_one_that_lets_the_pod_bind(s, kind):
     wait_removed(s, ["small"])
     assert s.wait_scheduled(["a-pod-0"])["a-pod-0"] in (at(s, "n1"), at(s, "n2"))
     assert s.bound().get("big") == at(s, "n1")
+
+
+# ================================ 4. no more victims than the tree needs
+
+
+def sized(body: dict[str, Any], memory: str, pods: int | None = None) -> dict[str, Any]:
+    """A node with `memory` (and `pods`) allocatable, or a pod that asks `memory`."""
+    if body["kind"] == "Node":
+        room = body["status"]["allocatable"] | {"memory": memory}
+        if pods is not None:
+            room["pods"] = str(pods)
+        body["status"] = {"capacity": room, "allocatable": room}
+    else:
+        body["spec"]["containers"][0]["resources"]["requests"]["memory"] = memory
+    return body
+
+
+def test_a_tree_no_child_order_places_evicts_only_what_it_needs(s):
+    """tests/unit/test_tree_properties.py's NOT_NEEDED. t0 (gang of its 3
+    children, whole-p500) over t0a -> t0aa (rack), t0b and t0c (zone), gangs
+    of 2 of 3 pods of mixed sizes; 4 nodes, 5 running pods (run2-0 of
+    whole-p500, the others whole-p0). Placing the tree beside run1-0 takes a
+    search over every child at once; before it, the tree evicted run0-0,
+    run1-0 and run3-0. Now run1-0 keeps running, and the tree binds whole."""
+    z0, r0 = {"zone": "z0"}, {"zone": "z1", "rack": "z1-r0"}
+    s.nodes(
+        sized(node(at(s, "n0"), "1", z0), "2Gi", 2),
+        sized(node(at(s, "n1"), "2", r0), "4Gi", 8),
+        sized(node(at(s, "n2"), "4", r0), "2Gi", 3),
+        sized(node(at(s, "n3"), "1", z0), "4Gi", 2),
+    )
+    for name, on, cpu, memory, cls in (
+        ("run0-0", "n2", "1", "1Gi", P0), ("run1-0", "n1", "500m", "256Mi", P0),
+        ("run2-0", "n2", "2", "512Mi", P500), ("run3-0", "n1", "1500m", "512Mi", P0),
+        ("run4-0", "n3", "250m", "2Gi", P0),
+    ):  # fmt: skip
+        s.create(sized(running(s, name, at(s, on), cpu, cls), memory))
+    mine = {
+        "t0aa": [("500m", "256Mi"), ("500m", "256Mi")],
+        "t0b": [("1500m", "1Gi"), ("2", "512Mi"), ("250m", "512Mi")],
+        "t0c": [("2", "256Mi"), ("500m", "1Gi"), ("1", "1Gi")],
+    }
+    s.create(*(with_class(sized(s.pod(f"{g}-{i}", g, cpu), memory), P500)
+               for g, sizes in mine.items() for i, (cpu, memory) in enumerate(sizes)))  # fmt: skip
+    s.create(with_class(s.pg("t0aa", 2, "t0a"), P500), with_class(s.pg("t0b", 2, "t0"), P500))
+    s.create(s.pg("t0c", 2, "t0", key="zone"), s.cpg("t0a", None, "t0", key="rack"))
+    s.create(with_class(s.cpg("t0", 3), P500))
+
+    def placed_whole() -> dict[str, str] | None:
+        bound = s.bound()
+        counts = [sum(f"{g}-{i}" in bound for i in range(len(sizes))) for g, sizes in mine.items()]
+        wait_removed(s, sorted(terminating_or_gone(s, ["run0-0", "run1-0", "run3-0", "run4-0"])))
+        return bound if min(counts) >= 2 else None
+
+    wait_for(placed_whole, timeout=TIMEOUT, interval=POLL, message="the tree bound whole")
+    s.wait_composite("t0", "True", "Scheduled")
+    assert "run1-0" not in terminating_or_gone(s, ["run1-0"]), "run1-0 evicted, though the tree fits beside it"
+    assert s.bound().get("run1-0") == at(s, "n1")
 
 
 # ====================== 6. no room held for a tree back at its gate
