@@ -247,18 +247,21 @@ class TreeCycle:
             result.feasible
             or result.outcome is Outcome.SCHEDULER_ERROR
             or not 0 < waiting <= MAX_TREE_SEARCH_PODS
-            or self.steps_left <= 0
+            or not self.budget  # searchSteps 0: upstream's one order, nothing else
         ):
             return result
-        search = TreeSearch(self)
+        search = TreeSearch(self)  # with what the orders left (none: it stops at its first step)
         plan = search.run(within)
         if plan is None:
-            if search.spent and SEARCH_BUDGET_SPENT not in result.message:
+            if search.spent:  # not known not to fit: said, after what the orders said of the budget
                 self.spent += 1
-                result.message += (
-                    f"; {SEARCH_BUDGET_SPENT} after {self.budget - self.steps_left} steps "
-                    f"(podGroupScheduling.searchSteps {self.budget}), {SEARCH_HOW} not finished"
-                )
+                if SEARCH_BUDGET_SPENT in result.message:
+                    result.message += f"; {SEARCH_HOW} not finished"
+                else:
+                    result.message += (
+                        f"; {SEARCH_BUDGET_SPENT} after {self.budget - self.steps_left} steps "
+                        f"(podGroupScheduling.searchSteps {self.budget}), {SEARCH_HOW} not finished"
+                    )
                 result.composites[root.key] = (result.outcome, result.message)
             return result
         mark = self.snapshot.mark()
