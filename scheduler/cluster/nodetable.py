@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..api.quantity import INT64_MAX
 from ..api.records import NodeInfo
 from ..api.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 
@@ -124,7 +125,7 @@ class NodeTable:
     def alloc_total(self) -> np.ndarray:
         """Allocatable summed over every node, per column (rows without a node hold 0)."""
         if self._alloc_total is None or self._alloc_total.shape[0] != self.alloc.shape[1]:
-            self._alloc_total = self.alloc.sum(axis=0)
+            self._alloc_total = column_totals(self.alloc)
         return self._alloc_total
 
     def set_node(self, node: NodeInfo) -> None:
@@ -189,3 +190,11 @@ class NodeTable:
                 ids[i] = index.setdefault(value, len(index))
         hit = self._domain_cache[ck] = (ids, list(index))
         return hit
+
+
+def column_totals(matrix: np.ndarray) -> np.ndarray:
+    """Each column summed, at most INT64_MAX: amounts that each fit an int64
+    column can add up beyond it (two nodes of `pods: 5E`), and an int64 sum
+    would wrap to a negative total."""
+    exact = matrix.sum(axis=0, dtype=object)  # Python ints: no wrap
+    return np.array([min(int(v), INT64_MAX) for v in np.atleast_1d(exact)], dtype=np.int64)

@@ -270,7 +270,8 @@ class Snapshot:
     def free_total(self) -> dict[str, int]:
         """Allocatable minus requested, each node's clipped at 0, summed over
         the nodes, per resource (coscheduling's CheckClusterResource)."""
-        free = np.clip(self.alloc - self.req, 0, None)[self.valid].sum(axis=0)
+        # Python ints: amounts that each fit an int64 column can add up beyond it.
+        free = np.clip(self.alloc - self.req, 0, None)[self.valid].sum(axis=0, dtype=object)
         return {r: int(free[c]) for r, c in self.column.items() if c < free.shape[0]}
 
     def domains(self, topology_key: str) -> tuple[np.ndarray, list[str]]:

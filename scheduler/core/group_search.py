@@ -262,7 +262,7 @@ class GroupSearch:
         """A cheap necessary condition: the allowed nodes' free room, summed,
         holds the `need` smallest requests of every resource."""
         snapshot, rows = self.snapshot, np.flatnonzero(self.allowed)
-        free = (snapshot.alloc[rows] - snapshot.req[rows]).clip(min=0).sum(axis=0)
+        free = (snapshot.alloc[rows] - snapshot.req[rows]).clip(min=0).sum(axis=0, dtype=np.float64)  # no int64 wrap
         reqs = np.sort(np.stack([self.vectors(p) for p in self.ctx.pods]), axis=0)
         need = min(self.ctx.need, len(self.ctx.pods))
         return bool((reqs[:need].sum(axis=0) <= free).all())

@@ -196,7 +196,7 @@ class TreeSearch:
         the `need` smallest requests of every resource."""
         snapshot = self.snapshot
         mask = rows if rows is not None else snapshot.valid
-        free = (snapshot.alloc[mask] - snapshot.req[mask]).clip(min=0).sum(axis=0)
+        free = (snapshot.alloc[mask] - snapshot.req[mask]).clip(min=0).sum(axis=0, dtype=np.float64)  # no int64 wrap
         reqs = np.sort(np.stack([snapshot.request_vector(p)[0] for p in pods]), axis=0)
         return bool((reqs[:need].sum(axis=0) <= free).all())
 

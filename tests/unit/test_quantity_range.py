@@ -439,3 +439,32 @@ def test_the_unmutated_example_still_runs(capsys) -> None:
     rc = main(["simulate", str(EXAMPLE)])
     out, err = capsys.readouterr()
     assert rc == 0 and "4/8 pending pods placed" in out and err == ""
+
+
+def test_amounts_that_each_fit_are_summed_without_wrapping(capsys, tmp_path) -> None:
+    """Two nodes of `pods: 5E` (each fits an int64 column; together they do
+    not): the cluster's free room is summed exactly, so a scheduler-plugins
+    PodGroup with `minResources` binds. Before, the total wrapped to a
+    negative pod count and the group waited, "the cluster's free room
+    cannot hold the group"."""
+    nodes = [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n},
+         "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "5E"}}}
+        for n in ("n1", "n2")
+    ]  # fmt: skip
+    group = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "demo"}, "spec": {"minMember": 2, "minResources": {"cpu": "2"}},
+    }  # fmt: skip
+    pods = [
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": f"g-{i}", "namespace": "demo", "labels": {"scheduling.x-k8s.io/pod-group": "g"}},
+         "spec": {"schedulerName": "troupe-scheduler",
+                  "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+        for i in range(2)
+    ]  # fmt: skip
+    src = tmp_path / "in.yaml"
+    src.write_text(yaml.safe_dump_all([*nodes, group, *pods], sort_keys=False))
+    rc = main(["simulate", str(src)])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "2/2 pending pods placed" in out, out + err
