@@ -120,6 +120,8 @@ def format_units(resource: str, amount: int) -> str:
     """Human form of an amount returned by `to_units` (for messages)."""
     if resource == "cpu":
         return f"{amount}m" if amount % 1000 else str(amount // 1000)
+    if resource not in ("memory", "ephemeral-storage") and not resource.startswith("hugepages-"):
+        return str(amount)  # a count (pods, devices): 1024 pods are not "1Ki"
     for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
         unit = int(_SUFFIXES[suffix])
         if amount and amount % unit == 0:

@@ -19,7 +19,7 @@ import yaml
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.parse import parse_node, parse_pod
-from scheduler.api.quantity import QuantityError, to_units
+from scheduler.api.quantity import QuantityError, format_units, to_units
 from scheduler.api.records import ObjectError
 from scheduler.api.resources import pod_requests
 from scheduler.cli import main
@@ -468,3 +468,14 @@ def test_amounts_that_each_fit_are_summed_without_wrapping(capsys, tmp_path) -> 
     rc = main(["simulate", str(src)])
     out, err = capsys.readouterr()
     assert rc == 0 and "2/2 pending pods placed" in out, out + err
+
+
+@pytest.mark.parametrize(
+    ("resource", "amount", "shown"),
+    [("pods", 1024, "1024"), ("nvidia.com/gpu", 2048, "2048"), ("memory", 1024, "1Ki"),
+     ("ephemeral-storage", 3 * 2**30, "3Gi"), ("hugepages-2Mi", 2**21, "2Mi"), ("cpu", 1500, "1500m")],
+)  # fmt: skip
+def test_counts_are_shown_as_counts_and_bytes_with_binary_suffixes(resource: str, amount: int, shown: str) -> None:
+    """In messages ("it needs pods 1024 (free 3)"): before, any amount that
+    divides by 1024 took a binary suffix, so 1024 pods read "1Ki"."""
+    assert format_units(resource, amount) == shown
