@@ -430,17 +430,21 @@ def trial_place(
     budget = SearchBudget(min(fwk.search_steps, PREEMPTION_SEARCH_ORDERS * len(pods)))
     mark = snapshot.mark()
     try:
-        placed = _trial(fwk, snapshot, ctx, allowed, budget, in_placements=group is not None)
+        placed, why = _trial(fwk, snapshot, ctx, allowed, budget, in_placements=group is not None)
     finally:
         snapshot.restore(mark)
-    if group is None or not placed:
+    if group is None or (not placed and not budget.spent):
         return placed
     permit = fwk.run_permit(replace(ctx, placed_now=len(placed), placed_pods=tuple(p for p, _ in placed)))
     if not permit.ok:
         # Why not, only where as many pods as it needs fit and the group still
-        # would not bind (minTaskMember): fewer is "do not fit", the caller's word.
+        # would not bind (minTaskMember), or where the search stopped on its
+        # budget (not known not to fit, as the cycle says it): fewer is "do
+        # not fit", the caller's word.
         if reasons is not None and len(placed) >= ctx.need:
             reasons.append(f"{permit.plugin}: {permit.message}" if permit.plugin else permit.message)
+        elif reasons is not None and budget.spent:
+            reasons.append(f"{ctx.unit_name}: {permit.message}{f': {why}' if why else ''}; {budget.said()}")
         return []
     return placed
 
@@ -452,14 +456,16 @@ def _trial(
     allowed: np.ndarray | None,
     budget: SearchBudget,
     in_placements: bool,
-) -> list[tuple[PodInfo, int]]:
+) -> tuple[list[tuple[PodInfo, int]], str]:
     """trial_place's placing: the best of the group's placements (or the
-    whole cluster), as (pod, row)."""
+    whole cluster), as (pod, row); and the first reason a pod of it did not
+    fit ("" where none did not)."""
     if not in_placements or not fwk.placement_algorithm:
         trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=allowed, budget=budget)
-        return [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)]
+        return [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)], _first_failure(trial)
     placements, status = fwk.run_placement_generate(CycleState(), ctx, snapshot)
     best: list[tuple[PodInfo, int]] = []
+    why = ""
     for placement in sorted(placements, key=lambda p: p.rank):
         if placement.pruned:
             continue
@@ -467,11 +473,17 @@ def _trial(
         inner = snapshot.mark()
         trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=nodes, budget=budget)
         snapshot.restore(inner)
+        if len(trial.assignments) > len(best) or not why:
+            why = _first_failure(trial)
         if len(trial.assignments) > len(best):
             best = [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)]
             if reaches(ctx, trial):
                 break
-    return best if status.ok else []
+    return (best, why) if status.ok else ([], why)
+
+
+def _first_failure(trial: Trial) -> str:
+    return trial.failures[0][1] if trial.failures else ""
 
 
 # ------------------------------------------------------------------ placements
