@@ -68,9 +68,11 @@ def choose_placement(
     placements: Sequence[Placement],
     state: CycleState,
     budget: SearchBudget | None = None,
+    reserve: bool = True,
 ) -> PlacementResult:
     """Try the placements rank by rank; apply (reserve) the best feasible one
-    of the first rank that has one. `budget`: the search's (None: the
+    of the first rank that has one (without `reserve`: leave it found, not
+    applied, as a preemption's trial asks). `budget`: the search's (None: the
     profile's searchSteps), one for the whole cycle, not one per domain."""
     result = PlacementResult()
     if budget is None:
@@ -91,7 +93,7 @@ def choose_placement(
                 return result
             continue
         placement, found = best
-        result.placement, result.trial = placement, apply_trial(fwk, snapshot, found)
+        result.placement, result.trial = placement, apply_trial(fwk, snapshot, found) if reserve else found
         return result
     return result
 

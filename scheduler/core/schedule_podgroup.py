@@ -34,7 +34,7 @@ from ..cluster.snapshot import Mark, Snapshot
 from ..framework.framework import Framework
 from ..framework.groupfit import min_resources_shortfall
 from ..framework.interface import Code, CycleState, GroupContext, Placement, Reservation, Status
-from .group_search import Assignment, SearchBudget, Trial, apply_trial, place_group, reaches, unreserve
+from .group_search import Assignment, SearchBudget, Trial, apply_trial, place_group, unreserve
 from .placement import choose_placement, is_whole_cluster, no_placement_message
 
 if TYPE_CHECKING:
@@ -457,29 +457,30 @@ def _trial(
     budget: SearchBudget,
     in_placements: bool,
 ) -> tuple[list[tuple[PodInfo, int]], str]:
-    """trial_place's placing: the best of the group's placements (or the
-    whole cluster), as (pod, row); and the first reason a pod of it did not
-    fit ("" where none did not)."""
+    """trial_place's placing, as the group's cycle would place it: the best
+    placement of the first rank that has one (`choose_placement`), or the
+    whole cluster, within `allowed`; as (pod, row), and why not ("" where
+    it fits)."""
     if not in_placements or not fwk.placement_algorithm:
         trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=allowed, budget=budget)
-        return [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)], _first_failure(trial)
-    placements, status = fwk.run_placement_generate(CycleState(), ctx, snapshot)
-    best: list[tuple[PodInfo, int]] = []
-    why = ""
-    for placement in sorted(placements, key=lambda p: p.rank):
-        if placement.pruned:
-            continue
-        nodes = placement.nodes if allowed is None else placement.nodes & allowed
-        inner = snapshot.mark()
-        trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=nodes, budget=budget)
-        snapshot.restore(inner)
-        if len(trial.assignments) > len(best) or not why:
-            why = _first_failure(trial)
-        if len(trial.assignments) > len(best):
-            best = [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)]
-            if reaches(ctx, trial):
-                break
-    return (best, why) if status.ok else ([], why)
+        return _pairs(trial), _first_failure(trial)
+    state = CycleState()
+    placements, status = fwk.run_placement_generate(state, ctx, snapshot)
+    if not status.ok:
+        return [], status.message
+    if allowed is not None and not is_whole_cluster(placements):
+        placements = _within(placements, allowed)
+    if is_whole_cluster(placements):
+        trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=allowed, budget=budget)
+        return _pairs(trial), _first_failure(trial)
+    result = choose_placement(fwk, snapshot, ctx, placements, state, budget, reserve=False)
+    if result.trial is None:
+        return [], no_placement_message(ctx, result.rejected)
+    return _pairs(result.trial), ""
+
+
+def _pairs(trial: Trial) -> list[tuple[PodInfo, int]]:
+    return [(a.pod, row) for a, row in zip(trial.assignments, trial.rows)]
 
 
 def _first_failure(trial: Trial) -> str:

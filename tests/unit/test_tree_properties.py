@@ -300,8 +300,21 @@ ANTI_FOUR = tree_of_one(
 )  # fmt: skip
 
 
+# Found by the differential at a random seed (fails on 201c9cb): a gang
+# of one pod (one rack) whose anti-affinity only run0-0's end satisfies; it
+# starves and reserves. The tree's trial chose the rack as its cycle does
+# (the best scored), the flat gang's the first that held it: two nodes.
+RESERVED_BY_SCORE = tree_of_one(
+    [Node("n0", 1000, 2048, 8, _z("z0", "z0-r0")), Node("n1", 1000, 1024, 8, _z("z0", "z0-r1")),
+     Node("n2", 1000, 1024, 8, Z0)],
+    [], [Pod("run0-0", 250, 256, node="n0", app="a")], Group("g", 1, key="rack"),
+    [Pod("g-0", 250, 256, "g", app="g", anti=("a", "zone"))], keep=False,
+)  # fmt: skip
+
+
 @sized(800)
 @given(differential_case())
+@example(RESERVED_BY_SCORE)
 @example(ANTI_FOUR)
 @example(ROOT_PRIORITY)
 @example(USELESS_EVICTION)
