@@ -430,23 +430,33 @@ def trial_place(
     budget = SearchBudget(min(fwk.search_steps, PREEMPTION_SEARCH_ORDERS * len(pods)))
     mark = snapshot.mark()
     try:
-        placed, why = _trial(fwk, snapshot, ctx, allowed, budget, in_placements=group is not None)
+        placed, failure, no_placement = _trial(fwk, snapshot, ctx, allowed, budget, in_placements=group is not None)
     finally:
         snapshot.restore(mark)
     if group is None or (not placed and not budget.spent):
         return placed
     permit = fwk.run_permit(replace(ctx, placed_now=len(placed), placed_pods=tuple(p for p, _ in placed)))
     if not permit.ok:
-        # Why not, only where as many pods as it needs fit and the group still
-        # would not bind (minTaskMember), or where the search stopped on its
-        # budget (not known not to fit, as the cycle says it): fewer is "do
-        # not fit", the caller's word.
-        if reasons is not None and len(placed) >= ctx.need:
-            reasons.append(f"{permit.plugin}: {permit.message}" if permit.plugin else permit.message)
-        elif reasons is not None and budget.spent:
-            reasons.append(f"{ctx.unit_name}: {permit.message}{f': {why}' if why else ''}; {budget.said()}")
+        why = _why_not(ctx, permit, len(placed), failure, no_placement, budget)
+        if reasons is not None and why:
+            reasons.append(why)
         return []
     return placed
+
+
+def _why_not(
+    ctx: GroupContext, permit: Status, placed: int, failure: str, no_placement: str, budget: SearchBudget
+) -> str:
+    """Why a trial's group would not bind, where the caller must hear it:
+    as many pods as it needs fit and Permit still says no (minTaskMember),
+    or the search stopped on its budget (not known not to fit: said in its
+    cycle's words). "" where fewer pods fit: "do not fit", the caller's word."""
+    if placed >= ctx.need:
+        return f"{permit.plugin}: {permit.message}" if permit.plugin else permit.message
+    if budget.spent:
+        short = no_placement or (f"{permit.message}: {failure}" if failure else permit.message)
+        return f"{ctx.unit_name}: {short}; {budget.said()}"
+    return ""
 
 
 def _trial(
@@ -456,27 +466,28 @@ def _trial(
     allowed: np.ndarray | None,
     budget: SearchBudget,
     in_placements: bool,
-) -> tuple[list[tuple[PodInfo, int]], str]:
+) -> tuple[list[tuple[PodInfo, int]], str, str]:
     """trial_place's placing, as the group's cycle would place it: the best
     placement of the first rank that has one (`choose_placement`), or the
-    whole cluster, within `allowed`; as (pod, row), and why not ("" where
-    it fits)."""
+    whole cluster, within `allowed`. Returns where its pods go (pod, row);
+    the first reason a pod did not fit; and, where no placement held the
+    group, why not, as its cycle says it ("" otherwise)."""
     if not in_placements or not fwk.placement_algorithm:
         trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=allowed, budget=budget)
-        return _pairs(trial), _first_failure(trial)
+        return _pairs(trial), _first_failure(trial), ""
     state = CycleState()
     placements, status = fwk.run_placement_generate(state, ctx, snapshot)
     if not status.ok:
-        return [], status.message
+        return [], "", status.message or "no placement fits"
     if allowed is not None and not is_whole_cluster(placements):
         placements = _within(placements, allowed)
     if is_whole_cluster(placements):
         trial = place_group(fwk, snapshot, ctx, reserve=False, allowed=allowed, budget=budget)
-        return _pairs(trial), _first_failure(trial)
+        return _pairs(trial), _first_failure(trial), ""
     result = choose_placement(fwk, snapshot, ctx, placements, state, budget, reserve=False)
     if result.trial is None:
-        return [], no_placement_message(ctx, result.rejected)
-    return _pairs(result.trial), ""
+        return [], "", no_placement_message(ctx, result.rejected)
+    return _pairs(result.trial), "", ""
 
 
 def _pairs(trial: Trial) -> list[tuple[PodInfo, int]]:
