@@ -259,13 +259,8 @@ class GroupSearch:
             raise _OutOfSteps
 
     def _room_for_need(self) -> bool:
-        """A cheap necessary condition: the allowed nodes' free room, summed,
-        holds the `need` smallest requests of every resource."""
-        snapshot, rows = self.snapshot, np.flatnonzero(self.allowed)
-        free = (snapshot.alloc[rows] - snapshot.req[rows]).clip(min=0).sum(axis=0, dtype=np.float64)  # no int64 wrap
-        reqs = np.sort(np.stack([self.vectors(p) for p in self.ctx.pods]), axis=0)
         need = min(self.ctx.need, len(self.ctx.pods))
-        return bool((reqs[:need].sum(axis=0) <= free).all())
+        return room_for(self.snapshot, self.allowed, [self.vectors(p) for p in self.ctx.pods], need)
 
     # ------------------------------------------------------------ 1. orders
 
@@ -381,6 +376,14 @@ class GroupSearch:
 
     def _candidates(self, rows: np.ndarray, vec: np.ndarray) -> list[int]:
         return node_classes(self.snapshot, rows, vec, self._class_keys)
+
+
+def room_for(snapshot: Snapshot, rows: np.ndarray, requests: Sequence[np.ndarray], need: int) -> bool:
+    """A cheap necessary condition: the free room of `rows` (a mask),
+    summed, holds the `need` smallest of `requests` in every resource."""
+    free = (snapshot.alloc[rows] - snapshot.req[rows]).clip(min=0).sum(axis=0, dtype=np.float64)  # no int64 wrap
+    smallest = np.sort(np.stack(requests), axis=0)[:need]
+    return bool((smallest.sum(axis=0) <= free).all())
 
 
 def label_keys(snapshot: Snapshot, pods: Sequence[PodInfo], topology_keys: Sequence[str]) -> tuple[str, ...] | None:

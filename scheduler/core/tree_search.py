@@ -31,7 +31,7 @@ from ..api.records import GroupKey, PodInfo
 from ..cluster.tree import TreeNode
 from ..framework.groupfit import min_resources_shortfall
 from ..framework.interface import CycleState, GroupContext
-from .group_search import Assignment, label_keys, node_classes
+from .group_search import Assignment, label_keys, node_classes, room_for
 from .placement import is_whole_cluster
 
 if TYPE_CHECKING:
@@ -192,13 +192,9 @@ class TreeSearch:
         return out
 
     def _room_for(self, pods: Sequence[PodInfo], need: int, rows: np.ndarray | None) -> bool:
-        """A cheap necessary condition: the rows' free room, summed, holds
-        the `need` smallest requests of every resource."""
         snapshot = self.snapshot
         mask = rows if rows is not None else snapshot.valid
-        free = (snapshot.alloc[mask] - snapshot.req[mask]).clip(min=0).sum(axis=0, dtype=np.float64)  # no int64 wrap
-        reqs = np.sort(np.stack([snapshot.request_vector(p)[0] for p in pods]), axis=0)
-        return bool((reqs[:need].sum(axis=0) <= free).all())
+        return room_for(snapshot, mask, [snapshot.request_vector(p)[0] for p in pods], need)
 
     def _pods(
         self,
