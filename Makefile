@@ -1,8 +1,10 @@
 K8S_VERSION  := 1.37.2
 ETCD_VERSION := 3.6.16
 # The operators the integration tests run: KubeRay's ray-operator and Kubeflow's
-# training-operator (tests/integration/test_operators.py), and Kueue v0.17.0
-# (hack/build-operators.sh; KUEUE_VERSION overrides it there).
+# training-operator (tests/integration/test_operators.py), Kueue v0.17.0, and
+# Karpenter v1.15.0 (kwok cloud provider) with kwok v0.8.0 (tests/integration/
+# karpenter.py) (hack/build-operators.sh; KUEUE_VERSION, KARPENTER_VERSION and
+# KWOK_VERSION override them there).
 KUBERAY_VERSION := 1.5.0
 TRAINING_OPERATOR_VERSION := 1.8.1
 KUEUE_VERSION := 0.17.0
@@ -51,7 +53,7 @@ $(VENV_STAMP): pyproject.toml
 controlplane: ## build etcd, kube-{apiserver,controller-manager,scheduler}, kubectl and kube-apiserver v1.36.3 into the cache (once; slow the first time)
 	hack/build-controlplane.sh
 
-operators: ## build KubeRay's ray-operator v1.5.0, Kubeflow's training-operator v1.8.1 and Kueue v0.17.0 with their CRDs into the cache (once)
+operators: ## build KubeRay's ray-operator v1.5.0, Kubeflow's training-operator v1.8.1, Kueue v0.17.0, Karpenter v1.15.0 (kwok provider) and kwok v0.8.0 with their CRDs into the cache (once)
 	hack/build-operators.sh
 
 # (wildcard: git does not keep an empty tests/unit in a fresh clone)

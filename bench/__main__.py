@@ -11,6 +11,7 @@ BENCHMARKS = {
     "e2e": "bench.e2e",
     "status-write": "bench.status_write",
     "starvation": "bench.starvation",
+    "autoscale": "bench.autoscale",
 }
 DEFAULT = "core"
 

@@ -145,6 +145,17 @@ class PodGroupScheduling(_Strict):
     search_steps: int = Field(default=2000, ge=0, alias="searchSteps")
 
 
+class Autoscaling(_Strict):
+    """What a profile tells cluster autoscalers (docs/autoscaling.md)."""
+
+    # Each pod of a gang (minCount > 1) or a tree is bound carrying
+    # karpenter.sh/do-not-disrupt: "true" and
+    # cluster-autoscaler.kubernetes.io/safe-to-evict: "false" (set by its
+    # Binding, no extra write): consolidation and scale-down then leave its
+    # node alone rather than evict one member and restart the whole job.
+    protect_running: bool = Field(default=True, alias="protectRunning")
+
+
 class Profile(_Strict):
     scheduler_name: str = Field(default=DEFAULT_SCHEDULER_NAME, alias="schedulerName", min_length=1)
     # Overrides the top-level percentageOfNodesToScore for this profile.
@@ -152,6 +163,7 @@ class Profile(_Strict):
     plugins: Plugins = Field(default_factory=Plugins)
     plugin_config: list[PluginConfig] = Field(default_factory=list, alias="pluginConfig")
     pod_group_scheduling: PodGroupScheduling = Field(default_factory=PodGroupScheduling, alias="podGroupScheduling")
+    autoscaling: Autoscaling = Field(default_factory=Autoscaling)
 
     @model_validator(mode="after")
     def _one_config_per_plugin(self) -> Profile:

@@ -2,6 +2,9 @@
 
 Users and their tooling depend on these strings; change them only as an API change."""
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 GROUP = "scheduling.troupe.dev"
 VERSION = "v1alpha2"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -23,6 +26,17 @@ REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 EVENT_PREEMPTED = "Preempted"  # on a victim pod or PodGroup
 EVENT_NOMINATED = "Nominated"  # on a preemptor pod: waiting for its victims on a node
 EVENT_RESERVED = "Reserved"  # on a starving PodGroup (or lone pod): room held until running pods finish
+
+# Set on each pod of a gang or tree by its Binding (profile autoscaling.protectRunning):
+# Karpenter's and cluster-autoscaler's own annotations that keep a pod's node.
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+PROTECT_RUNNING: Mapping[str, str] = MappingProxyType({DO_NOT_DISRUPT: "true", SAFE_TO_EVICT: "false"})
+
+# PodScheduled=False on a pod whose unit waits whole for new nodes asked of an
+# autoscaler (or that none can make whole): not "Unschedulable", which
+# autoscalers provision for pod by pod (docs/autoscaling.md).
+REASON_POD_GROUP_UNSCHEDULABLE = "PodGroupUnschedulable"
 
 # Pod condition and event reasons, as upstream kube-scheduler.
 POD_SCHEDULED = "PodScheduled"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from . import constants as C
 from . import shape
 from .records import (
     GroupKey,
@@ -192,6 +193,17 @@ def _text(raw: Mapping[str, Any], field: str, default: str = "") -> str:
     return str(raw.get(field) or default)
 
 
+def _unscheduled_reason(status: Mapping[str, Any]) -> str:
+    """The reason of the pod's PodScheduled=False condition; "" without one."""
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return ""
+    for c in conditions:
+        if isinstance(c, Mapping) and c.get("type") == C.POD_SCHEDULED and c.get("status") == "False":
+            return str(c.get("reason") or "")
+    return ""
+
+
 def _priority(spec: Mapping[str, Any]) -> int:
     try:
         return int(spec.get("priority") or 0)
@@ -291,6 +303,7 @@ def _parse_pod(
         start_time=_text(status, "startTime"),
         active_deadline_seconds=_active_deadline(spec),
         nominated_node_name=_text(status, "nominatedNodeName"),
+        unscheduled_reason=_unscheduled_reason(status),
         resource_claims=claims,
         group=group,
         tree=tree_of(group) if group is not None and tree_of is not None else None,

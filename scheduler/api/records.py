@@ -268,6 +268,9 @@ class PodInfo:
     start_time: str = ""  # status.startTime (RFC 3339); "" until a kubelet starts it
     active_deadline_seconds: int | None = None  # spec.activeDeadlineSeconds: the kubelet ends the pod then
     nominated_node_name: str = ""  # status.nominatedNodeName
+    # The reason of its PodScheduled=False condition ("" when it has none or
+    # it is True): "Unschedulable" is what autoscalers provision for.
+    unscheduled_reason: str = ""
     resource_claims: tuple[PodClaim, ...] = ()
     group: GroupKey | None = None  # the PodGroup the pod belongs to (api/sources)
     task: str = ""  # the pod's task within its group, where the source has tasks (Volcano's minTaskMember)

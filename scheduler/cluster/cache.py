@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..api.composite import CompositePodGroup
+from ..api.nodepool import CapacityPlan, NodeTemplate
 from ..api.podgroup import PodGroup, Workload
 from ..api.records import GroupKey, NodeInfo, PodDisruptionBudgetInfo, PodInfo
 from ..api.resources import PODS
@@ -74,6 +75,13 @@ class ClusterCache:
         self._members: dict[GroupKey, set[str]] = {}
         self._live: dict[GroupKey, int] = {}  # members not terminal and not deleting
         self.dra = DraStore()  # DeviceClasses, ResourceSlices, ResourceClaims
+        # Autoscaling (docs/autoscaling.md): the NodePools troupe may ask for
+        # nodes, the capacity asked for each unit now (counted against the
+        # pools' limits), and per unit the domains whose capacity did not come
+        # in time ("key=value" -> until when, the scheduler's clock).
+        self.node_templates: dict[str, NodeTemplate] = {}
+        self.capacity_asked: dict[GroupKey, CapacityPlan] = {}
+        self.capacity_failed: dict[GroupKey, dict[str, float]] = {}
 
     # ------------------------------------------------------------------ nodes
 

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from ..api import constants as C
 from ..api.composite import CompositePodGroup
 from ..api.dra import group_claim_name, parse_device_class, parse_resource_claim, parse_resource_slice
+from ..api.nodepool import parse_nodepool
 from ..api.parse import parse_node, parse_pdb, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error
 from ..api.quantity import EVENT_OUT_OF_RANGE
@@ -27,9 +28,9 @@ from ..cluster.cache import ClusterCache, InvalidObject
 from ..cluster.tree import parent_of
 from ..framework import events as E
 from ..framework.framework import Framework
-from ..queue.scheduling_queue import SchedulingQueue, UnitKey, group_unit, tree_unit, unit_of
+from ..queue.scheduling_queue import SchedulingQueue, State, UnitKey, group_unit, tree_unit, unit_of
 from . import metrics
-from .outputs import ClaimLifecycle, StatusWriter
+from .outputs import CapacityRequester, ClaimLifecycle, StatusWriter
 from .reporting import WaitingReporter
 from .schedule_podgroup import Assignment
 
@@ -51,6 +52,7 @@ class EventHandlers:
     nominated: dict[str, tuple[str, PodInfo]]  # preemptors waiting for victims: uid -> (node, pod)
     reserved: dict[str, tuple[float | None, float]]  # nominated to a reservation: uid -> (free at, since)
     claim_lifecycle: ClaimLifecycle | None  # the runtime's; None in a simulation
+    capacity: CapacityRequester | None  # the runtime's: asks autoscalers for nodes
     gone_pods: OrderedDict[str, None]  # uids of pods recently deleted, oldest first
     claim_waiters: dict[tuple[str, str], set[str]]  # claim -> pending pods that name it
     synced: Any  # asyncio.Event: the initial listing is in the cache
@@ -396,6 +398,7 @@ class EventHandlers:
             self.release_room(unit)
             self.queue.regate(unit)
             self.reporter.report_if_gated(unit)
+        self.forget_capacity(key)
         uid = str((body.get("metadata") or {}).get("uid") or "")
         if uid:
             made = list(self.cache.dra.owned_by(uid).values())
@@ -433,6 +436,8 @@ class EventHandlers:
         key = group_key_of(body)
         leaves = self.cache.leaves_under(key)
         top, _ = trees.top_of(self.cache.composites, key)
+        if top == key:
+            self.forget_capacity(key)
         self.release_room(tree_unit(top))  # the whole tree it was part of waits again, not only below it
         self.cache.remove_composite(key)
         self._retree(leaves)  # they wait for it again: their unit is now this (missing) key
@@ -502,6 +507,48 @@ class EventHandlers:
                 self.queue.activate(group_unit(group_key), skip_backoff=True)
 
     # --------------------------------------------- Namespaces, PriorityClasses
+
+    def on_nodepool(self, body: Mapping[str, Any], deleted: bool = False) -> None:
+        """A Karpenter NodePool (api/nodepool.py): what new capacity may be
+        asked of. A change may help any unit that waits: all are tried again
+        (NodePools change seldom)."""
+        name = str((body.get("metadata") or {}).get("name") or "")
+        old = self.cache.node_templates.get(name)
+        if deleted:
+            self.cache.node_templates.pop(name, None)
+        else:
+            try:
+                template = parse_nodepool(body)
+            except ObjectError as exc:
+                log.warning("NodePool %s: %s; not asked for nodes", name or "(no name)", exc)
+                return
+            if template.problem and (old is None or old.problem != template.problem):
+                log.warning("NodePool %s: %s; not asked for nodes", name, template.problem)
+            self.cache.node_templates[name] = template
+            if old is None:
+                log.info("NodePool %s: troupe may ask it for nodes (labels %s)", name, dict(template.labels))
+            if (
+                old is not None
+                and (old.limits, old.labels, old.choices)
+                == (
+                    template.limits,
+                    template.labels,
+                    template.choices,
+                )
+                and old.used == template.used
+                and old.taints == template.taints
+            ):
+                return
+        for unit in list(self.queue.units()):
+            if unit.state == State.UNSCHEDULABLE:
+                self.queue.activate(unit.key)
+
+    def forget_capacity(self, unit: GroupKey) -> None:
+        """The unit is gone: what was asked for it goes too (its stand-ins
+        are owned by its group, and withdrawn here at once)."""
+        self.cache.capacity_failed.pop(unit, None)
+        if self.cache.capacity_asked.pop(unit, None) is not None and self.capacity is not None:
+            self.capacity.withdraw(unit)
 
     def on_namespace(self, body: Mapping[str, Any], deleted: bool = False) -> None:
         meta = body.get("metadata") or {}

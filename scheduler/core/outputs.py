@@ -7,13 +7,14 @@ Events) and reports back through `BindResults`. Nothing here does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ..api.composite import CompositePodGroup
 from ..api.dra import ResourceClaim
+from ..api.nodepool import CapacityPlan
 from ..api.podgroup import PodGroup
-from ..api.records import NodeInfo, PodInfo
+from ..api.records import GroupKey, NodeInfo, PodInfo
 
 if TYPE_CHECKING:
     from ..framework.framework import Framework
@@ -30,12 +31,34 @@ class BindResults(Protocol):
 
 
 class Binder(Protocol):
-    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults, at_least: int = 0) -> None:
+    def bind(
+        self,
+        fwk: Framework,
+        assignments: Sequence[Assignment],
+        results: BindResults,
+        at_least: int = 0,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
         """Bind the placements of one decision, asynchronously: PreBind for
         all of them first (a failure fails that pod), then one bind each.
         When fewer than `at_least` pass PreBind (a gang that would fall below
         minCount), none is bound. Every pod is reported through `results`
         exactly once."""
+        ...
+
+
+class CapacityRequester(Protocol):
+    """Asks an autoscaler for new nodes for a whole unit (docs/autoscaling.md).
+    Asynchronous and retried; each call is idempotent."""
+
+    def ask(self, plan: CapacityPlan) -> None:
+        """Room for `plan.pods` in its domain: what stands for the unit is
+        made (or kept, where the same was asked before; replaced where the
+        domain changed)."""
+        ...
+
+    def withdraw(self, unit: GroupKey) -> None:
+        """The unit needs no new nodes (bound, gone, or asks another way)."""
         ...
 
 
@@ -77,6 +100,11 @@ class StatusWriter(Protocol):
         still_waiting: Callable[[], bool] | None = None,
         reason: str = "Unschedulable",
     ) -> None: ...
+    def pod_waiting(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None:
+        """Held before its cycle (PreEnqueue), for `message`: no PodScheduled
+        condition (as upstream), so no autoscaler provisions for it."""
+        ...
+
     def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None: ...
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None: ...
     def node_event(self, node: NodeInfo, type_: str, reason: str, note: str, action: str) -> None:
@@ -110,7 +138,14 @@ class StatusWriter(Protocol):
 class NullBinder:
     """Binds nothing: the caller binds by feeding the pod back (simulate)."""
 
-    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults, at_least: int = 0) -> None:
+    def bind(
+        self,
+        fwk: Framework,
+        assignments: Sequence[Assignment],
+        results: BindResults,
+        at_least: int = 0,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
         return None
 
 
@@ -130,6 +165,9 @@ class NullWriter:
         still_waiting: Callable[[], bool] | None = None,
         reason: str = "Unschedulable",
     ) -> None:
+        return None
+
+    def pod_waiting(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None:
         return None
 
     def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None:

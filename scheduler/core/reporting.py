@@ -2,11 +2,15 @@
 
 A gang whose pods arrive within `delay` seconds is never reported at all.
 While its pods keep arriving, only the PodGroup's condition (one write, the
-live count) says so; each pod gets its condition and event once no pod has
-arrived for `delay`, or `max_delay` seconds after the unit was first held: a
-5000-pod gang filling for 15 s otherwise cost two writes a pod, more than its
-binding. Each pod is told the stable part of the message once, and again only
-when it changes, so a gang of N pods arriving one by one costs O(N) writes.
+live count) says so; each pod gets its event once no pod has arrived for
+`delay`, or `max_delay` seconds after the unit was first held: a 5000-pod
+gang filling for 15 s otherwise cost a write a pod, more than its binding.
+Each pod is told the stable part of the message once, and again only when it
+changes, so a gang of N pods arriving one by one costs O(N) writes.
+
+A held pod gets no PodScheduled condition (writer.pod_waiting), as upstream
+keeps it: autoscalers provision for PodScheduled=False/Unschedulable, and a
+gang that cannot start yet must not get nodes (docs/autoscaling.md).
 """
 
 from __future__ import annotations
@@ -137,7 +141,7 @@ class WaitingReporter:
         for pod in targets:
             if self._pod_told.get(pod.uid) != stable:
                 self._pod_told[pod.uid] = stable
-                self.writer.pod_unschedulable(pod, stable, self.still_waiting(pod.uid))
+                self.writer.pod_waiting(pod, stable, self.still_waiting(pod.uid))
                 self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, stable, "Scheduling")
                 told += 1
         if told and (key.is_group or key.is_tree):

@@ -28,12 +28,21 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..api.constants import REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE
+from ..api.nodepool import CapacityPlan
 from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, PodInfo
 from ..cluster.snapshot import Mark, Snapshot
 from ..framework.framework import Framework
 from ..framework.groupfit import min_resources_shortfall
-from ..framework.interface import Code, CycleState, GroupContext, Placement, Reservation, Status
+from ..framework.interface import (
+    Code,
+    CycleState,
+    GroupContext,
+    GroupPostFilterResult,
+    Placement,
+    Reservation,
+    Status,
+)
 from .group_search import Assignment, SearchBudget, Trial, apply_trial, place_group, unreserve
 from .placement import choose_placement, is_whole_cluster, no_placement_message
 
@@ -90,6 +99,9 @@ class GroupDecision:
     # A PostFilter reserved room for the unplaced pods (their nominations)
     # until running pods finish; nothing is evicted for it.
     reservation: Reservation | None = None
+    # New nodes asked of an autoscaler for the whole unit (PostFilter
+    # CapacityRequest); its pods then do not look provisionable themselves.
+    capacity: CapacityPlan | None = None
     retry_within: float | None = None  # a PostFilter's "try again within this long" (CycleState.retry_within)
     placement: str = ""  # the chosen placement's label ("" when the group took the whole cluster)
     # A tree's cycle (core/schedule_tree.py): each group's outcome in it.
@@ -361,13 +373,21 @@ def post_filter(
     group_result, status = fwk.run_post_filter_group(state, ctx, snapshot, diagnoses)
     decision.retry_within = state.retry_within
     if status.ok and group_result is not None:
-        decision.nominations.update(group_result.nominations)
-        if group_result.reservation is not None:
-            append_reservation(decision, group_result.reservation, group_result.message)
-        else:
-            _preemption(decision, group_result.victims, group_result.victim_groups, group_result.message)
+        _group_post_filter_result(decision, group_result)
     elif not status.ok:
         _tell(decision, status)
+
+
+def _group_post_filter_result(decision: GroupDecision, result: GroupPostFilterResult) -> None:
+    """What a unit's PostFilter chose, into the decision: new nodes asked,
+    room reserved, or victims."""
+    decision.nominations.update(result.nominations)
+    if result.capacity is not None:
+        append_capacity(decision, result.capacity, result.message)
+    elif result.reservation is not None:
+        append_reservation(decision, result.reservation, result.message)
+    else:
+        _preemption(decision, result.victims, result.victim_groups, result.message)
 
 
 def _preemption(decision: GroupDecision, victims: Sequence[PodInfo], groups: Sequence[GroupKey], message: str) -> None:
@@ -386,6 +406,13 @@ def append_reservation(decision: GroupDecision, reservation: Reservation, messag
     decision.preemption_message = message
     decision.message = f"{decision.message}; {message}"
     decision.unplaced = [(p, f"{why}; {message}") for p, why in decision.unplaced]
+
+
+def append_capacity(decision: GroupDecision, plan: CapacityPlan, message: str) -> None:
+    """New nodes asked for the whole unit (or why none can be): said after the fit error."""
+    decision.capacity = plan
+    decision.message = f"{decision.message}; autoscaling: {message}"
+    decision.unplaced = [(p, f"{why}; autoscaling: {message}") for p, why in decision.unplaced]
 
 
 def _tell(decision: GroupDecision, status: Status) -> None:

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 
 from ..api import constants as C
@@ -32,10 +32,10 @@ from ..cluster.snapshot import Snapshot
 from ..framework.framework import Framework
 from ..framework.interface import Handle
 from ..framework.registry import Registry
-from ..queue.scheduling_queue import PoppedUnit, SchedulingQueue, UnitKey, unit_of
+from ..queue.scheduling_queue import PoppedUnit, SchedulingQueue, UnitKey, tree_unit, unit_of
 from . import metrics
 from .eventhandlers import EventHandlers
-from .outputs import Binder, ClaimLifecycle, NullBinder, NullWriter, StatusWriter
+from .outputs import Binder, CapacityRequester, ClaimLifecycle, NullBinder, NullWriter, StatusWriter
 from .reporting import WaitingReporter
 from .schedule_podgroup import (
     Assignment,
@@ -105,6 +105,7 @@ class Scheduler(EventHandlers):
         )
         self.synced = asyncio.Event()  # the initial listing is in the cache
         self.claim_lifecycle: ClaimLifecycle | None = None  # set by the runtime
+        self.capacity: CapacityRequester | None = None  # set by the runtime (and simulate)
         self.gone_pods: OrderedDict[str, None] = OrderedDict()
         self.claim_waiters: dict[tuple[str, str], set[str]] = {}
         self.last_cycle = time.monotonic()
@@ -401,7 +402,7 @@ class Scheduler(EventHandlers):
             assert fwk is not None
             for a in assignments:
                 self.writer.forget_pod(a.pod.uid)
-            self.binder.bind(fwk, assignments, self, _pre_bind_floor(decision))
+            self.binder.bind(fwk, assignments, self, _pre_bind_floor(decision), self._protection(fwk, decision))
         if decision.preemption_attempted:
             metrics.PREEMPTION_ATTEMPTS.inc()
         if decision.victims:
@@ -413,14 +414,53 @@ class Scheduler(EventHandlers):
             self._write_tree_status(decision.tree, bool(decision.assignments))
         self._tell_unplaced(decision)
         self._nominate(decision)
+        self._ask_capacity(decision)
+
+    def _protection(self, fwk: Framework, decision: GroupDecision) -> Mapping[str, str] | None:
+        """The annotations that keep a gang's or a tree's pods from
+        consolidation and scale-down (profile autoscaling.protectRunning):
+        evicting one member restarts the whole job. The pods carry them for
+        their life; preemption (troupe's) deletes them regardless."""
+        if not fwk.protect_running:
+            return None
+        if decision.tree is not None:
+            return C.PROTECT_RUNNING
+        group = self.cache.groups.get(decision.group_key) if decision.group_key else None
+        if isinstance(group, PodGroup) and group.is_gang and group.min_count > 1:
+            return C.PROTECT_RUNNING
+        return None
+
+    def _ask_capacity(self, decision: GroupDecision) -> None:
+        """New nodes for the unit, asked (or kept asked) while it waits for
+        them, withdrawn once it asks no more (bound, or another answer)."""
+        unit = decision.tree.root if decision.tree is not None else decision.group_key
+        if unit is None:
+            return
+        plan = decision.capacity
+        if plan is not None and plan.pools:
+            self.cache.capacity_asked[unit] = plan
+            if self.capacity is not None:
+                self.capacity.ask(plan)
+        elif self.cache.capacity_asked.pop(unit, None) is not None and self.capacity is not None:
+            self.capacity.withdraw(unit)
+
+    def retry_unit(self, key: GroupKey) -> None:
+        """Try the unit of the group (or tree root) `key` again now (the
+        capacity asked for it did not come)."""
+        self.queue.activate(tree_unit(key) if key in self.cache.composites else self.unit_of_group(key))
 
     def _tell_unplaced(self, decision: GroupDecision) -> None:
-        """Each pod left waiting: PodScheduled=False and a FailedScheduling Event."""
+        """Each pod left waiting: PodScheduled=False and a FailedScheduling
+        Event. A unit that asked new nodes of an autoscaler (or that none can
+        be made for whole) says PodGroupUnschedulable, not Unschedulable:
+        autoscalers provision for each Unschedulable pod on its own."""
         for pod, why in decision.unplaced:
             message = why
             if decision.group_key is not None:
                 message = f"{decision.group_key}: {why}"
             reason = C.REASON_SCHEDULER_ERROR if _errored(decision, pod) else C.REASON_UNSCHEDULABLE
+            if decision.capacity is not None and reason == C.REASON_UNSCHEDULABLE:
+                reason = C.REASON_POD_GROUP_UNSCHEDULABLE
             self.writer.pod_unschedulable(pod, message, self.still_waiting(pod.uid), reason)
             self.writer.pod_event(pod, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")
 

@@ -64,7 +64,7 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
         ("InterPodAffinity", None),
         ("DynamicResources", None),
     ],
-    "postFilter": [("DefaultPreemption", None), ("Reservation", None)],
+    "postFilter": [("DefaultPreemption", None), ("Reservation", None), ("CapacityRequest", None)],
     "score": [
         ("TaintToleration", 3),
         ("NodeAffinity", 2),
@@ -206,6 +206,7 @@ class Framework:
         self.plugins = instances
         self.placement_algorithm = profile.pod_group_scheduling.algorithm == "Placement"
         self.search_steps = profile.pod_group_scheduling.search_steps
+        self.protect_running = profile.autoscaling.protect_running
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score or 0
         self.next_start_row = 0  # where the next pod's node sampling starts (round robin, as upstream)
         self.caches = PluginCaches()

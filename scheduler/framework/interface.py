@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from ..api.config import PluginArgs
 from ..api.dra import Allocation, ConsumerRef, ResourceClaim
+from ..api.nodepool import CapacityPlan
 from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, NodeInfo, PodInfo
 from ..cluster.snapshot import Snapshot
@@ -409,6 +410,7 @@ class GroupPostFilterResult:
     victim_groups: tuple[GroupKey, ...] = ()
     message: str = ""
     reservation: Reservation | None = None
+    capacity: CapacityPlan | None = None  # new nodes asked for the unit (nothing evicted, nothing held)
 
 
 class PostFilterPlugin(Plugin):

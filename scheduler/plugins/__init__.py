@@ -5,6 +5,7 @@ NodeResourcesBalancedAllocation, as upstream), none importing another."""
 from __future__ import annotations
 
 from ..framework.registry import Registry
+from .capacityrequest import CapacityRequest
 from .defaultpreemption import DefaultPreemption
 from .dynamicresources import DynamicResources
 from .gangscheduling import GangScheduling
@@ -35,6 +36,7 @@ IN_TREE = (
     InterPodAffinity,
     DefaultPreemption,
     Reservation,
+    CapacityRequest,
     DynamicResources,
     TopologyPlacementGenerator,
     PodGroupPodsCount,

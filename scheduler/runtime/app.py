@@ -23,6 +23,7 @@ from ..api.config import SchedulerConfiguration
 from ..core.scheduler import Scheduler
 from ..framework.registry import Registry
 from .binder import Binder
+from .capacity import CapacityRequests
 from .claims import ClaimWriter
 from .events import EVENT_CONNECTIONS, EventRecorder
 from .handlers import INFORMED, Resource, build_registry, informer_for, operator_settings
@@ -124,6 +125,7 @@ class _Wiring:
     events: EventRecorder
     writer: StatusWriter
     claim_writer: ClaimWriter
+    capacity: CapacityRequests  # asks autoscalers for units' nodes (NodePools read by polling)
     elector: LeaderElector | None  # None: leader election is off
 
 
@@ -145,7 +147,7 @@ def _build_scheduler(config: SchedulerConfiguration, registry: Registry, clients
         elector = LeaderElector(clients.rest, config.leader_election, f"{identity}_{uuid.uuid4()}")
         clients.rest.may_write = elector.may_act  # a standby, or a leader past its deadline, writes nothing
         clients.event_rest.may_write = elector.may_act
-    return _Wiring(scheduler, events, writer, claim_writer, elector)
+    return _Wiring(scheduler, events, writer, claim_writer, CapacityRequests(clients.rest, scheduler), elector)
 
 
 def _health_check(config: SchedulerConfiguration, wiring: _Wiring) -> Callable[[], bool]:
@@ -170,6 +172,9 @@ async def _lead_then_schedule(wiring: _Wiring) -> None:
     if wiring.elector is not None:
         await wiring.elector.leading.wait()
     scheduler.claim_lifecycle = wiring.claim_writer
+    scheduler.capacity = wiring.capacity
+    await wiring.capacity.poll_nodepools()  # before the first cycle: a gang must not be told Unschedulable first
+    await wiring.capacity.adopt()  # stand-ins made before this replica led
     scheduler.sweep_claims()  # devices held by pods deleted while no replica led
     scheduler.sweep_group_status()  # groups bound whose condition was not written yet
     scheduler.sweep_nominations()  # room let go while this replica could not say so
@@ -181,6 +186,7 @@ class _Tasks:
     """What `troupe run` runs once the cache is synced."""
 
     loop: asyncio.Task[None]  # the scheduling loop
+    capacity: asyncio.Task[None]  # NodePools, and the timeouts of the capacity asked
     election: asyncio.Task[None] | None
     watches: list[asyncio.Task[None]]  # the Informers', then the other sources' PodGroups
     resync: asyncio.Task[None] | None
@@ -189,14 +195,16 @@ class _Tasks:
 
     def waited(self) -> set[asyncio.Task[None]]:
         """The tasks whose end ends troupe (a resync that ends does not)."""
-        return {self.loop, self.operator, self.jobs, *self.watches} | (
+        return {self.loop, self.operator, self.jobs, self.capacity, *self.watches} | (
             {self.election} if self.election is not None else set()
         )
 
     def to_cancel(self) -> list[asyncio.Task[None]]:
         """Every task, the loop first, in the order they are cancelled at shutdown."""
         return [
-            t for t in (self.loop, self.operator, self.resync, self.election, self.jobs, *self.watches) if t is not None
+            t
+            for t in (self.loop, self.operator, self.resync, self.election, self.jobs, self.capacity, *self.watches)
+            if t is not None
         ]
 
 
@@ -213,6 +221,7 @@ def _start_tasks(
     the Job integration and kopf, started in that order."""
     scheduler, elector = wiring.scheduler, wiring.elector
     loop_task = asyncio.create_task(_lead_then_schedule(wiring), name="scheduling loop")
+    capacity = asyncio.create_task(wiring.capacity.run(), name="capacity requests")
     election = asyncio.create_task(elector.run(), name="leader election") if elector is not None else None
     watches = [asyncio.create_task(i.run(), name=f"watch {i.path}") for i in informers.values()]
     watches += [asyncio.create_task(s.run(), name=f"{s.source.name} PodGroups") for s in group_sources]
@@ -247,7 +256,7 @@ def _start_tasks(
         ),
         name="kopf operator",
     )
-    return _Tasks(loop_task, election, watches, resync, job_task, operator)
+    return _Tasks(loop_task, capacity, election, watches, resync, job_task, operator)
 
 
 def _exit_code(done: set[asyncio.Task[None]], tasks: _Tasks) -> int:
@@ -263,6 +272,9 @@ def _exit_code(done: set[asyncio.Task[None]], tasks: _Tasks) -> int:
         rc = 1
     if tasks.jobs in done and not tasks.jobs.cancelled():  # it never returns: a crash
         log.error("Job integration crashed", exc_info=tasks.jobs.exception())
+        rc = 1
+    if tasks.capacity in done and not tasks.capacity.cancelled():  # it never returns: a crash
+        log.error("capacity requests crashed", exc_info=tasks.capacity.exception())
         rc = 1
     # kopf returns after SIGTERM/SIGINT; one that raised (or a watch) must
     # not pass for a clean stop, or troupe would exit 0 without a word.

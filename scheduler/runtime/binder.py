@@ -21,6 +21,9 @@ from . import failpoints, outage
 from .kube import NotLeading, RestClient, encode
 from .ratelimit import TokenBucket
 
+# One bind the workers take: the pod, its node, whom to tell, the Binding's annotations.
+_Bind = tuple[PodInfo, str, BindResults, Mapping[str, str] | None]
+
 log = logging.getLogger(__name__)
 
 MAX_RETRIES_429 = 5
@@ -47,7 +50,7 @@ class Binder:
         self._rest = rest
         self._bucket = bucket
         self._concurrency = concurrency
-        self._queue: asyncio.Queue[tuple[PodInfo, str, BindResults]] | None = None
+        self._queue: asyncio.Queue[_Bind] | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._active = 0  # binds taken by a worker and not finished
         self._tasks: set[asyncio.Task[None]] = set()  # decisions whose PreBinds run
@@ -63,16 +66,30 @@ class Binder:
         (Events wait for binds: runtime/events.py)."""
         return bool(self.in_flight) or time.monotonic() - self._last_done < within
 
-    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults, at_least: int = 0) -> None:
+    def bind(
+        self,
+        fwk: Framework,
+        assignments: Sequence[Assignment],
+        results: BindResults,
+        at_least: int = 0,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
+        """Bind the decision's pods; `annotations` go on each Binding, and the
+        API server merges them into the pod as it binds it (no extra write)."""
         failpoints.hit("cycle-decided")
         if not any(fwk.needs_pre_bind(a.state) for a in assignments):
             for a in assignments:
-                self.submit(a.pod, a.node, results)
+                self.submit(a.pod, a.node, results, annotations)
             return
-        self._spawn(self._pre_bind_then_bind(fwk, assignments, results, at_least), "pre-bind")
+        self._spawn(self._pre_bind_then_bind(fwk, assignments, results, at_least, annotations), "pre-bind")
 
     async def _pre_bind_then_bind(
-        self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults, at_least: int
+        self,
+        fwk: Framework,
+        assignments: Sequence[Assignment],
+        results: BindResults,
+        at_least: int,
+        annotations: Mapping[str, str] | None,
     ) -> None:
         """PreBind for every pod of the decision (concurrently), then the binds
         of those that passed: no pod is bound before every PreBind is done (DRA
@@ -107,23 +124,25 @@ class Binder:
                 results.on_bind_failed(a.pod, a.node, why)
             return
         for a in passed:
-            self.submit(a.pod, a.node, results)
+            self.submit(a.pod, a.node, results, annotations)
 
-    def submit(self, pod: PodInfo, node: str, results: BindResults) -> None:
+    def submit(
+        self, pod: PodInfo, node: str, results: BindResults, annotations: Mapping[str, str] | None = None
+    ) -> None:
         """Bind one pod (no PreBind)."""
         if self._queue is None:  # the workers start with the first bind, inside the running loop
             self._queue = asyncio.Queue()
             self._workers = [
                 asyncio.create_task(self._work(self._queue), name=f"binder {i}") for i in range(self._concurrency)
             ]
-        self._queue.put_nowait((pod, node, results))
+        self._queue.put_nowait((pod, node, results, annotations))
 
-    async def _work(self, queue: asyncio.Queue[tuple[PodInfo, str, BindResults]]) -> None:
+    async def _work(self, queue: asyncio.Queue[_Bind]) -> None:
         while True:
-            pod, node, results = await queue.get()
+            pod, node, results, annotations = await queue.get()
             self._active += 1
             try:
-                await self._bind(pod, node, results)
+                await self._bind(pod, node, results, annotations)
             except Exception as exc:  # a bug must not leave the pod assumed for ever, nor stop the worker
                 log.exception("bind %s: unexpected error", pod.key)
                 results.on_bind_failed(pod, node, f"Binding failed: {type(exc).__name__}: {exc}")
@@ -141,18 +160,23 @@ class Binder:
         self._tasks.discard(task)
         self._last_done = time.monotonic()
 
-    async def _bind(self, pod: PodInfo, node: str, results: BindResults) -> None:
+    async def _bind(
+        self, pod: PodInfo, node: str, results: BindResults, annotations: Mapping[str, str] | None = None
+    ) -> None:
         """POST the binding. A failure that says the API server (or etcd) is
         away is retried here with backoff for up to BIND_RETRY_SECONDS, the
         pod staying assumed: an outage costs no requeue, no Event and no log
         line per pod (outage.BINDS logs one for all). After that the bind
         fails as any other (the pod is unreserved and requeued)."""
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
+        metadata: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
+        if annotations:
+            metadata["annotations"] = dict(annotations)
         body = encode(
             {
                 "apiVersion": "v1",
                 "kind": "Binding",
-                "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+                "metadata": metadata,
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node},
             }
         )

@@ -520,18 +520,9 @@ class StatusWriter:
         reason: str = C.REASON_UNSCHEDULABLE,
     ) -> None:
         """PodScheduled=False/Unschedulable (or SchedulerError, as upstream
-        words an error), never on a bound pod.
-
-        `still_waiting` is asked again just before the write (the cache's
-        view), and the patch carries the pod's resourceVersion as a
-        precondition (the API server's view): a bind that lands while the
-        write is queued or in flight changes it, the patch is refused (409),
-        and the pod as it is now decides whether the condition still holds.
-        Without it a write sent before the bind and applied after it would
-        turn the bind's PodScheduled=True back to False."""
+        words an error), never on a bound pod (see _pod_condition)."""
         if self._pod_conditions.get(pod.uid) == (reason, message):
             return
-        self._pod_conditions[pod.uid] = (reason, message)
         condition = {
             "type": C.POD_SCHEDULED,
             "status": "False",
@@ -540,6 +531,39 @@ class StatusWriter:
             "lastProbeTime": None,
             "lastTransitionTime": now_rfc3339(),
         }
+        self._pod_condition(pod, (reason, message), condition, still_waiting)
+
+    def pod_waiting(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None:
+        """The pod is held before its cycle (PreEnqueue: its gang short of
+        minCount, its group or a claim missing, a gate): no PodScheduled
+        condition, as upstream 1.37 keeps such pods. Autoscalers provision for
+        PodScheduled=False/Unschedulable only (Karpenter's IsProvisionable,
+        cluster-autoscaler's unschedulable-pod lister), so one left from an
+        earlier cycle is withdrawn. `message` is said by the caller's Event."""
+        told = self._pod_conditions.get(pod.uid)
+        reason = told[0] if told is not None else pod.unscheduled_reason
+        if reason != C.REASON_UNSCHEDULABLE:
+            return
+        self._pod_condition(pod, ("", ""), {"type": C.POD_SCHEDULED, "$patch": "delete"}, still_waiting)
+
+    def _pod_condition(
+        self,
+        pod: PodInfo,
+        told: tuple[str, str],
+        condition: dict[str, Any],
+        still_waiting: Callable[[], bool] | None,
+    ) -> None:
+        """Queue the patch of the pod's PodScheduled condition (`told`: its
+        reason and message, remembered so the same is not written twice).
+
+        `still_waiting` is asked again just before the write (the cache's
+        view), and the patch carries the pod's resourceVersion as a
+        precondition (the API server's view): a bind that lands while the
+        write is queued or in flight changes it, the patch is refused (409),
+        and the pod as it is now decides whether the condition still holds.
+        Without it a write sent before the bind and applied after it would
+        turn the bind's PodScheduled=True back to False."""
+        self._pod_conditions[pod.uid] = told
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
 
         async def write() -> None:
@@ -570,7 +594,7 @@ class StatusWriter:
                     )
                     return
             # Changed on every try: forget it, so the pod's next attempt writes it.
-            if self._pod_conditions.get(pod.uid) == (reason, message):
+            if self._pod_conditions.get(pod.uid) == told:
                 del self._pod_conditions[pod.uid]
             log.debug("pod %s/%s: changed on every try; its next attempt writes it", pod.namespace, pod.name)
 

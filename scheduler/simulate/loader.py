@@ -46,6 +46,7 @@ from .jobs import expand_job
 # the group sources' kinds (PodGroup, Workload) come from their registry.
 KINDS: dict[str, bool] = {
     "Node": False,
+    "NodePool": False,  # karpenter.sh/v1: what new nodes troupe may ask for (docs/autoscaling.md)
     "Namespace": False,
     "PriorityClass": False,
     "Pod": True,

@@ -11,10 +11,11 @@ as it did before trees.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..api.composite import COMPOSITE_KIND
+from ..api.quantity import format_units
 from .runner import CompositeResult, GroupCondition, GroupResult, SimulationResult
 
 NONE = "<none>"
@@ -41,8 +42,31 @@ def render_table(result: SimulationResult) -> str:
     if result.pods:
         lines += _pods_table(result)
         lines.append("")
+    if result.capacity:
+        lines += _capacity_table(result)
+        lines.append("")
     lines.append(summary(result))
     return "\n".join(lines) + "\n"
+
+
+def _capacity_table(result: SimulationResult) -> list[str]:
+    """What would it take: per unit still waiting, the room troupe would ask
+    an autoscaler for (its stand-in pods, in a cluster) and where."""
+    rows = [
+        (
+            f"{p.unit.namespace}/{p.unit.name}",
+            str(len(p.pods)),
+            _requests(p.requests),
+            p.domain,
+            ",".join(p.pools),
+        )
+        for p in result.capacity
+    ]
+    return _table(("NEEDS NODES FOR", "PODS", "REQUESTS", "WHERE", "NODEPOOL"), rows)
+
+
+def _requests(requests: Mapping[str, int]) -> str:
+    return ",".join(f"{r}={format_units(r, v)}" for r, v in sorted(requests.items()) if v and r != "pods") or NONE
 
 
 def _composites_table(result: SimulationResult) -> list[str]:
@@ -205,6 +229,19 @@ def render_json(result: SimulationResult) -> str:
             group["parent"] = g.parent
         groups.append(group)
     doc: dict[str, Any] = {"pods": pods, "podGroups": groups}
+    if result.capacity:
+        doc["capacity"] = [
+            {
+                "namespace": p.unit.namespace,
+                "name": p.unit.name,
+                "pods": [q.name for q in p.pods],
+                "requests": {r: format_units(r, v) for r, v in sorted(p.requests.items()) if r != "pods"},
+                "key": p.key,
+                "value": p.value,
+                "nodePools": list(p.pools),
+            }
+            for p in result.capacity
+        ]
     if result.composites:
         doc["compositePodGroups"] = [
             {

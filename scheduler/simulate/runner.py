@@ -44,6 +44,7 @@ from ..api.dra import (
     ResourceClaim,
     group_claim_name,
 )
+from ..api.nodepool import CapacityPlan
 from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, NodeInfo, PodInfo
 from ..api.sources import export_conditions, has_object, is_implied, pod_group
@@ -59,6 +60,7 @@ from .loader import SimulationInput, claim_uid
 FEED_ORDER = (
     "Namespace",
     "Node",
+    "NodePool",
     "PriorityClass",
     "DeviceClass",
     "ResourceSlice",
@@ -134,6 +136,10 @@ class Recorder:
         if still_waiting is None or still_waiting():
             self.pods[pod.uid] = message
 
+    def pod_waiting(self, pod: PodInfo, message: str, still_waiting: Callable[[], bool] | None = None) -> None:
+        """(The API holds no condition for it; the output still says why.)"""
+        self.pod_unschedulable(pod, message, still_waiting)
+
     def pod_event(self, pod: PodInfo, type_: str, reason: str, note: str, action: str) -> None:
         pass  # events repeat the conditions
 
@@ -154,6 +160,20 @@ class Recorder:
 
     def group_disrupted(self, group: PodGroup, message: str) -> None:
         self.disrupted[group.key] = message
+
+
+class CapacityAsked:
+    """The simulation's CapacityRequester: what troupe would ask autoscalers
+    for, unit by unit (its stand-in pods, in a cluster)."""
+
+    def __init__(self) -> None:
+        self.plans: dict[GroupKey, CapacityPlan] = {}
+
+    def ask(self, plan: CapacityPlan) -> None:
+        self.plans[plan.unit] = plan
+
+    def withdraw(self, unit: GroupKey) -> None:
+        self.plans.pop(unit, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +261,7 @@ class SimulationResult:
     rounds: int
     warnings: list[str] = field(default_factory=list)
     composites: list[CompositeResult] = field(default_factory=list)
+    capacity: list[CapacityPlan] = field(default_factory=list)  # new nodes asked for units still waiting
 
 
 def simulate(
@@ -273,6 +294,7 @@ def simulate(
         rounds,
         warnings,
         _composite_results(inp, run.sched, run.recorder, groups, run.preemption),
+        sorted(run.capacity.plans.values(), key=lambda p: (p.unit.namespace, p.unit.name)),
     )
 
 
@@ -288,6 +310,8 @@ class _Simulation:
         # The default binder binds nothing: binding is done below, as the cluster
         # would; reports are written at once (the fake clock has no timers).
         self.sched = Scheduler(config, registry, writer=self.recorder, clock=self.clock, report_delay=0)
+        self.capacity = CapacityAsked()
+        self.sched.capacity = self.capacity
         # Plugins that measure waiting (Reservation) see time pass only as
         # `waited` says: the rounds are retries, not time a user waits.
         self.waiting_clock = FakeClock()
@@ -309,6 +333,7 @@ class _Simulation:
         handlers = {
             "Namespace": sched.on_namespace,
             "Node": sched.on_node,
+            "NodePool": sched.on_nodepool,
             "PriorityClass": sched.on_priority_class,
             "Workload": sched.on_workload,
             "CompositePodGroup": sched.on_composite,

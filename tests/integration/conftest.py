@@ -51,6 +51,7 @@ for p in (ROOT, ROOT / "hack", INTEGRATION_DIR):  # ROOT: bench/ (its fake kubel
         sys.path.insert(0, str(p))
 
 import localcluster  # noqa: E402
+from karpenter import install_karpenter_crds, karpenter_build  # noqa: E402
 from kueue import install_kueue_crds, kueue_build  # noqa: E402
 from localcluster import ControlPlaneNotBuilt, LocalCluster  # noqa: E402
 from objects import create, node  # noqa: E402
@@ -201,6 +202,24 @@ def kueue_cluster(request: pytest.FixtureRequest, controlplane_binaries) -> Loca
     for c in _running_cluster(request, "Kueue control plane (native Workload API)", workload_api=True):
         install(c)
         install_kueue_crds(c, build)
+        yield c
+
+
+@pytest.fixture(scope="session")
+def karpenter_cluster(request: pytest.FixtureRequest, controlplane_binaries) -> LocalCluster:
+    """v1.37.2 with crds/ and manifests/ applied, and Karpenter's CRDs (NodePool,
+    NodeClaim, NodeOverlay, KWOKNodeClass, CapacityBuffer, from the module `make
+    operators` built it from), Established. A control plane of its own: the
+    nodes Karpenter makes (and kwok keeps Ready) would be seen by every other
+    test's scheduler. Karpenter and kwok themselves are started by the tests
+    (tests/integration/karpenter.py)."""
+    try:
+        build = karpenter_build()
+    except OperatorNotBuilt as e:
+        pytest.fail(str(e), pytrace=False)
+    for c in _running_cluster(request, "Karpenter control plane"):
+        install(c)
+        install_karpenter_crds(c, build)
         yield c
 
 

@@ -125,6 +125,28 @@ def wait_pod_unschedulable(
     return wait_for(check, timeout=timeout, message=f"pod {name} Unschedulable" + (f": {message}" if message else ""))
 
 
+def wait_pod_waiting(cluster, ns: str, name: str, message: str | None = None, timeout: float = 30) -> dict[str, Any]:
+    """Waits for a FailedScheduling Event that says `message` (any, if None) on a pod held
+    before its cycle (a gang short of minCount, a missing group), and checks
+    that the pod has no PodScheduled=False/Unschedulable condition: that is
+    what autoscalers provision for. Returns the Event."""
+
+    def check():
+        return next(
+            (
+                e
+                for e in events_for(cluster, ns, name)
+                if e.get("reason") == "FailedScheduling" and message in (None, e["note"])
+            ),
+            None,
+        )
+
+    event = wait_for(check, timeout=timeout, message=f"pod {name} told why it waits: {message or '(any)'}")
+    cond = pod_condition(cluster, ns, name)
+    assert not (cond and cond.get("reason") == "Unschedulable"), cond
+    return event
+
+
 def events_for(cluster, ns: str, name: str) -> list[dict[str, Any]]:
     items = cluster.get_json("events.v1.events.k8s.io", "-n", ns)["items"]
     return [e for e in items if e.get("regarding", {}).get("name") == name]

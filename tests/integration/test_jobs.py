@@ -11,7 +11,15 @@ import json
 from typing import Any
 
 import pytest
-from objects import bound, condition, events_for, pods_by_name, wait_condition, wait_pod_unschedulable
+from objects import (
+    bound,
+    condition,
+    events_for,
+    pods_by_name,
+    wait_condition,
+    wait_pod_unschedulable,
+    wait_pod_waiting,
+)
 from troupe_process import TroupeProcess, supervised
 from wait import holds, wait_for
 
@@ -213,12 +221,7 @@ def test_an_impossible_min_count_creates_nothing_and_says_why(installed, troupe,
     assert warning[0]["type"] == "Warning" and expected in warning[0]["note"], warning
     pods = wait_for(lambda: len(p := job_pods(c, ns, "greedy")) == 4 and p, timeout=60)
     for name in pods:
-        wait_pod_unschedulable(
-            c,
-            ns,
-            name,
-            f"waiting for PodGroup {ns}/{group}, which troupe does not create: {expected}",
-        )
+        wait_pod_waiting(c, ns, name, f"waiting for PodGroup {ns}/{group}, which troupe does not create: {expected}")
     blocked = wait_for(
         lambda: next(
             (
@@ -284,7 +287,7 @@ def test_a_job_that_names_a_workload_gets_its_podgroup_from_that_template(instal
     apply(c, job(ns, "byo", 3, annotations=annotations))
     group = wait_for(lambda: group_of(c, ns, "byo"))
     pods = wait_for(lambda: len(p := job_pods(c, ns, "byo")) == 3 and p, timeout=60)
-    wait_pod_unschedulable(
+    wait_pod_waiting(
         c,
         ns,
         sorted(pods)[0],

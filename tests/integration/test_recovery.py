@@ -26,7 +26,7 @@ from objects import (
     podgroup,
     pods_by_name,
     wait_condition,
-    wait_pod_unschedulable,
+    wait_pod_waiting,
 )
 from troupe_process import TroupeProcess
 from wait import wait_for
@@ -334,7 +334,7 @@ def test_podgroup_deleted_while_down_makes_its_pods_wait_again(installed, nodes,
     try:
         waiting = f"waiting for PodGroup {ns}/gone to be created"
         for name in ("gone-0", "gone-1"):
-            wait_pod_unschedulable(c, ns, name, waiting)
+            wait_pod_waiting(c, ns, name, waiting)
         events = wait_for(
             lambda: [e for e in events_for(c, ns, "gone-0") if e["note"] == waiting],
             message="the waiting event on gone-0",

@@ -19,6 +19,7 @@ from objects import (
     pods_by_name,
     wait_condition,
     wait_pod_unschedulable,
+    wait_pod_waiting,
 )
 from troupe_process import TroupeProcess, supervised
 from wait import wait_for
@@ -206,9 +207,8 @@ def test_pod_of_missing_group_waits_and_says_so(installed, troupe, nodes, namesp
     c, ns = installed, namespace
     nodes("node-a", cpu="4")
     create(c, pod(ns, "orphan", group="not-yet"))
-    wait_pod_unschedulable(c, ns, "orphan", f"waiting for PodGroup {ns}/not-yet to be created")
-    events = wait_for(lambda: events_for(c, ns, "orphan"), message="event on the orphan pod")
-    assert events[0]["note"] == f"waiting for PodGroup {ns}/not-yet to be created"
+    wait_pod_waiting(c, ns, "orphan", f"waiting for PodGroup {ns}/not-yet to be created")
+    assert pod_condition(c, ns, "orphan") is None  # as upstream: no condition, nothing to provision for
     assert bound(c, ns) == {}
     create(c, podgroup(ns, "not-yet", 1))
     wait_for(lambda: "orphan" in bound(c, ns), timeout=30, message="bound once its group exists")
@@ -219,7 +219,7 @@ def test_gang_waits_until_min_count_pods_exist(installed, troupe, nodes, namespa
     nodes("node-a", cpu="8")
     create(c, podgroup(ns, "slow", 3), pod(ns, "slow-0", group="slow"), pod(ns, "slow-1", group="slow"))
     for name in ("slow-0", "slow-1"):
-        wait_pod_unschedulable(c, ns, name, f"waiting for pods of PodGroup {ns}/slow: minCount is 3")
+        wait_pod_waiting(c, ns, name, f"waiting for pods of PodGroup {ns}/slow: minCount is 3")
     wait_for(
         lambda: (
             (cond := condition(c, ns, "slow"))
@@ -241,7 +241,11 @@ def test_nothing_is_written_to_pods_nodes_or_groups_but_status(installed, troupe
     wait_condition(c, ns, "g", "True", "Scheduled")
     for p in pods_by_name(c, ns).values():
         assert not p["metadata"].get("finalizers"), p["metadata"]
-        assert not p["metadata"].get("annotations"), p["metadata"]
+        # Only what the gang's Bindings carried: its protection from consolidation.
+        assert p["metadata"].get("annotations") == {
+            "karpenter.sh/do-not-disrupt": "true",
+            "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+        }, p["metadata"]
     node = c.get_json("node", "node-a")
     assert not node["metadata"].get("finalizers") and not node["metadata"].get("annotations"), node["metadata"]
     pg = c.get_json("podgroup", "-n", ns, "g")

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from objects import bound, create, events_for, node, pod, pod_condition, wait_pod_unschedulable
+from objects import bound, create, events_for, node, pod, pod_condition, wait_pod_unschedulable, wait_pod_waiting
 from troupe_process import TroupeProcess, supervised
 from wait import wait_for
 
@@ -268,7 +268,7 @@ def test_kueue_pod_group_waits_for_admission_and_binds_whole_on_its_flavor(compa
 
         admit("q-0")
         admit("q-1")
-        wait_pod_unschedulable(c, ns, "q-0")
+        wait_pod_waiting(c, ns, "q-0")  # held whole: nothing for an autoscaler to provision
         assert not bound(c, ns)
         admit("q-2")
         placed = wait_for(lambda: len(b := bound(c, ns)) == 3 and b, timeout=30, message="q bound whole")

@@ -667,3 +667,14 @@ async def test_409_bound_elsewhere_releases_the_reservation_at_once(server, core
     assert "uid-p" not in s._reserved
     assert s.cache.placed_node("uid-p") == server.pods["p"]
     assert bindings("conflict") - conflicts == 1
+
+
+async def test_annotations_go_on_the_binding(server, core):
+    """A gang's protection from consolidation rides on its Bindings (the API
+    server merges their annotations into the pod): no write of its own."""
+    calls = Calls()
+    binder = make_binder(core, calls)
+    binder.binder.submit(parse_pod(pod_body("p")), "node-a", calls, {"karpenter.sh/do-not-disrupt": "true"})
+    await asyncio.wait_for(binder.drain(), 20)
+    [(_, _, body)] = server.requests
+    assert body["metadata"]["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}

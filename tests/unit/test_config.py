@@ -379,7 +379,7 @@ profiles:
 # ------------------------------------------- bad files, in-process (fast)
 
 
-PROFILE_KEYS = "schedulerName, percentageOfNodesToScore, plugins, pluginConfig, podGroupScheduling"
+PROFILE_KEYS = "schedulerName, percentageOfNodesToScore, plugins, pluginConfig, podGroupScheduling, autoscaling"
 POINTS = "preEnqueue, preFilter, filter, postFilter, score, reserve, permit, preBind, placementGenerate, placementScore"
 TOP_KEYS = "apiVersion, kind, profiles, percentageOfNodesToScore, queue, clientConnection, healthBindAddress, stallSeconds, waitingReport, watch, leaderElection, groupSources"
 
@@ -866,7 +866,7 @@ BAD_FILES: dict[str, tuple[str | None, list[str]]] = {
         [
             r"\Atroupe: typo\.yaml: invalid configuration:\n"
             r"  profiles\[0\]\.schedulerNmae: unknown field \(did you mean schedulerName\?\); "
-            r"allowed: schedulerName, percentageOfNodesToScore, plugins, pluginConfig, podGroupScheduling\n\Z",
+            r"allowed: schedulerName, percentageOfNodesToScore, plugins, pluginConfig, podGroupScheduling, autoscaling\n\Z",
         ],
     ),
     "extension-point-typo": (

@@ -65,6 +65,9 @@ class Recorder:
     ) -> None:
         self.pods[pod.name] = message
 
+    def pod_waiting(self, pod: Any, message: str, still_waiting: Any = None) -> None:
+        self.pods[pod.name] = message
+
     def pod_event(self, *args: Any) -> None:
         pass
 
@@ -86,7 +89,14 @@ class PreBindingBinder:
         self.bound: list[tuple[str, str]] = []
         self.tasks: list[asyncio.Task[None]] = []
 
-    def bind(self, fwk: Framework, assignments: Sequence[Assignment], results: BindResults, at_least: int = 0) -> None:
+    def bind(
+        self,
+        fwk: Framework,
+        assignments: Sequence[Assignment],
+        results: BindResults,
+        at_least: int = 0,
+        annotations: Any = None,
+    ) -> None:
         if self.hold:
             return
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.api import constants as C
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.core.scheduler import Scheduler
 from scheduler.plugins import in_tree_registry
@@ -24,9 +25,11 @@ class Recorder:
         self.at_least: list[int] = []
         self.preempted: dict[str, str] = {}
         self.disrupted: dict[str, str] = {}
+        self.annotations: list[dict[str, str]] = []  # each decision's Binding annotations
 
     # binder
-    def bind(self, fwk, assignments, results, at_least=0) -> None:
+    def bind(self, fwk, assignments, results, at_least=0, annotations=None) -> None:
+        self.annotations.append(dict(annotations or {}))
         self.binds.extend((a.pod.name, a.node) for a in assignments)
         self.at_least.append(at_least)
 
@@ -43,6 +46,9 @@ class Recorder:
         self.pod_writes += 1
         if still_waiting is None or still_waiting():
             self.pods[pod.name] = message
+
+    def pod_waiting(self, pod, message, still_waiting=None) -> None:
+        self.pod_unschedulable(pod, message, still_waiting, "(no condition)")
 
     def pod_event(self, pod, type_, reason, note, action) -> None:
         self.events.append((pod.name, reason, note))
@@ -365,3 +371,29 @@ def test_a_group_found_bound_at_start_gets_its_scheduled_condition(sched):
     rec.groups.clear()  # the filling report of "half"
     s.sweep_group_status()
     assert rec.groups == [("done", "True", "Scheduled", "2 pod(s) placed")]
+
+
+def test_gang_pods_are_bound_protected_from_consolidation_lone_and_basic_pods_not(clock):
+    """Each Binding of a gang's pod carries Karpenter's and cluster-autoscaler's
+    annotations (the API server merges them into the pod); a lone pod's, a
+    basic group's and a profile's with protectRunning off carry none."""
+    for protect in (True, False):
+        rec = Recorder()
+        config = SchedulerConfiguration.model_validate({"profiles": [{"autoscaling": {"protectRunning": protect}}]})
+        s = Scheduler(config, in_tree_registry(), binder=rec, writer=rec, clock=clock, report_delay=0)
+        s.start_scheduling()
+        s.on_node(node("a", cpu="16"))
+        s.on_podgroup(podgroup("g", 2))
+        for i in range(2):
+            s.on_pod(pod(f"g-{i}", "g"))
+        s.on_podgroup(podgroup("b"))
+        s.on_pod(pod("b-0", "b"))
+        s.on_pod(pod("lone"))
+        drain(s)
+        assert len(rec.binds) == 4
+        gang = dict(C.PROTECT_RUNNING) if protect else {}
+        assert sorted(rec.annotations, key=len) == [{}, {}, gang]
+    assert gang == {} and C.PROTECT_RUNNING == {
+        "karpenter.sh/do-not-disrupt": "true",
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+    }

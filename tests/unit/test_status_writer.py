@@ -542,3 +542,34 @@ async def test_events_wait_behind_queued_conditions(api, writer):
     assert writer.events.behind() is True
     await writer.flush(5)
     assert writer.events.behind() is False
+
+
+async def test_a_held_pod_gets_no_condition_and_a_stale_unschedulable_one_is_withdrawn(api, writer):
+    """pod_waiting (a gang short of minCount, a missing group): no condition,
+    as upstream; an Unschedulable one from an earlier cycle (the cache's or
+    troupe's own) is deleted, under the pod's resourceVersion, so no
+    autoscaler provisions for the pod. A SchedulingGated one is the API
+    server's and stays."""
+    from dataclasses import replace
+
+    writer.pod_waiting(waiting("5"), "waiting for pods of PodGroup team/g: minCount is 4")
+    writer.pod_waiting(replace(waiting("5"), unscheduled_reason="SchedulingGated"), "waiting for scheduling gates")
+    await writer.flush()
+    assert api.requests == []
+    writer.pod_waiting(replace(waiting("5"), unscheduled_reason="Unschedulable"), "waiting for pods")
+    await writer.flush()
+    [patch] = api.requests
+    assert (patch["method"], patch["path"]) == ("PATCH", WAITING_PATH + "/status")
+    assert patch["body"] == {
+        "metadata": {"uid": "uid-waiting", "resourceVersion": "5"},
+        "status": {"conditions": [{"type": "PodScheduled", "$patch": "delete"}]},
+    }
+    # Withdrawn once: the cache still showing it does not write again.
+    writer.pod_waiting(replace(waiting("6"), unscheduled_reason="Unschedulable"), "waiting for pods")
+    await writer.flush()
+    assert len(api.requests) == 1
+    # troupe's own Unschedulable, then held again: withdrawn.
+    writer.pod_unschedulable(waiting("7"), "0/1 nodes are available")
+    writer.pod_waiting(waiting("7"), "waiting for pods")
+    await writer.flush()
+    assert [r["body"]["status"]["conditions"][0].get("$patch") for r in api.requests[1:]] == ["delete"]
