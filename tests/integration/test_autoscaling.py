@@ -287,3 +287,54 @@ def test_consolidation_moves_a_lone_pod_and_leaves_a_running_gang_whole(
         raise AssertionError(f"{e}{explain(karpenter, troupe)}") from e
     assert gang_whole()
     print(f"consolidation: lone pod {first} -> {moved}; gang {gang_pods} kept")
+
+
+OTHER = """
+apiVersion: scheduling.troupe.dev/v1alpha1
+kind: SchedulerConfiguration
+profiles:
+- schedulerName: troupe-restarted
+  pluginConfig:
+  - name: CapacityRequest
+    args: {timeoutSeconds: 600}
+"""
+
+
+def test_stand_ins_are_adopted_after_a_restart_and_go_with_their_group(
+    karpenter_cluster, karpenter, troupe, pools, namespace_in, tmp_path
+):
+    """A troupe (a profile of its own: the module's troupe leaves its pods
+    alone) asks for nodes that never come, and stops; the one that starts
+    next keeps the same stand-ins (the unit asks for the same again) rather
+    than making new ones. Deleting the group deletes them, troupe or not."""
+    c = karpenter_cluster
+    ns = namespace_in(c)
+    never = make_nodepool(
+        "never-2", {RACK: "r8"}, requirements=[{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                                "values": ["no-such-type"]}]
+    )  # fmt: skip
+    pools(never)
+    bodies = gang(ns, "kept", 2, rack=True)
+    for body in bodies[1:]:
+        body["spec"]["schedulerName"] = "troupe-restarted"
+    first = TroupeProcess(c.scheduler_kubeconfig, tmp_path, config=OTHER, name="first").start()
+    try:
+        create(c, *bodies)
+        made = wait_for(lambda: len(s := stand_ins(c, ns)) == 2 and s, timeout=30, message="2 stand-ins made")
+    finally:
+        assert first.stop() == 0
+    names = {s["metadata"]["name"] for s in made}
+    owner = made[0]["metadata"]["ownerReferences"][0]
+    assert owner["kind"] == "PodGroup" and owner["name"] == "kept" and owner["controller"] is True, owner
+    second = TroupeProcess(c.scheduler_kubeconfig, tmp_path, config=OTHER, name="second").start()
+    try:
+        wait_for(lambda: "adopted the stand-ins of" in second.log_path.read_text(), timeout=30, message="adopted")
+        holds(
+            lambda: {s["metadata"]["name"] for s in stand_ins(c, ns)} == names,
+            seconds=40,  # beyond the 30 s an adopted request no unit asks for again is kept
+            message="the same stand-ins kept",
+        )
+    finally:
+        assert second.stop() == 0
+    c.kubectl("delete", "podgroup", "-n", ns, "kept")
+    wait_for(lambda: not stand_ins(c, ns), timeout=60, message="the stand-ins gone with their group")

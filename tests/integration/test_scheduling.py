@@ -349,3 +349,16 @@ def test_scheduled_events_past_the_first_ten_pods_of_a_group_are_one_event_on_th
     items = c.get_json("events.v1.events.k8s.io", "-n", ns)["items"]
     on_pods = [e for e in items if e["reason"] == "Scheduled" and e["regarding"]["kind"] == "Pod"]
     assert len(on_pods) == 10
+
+
+def test_a_gang_that_loses_a_member_is_no_longer_provisionable(installed, troupe, nodes, namespace):
+    """Unschedulable as a whole gang, then short of minCount (a member
+    deleted): held before its cycle, so the Unschedulable condition an
+    autoscaler would provision for is removed; the Event says why it waits."""
+    c, ns = installed, namespace
+    nodes("node-a", cpu="1")
+    create(c, podgroup(ns, "pair", 2), pod(ns, "pair-0", group="pair"), pod(ns, "pair-1", group="pair"))
+    wait_pod_unschedulable(c, ns, "pair-0")
+    force_delete(c, ns, "pair-1")
+    wait_for(lambda: pod_condition(c, ns, "pair-0") is None, timeout=30, message="the Unschedulable condition removed")
+    wait_pod_waiting(c, ns, "pair-0", f"waiting for pods of PodGroup {ns}/pair: minCount is 2")
