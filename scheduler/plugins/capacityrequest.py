@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 from pydantic import Field
 
 from ..api.config import PluginArgs
@@ -71,9 +72,10 @@ class CapacityRequest(PostFilterPlugin):
         plan, why = self._plan(group, pods, keys, _made(snapshot))
         if plan.pools:
             where = f" in {plan.domain}" if plan.key else ""
+            there = _nodes_there(snapshot, plan)
             message = (
                 f"waiting for new nodes for its {len(pods)} pods ({_amounts(plan.requests)}){where} "
-                f"from NodePool {', '.join(plan.pools)}"
+                f"from NodePool {', '.join(plan.pools)} ({there} of its nodes there now)"
             )
         else:
             message = f"no NodePool can make room for all its {len(pods)} pods ({_amounts(plan.requests)}) {why}"
@@ -156,6 +158,16 @@ def _made(snapshot: Snapshot) -> dict[str, dict[str, int]]:
         totals = snapshot.alloc[rows].sum(axis=0)
         out[pool] = {r: int(totals[i]) for r, i in snapshot.column.items() if i < totals.shape[0]}
     return out
+
+
+def _nodes_there(snapshot: Snapshot, plan: CapacityPlan) -> int:
+    """How many nodes of the plan's pools, in its domain, the cache has."""
+    ids, values = snapshot.domains(NODEPOOL_LABEL)
+    mask = np.isin(ids, [i for i, v in enumerate(values) if v in plan.pools])
+    if plan.key:
+        key_ids, key_values = snapshot.domains(plan.key)
+        mask &= key_ids == (key_values.index(plan.value) if plan.value in key_values else -2)
+    return int(mask.sum())
 
 
 def _sum(pods: Sequence[PodInfo]) -> dict[str, int]:

@@ -259,3 +259,11 @@ def test_limits_count_the_nodes_a_pool_made_before_its_status_says_so(capsys, tm
         *rack_gang("a", 8),
     ]
     assert capacity_of(run_json(capsys, tmp_path, docs)) == {"a": (KEY, "r2", ["rack-r2"], 8)}
+
+
+def test_the_unit_says_how_many_nodes_of_the_pools_are_in_its_domain_now(capsys, tmp_path):
+    made = racked("made-1", "r1", "2")
+    made["metadata"]["labels"]["karpenter.sh/nodepool"] = "rack-r1"
+    docs = [made, racked("plain", "r1", "1"), nodepool("rack-r1", "r1"), *rack_gang("a", 8)]
+    doc = run_json(capsys, tmp_path, docs)
+    assert "in rack=r1 from NodePool rack-r1 (1 of its nodes there now)" in message_of(doc, "a")
