@@ -411,6 +411,7 @@ def append_reservation(decision: GroupDecision, reservation: Reservation, messag
 def append_capacity(decision: GroupDecision, plan: CapacityPlan, message: str) -> None:
     """New nodes asked for the whole unit (or why none can be): said after the fit error."""
     decision.capacity = plan
+    decision.preemption_message = message  # (what a Nominated Event on a pod holding a new node says)
     decision.message = f"{decision.message}; autoscaling: {message}"
     decision.unplaced = [(p, f"{why}; autoscaling: {message}") for p, why in decision.unplaced]
 

@@ -28,7 +28,7 @@ from pydantic import Field
 from ..api.config import PluginArgs
 from ..api.nodepool import NODEPOOL_LABEL, CapacityPlan, NodeTemplate
 from ..api.quantity import format_units
-from ..api.records import PodInfo
+from ..api.records import NodeInfo, PodInfo
 from ..cluster.snapshot import Snapshot
 from ..framework.diagnosis import Diagnosis
 from ..framework.interface import (
@@ -70,16 +70,19 @@ class CapacityRequest(PostFilterPlugin):
             return None, Status.skip(self.name)
         keys = self._keys(group)
         plan, why = self._plan(group, pods, keys, _made(snapshot))
+        nominations: dict[str, str] = {}
         if plan.pools:
             where = f" in {plan.domain}" if plan.key else ""
-            there = _nodes_there(snapshot, plan)
+            rows = _rows_there(snapshot, plan)
+            nominations = _hold(snapshot, rows, pods)
             message = (
                 f"waiting for new nodes for its {len(pods)} pods ({_amounts(plan.requests)}){where} "
-                f"from NodePool {', '.join(plan.pools)} ({there} of its nodes there now)"
+                f"from NodePool {', '.join(plan.pools)} ({len(rows)} of its nodes there now, "
+                f"room held on them for {len(nominations)})"
             )
         else:
             message = f"no NodePool can make room for all its {len(pods)} pods ({_amounts(plan.requests)}) {why}"
-        return GroupPostFilterResult(message=message, capacity=plan), Status.success()
+        return GroupPostFilterResult(nominations, message=message, capacity=plan), Status.success()
 
     def _keys(self, group: GroupContext) -> list[str]:
         if group.tree is not None:
@@ -160,14 +163,43 @@ def _made(snapshot: Snapshot) -> dict[str, dict[str, int]]:
     return out
 
 
-def _nodes_there(snapshot: Snapshot, plan: CapacityPlan) -> int:
-    """How many nodes of the plan's pools, in its domain, the cache has."""
+def _rows_there(snapshot: Snapshot, plan: CapacityPlan) -> list[int]:
+    """The rows of the nodes of the plan's pools, in its domain."""
     ids, values = snapshot.domains(NODEPOOL_LABEL)
     mask = np.isin(ids, [i for i, v in enumerate(values) if v in plan.pools])
     if plan.key:
         key_ids, key_values = snapshot.domains(plan.key)
         mask &= key_ids == (key_values.index(plan.value) if plan.value in key_values else -2)
-    return int(mask.sum())
+    return [int(r) for r in np.flatnonzero(mask)]
+
+
+def _hold(snapshot: Snapshot, rows: list[int], pods: Sequence[PodInfo]) -> dict[str, str]:
+    """Room on the unit's new nodes, as they come, for as many of its pods as
+    fit there (largest first): their nominations, which hold that room
+    against other units of no higher priority until the unit binds whole.
+    Only what the node can take now counts (taints it does not tolerate, a
+    cordon, the unregistered taint of a node just made, rule it out)."""
+    usable = [r for r in rows if _admits(snapshot.nodes[r], pods)]
+    if not usable:
+        return {}
+    free = snapshot.alloc[usable] - snapshot.req[usable]
+    held: dict[str, str] = {}
+    for pod in sorted(pods, key=lambda p: -p.requests.get("cpu", 0)):
+        vec = snapshot.request_vector(pod)[0]
+        fits = np.flatnonzero((free >= vec).all(axis=1))
+        if fits.size:
+            i = int(fits[0])
+            free[i] -= vec
+            held[pod.uid] = snapshot.names[usable[i]]
+    return held
+
+
+def _admits(node: NodeInfo | None, pods: Sequence[PodInfo]) -> bool:
+    if node is None or node.unschedulable:
+        return False
+    return all(
+        t.effect not in _REPELLING or all(any(x.tolerates(t) for x in p.tolerations) for p in pods) for t in node.taints
+    )
 
 
 def _sum(pods: Sequence[PodInfo]) -> dict[str, int]:

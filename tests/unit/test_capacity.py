@@ -266,4 +266,31 @@ def test_the_unit_says_how_many_nodes_of_the_pools_are_in_its_domain_now(capsys,
     made["metadata"]["labels"]["karpenter.sh/nodepool"] = "rack-r1"
     docs = [made, racked("plain", "r1", "1"), nodepool("rack-r1", "r1"), *rack_gang("a", 8)]
     doc = run_json(capsys, tmp_path, docs)
-    assert "in rack=r1 from NodePool rack-r1 (1 of its nodes there now)" in message_of(doc, "a")
+    assert "in rack=r1 from NodePool rack-r1 (1 of its nodes there now, room held on them for 2)" in message_of(
+        doc, "a"
+    )
+
+
+def test_new_nodes_are_held_for_the_unit_they_came_for():
+    """As its nodes come, the unit's pods are nominated to them: a pod of no
+    higher priority that arrives meanwhile does not take that room (without
+    NodePools, nothing is held and it does)."""
+    for pools in (True, False):
+        s, rec, asked = scheduler()
+        if pools:
+            s.on_nodepool(nodepool("rack-r1", "r1"))
+        made = racked("made-1", "r1", "2")
+        made["metadata"]["labels"]["karpenter.sh/nodepool"] = "rack-r1"
+        s.on_node(made)
+        for body in rack_gang("g", 4):
+            (s.on_podgroup if body["kind"] == "PodGroup" else s.on_pod)(
+                {**body, "metadata": {**body["metadata"], "uid": body["metadata"]["name"]}}
+            )
+        drain(s)
+        s.on_pod({**pod("late", cpu="1"), "metadata": {"name": "late", "namespace": "ns", "uid": "late"}})
+        drain(s)
+        if pools:
+            assert sorted(rec.nominated) == ["g-0", "g-1"] and set(rec.nominated.values()) == {"made-1"}
+            assert rec.binds == []
+        else:
+            assert rec.nominated == {} and rec.binds == [("late", "made-1")]
