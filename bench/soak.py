@@ -57,7 +57,10 @@ under it has minGroupCount children bound, each by its own rule), no node
 overcommitted, no room held (`status.nominatedNodeName`) for a group whose
 PodGroup is gone or that has fewer pods than minCount, nor for a tree member
 whose ancestor CompositePodGroup or root is gone or whose tree is no longer
-ready (short of minGroupCount ready children), past a grace. At the
+ready (short of minGroupCount ready children), past a grace; and (with
+--nodepools, on by default: a Karpenter NodePool per zone, no Karpenter) no
+pod that stands in for a unit waiting for new nodes outlives its need by
+more than 90 s, none left at the end. At the
 end every pod must be bound, no pod nominated for a group that is gone, and
 the leader's reservation gauges 0 once nothing is pending. Prints a
 progress line every 30 s and final tables (faults, scenarios, trees created
@@ -69,6 +72,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -104,6 +108,14 @@ from .soak_metrics import ApiServerPatches, ReplicaCounters  # noqa: E402
 from .soak_watch import GroupWatch  # noqa: E402
 
 STARVATION = 3  # Reservation's starvationSeconds: reservations happen within the run
+# With --nodepools: a Karpenter NodePool per zone and no Karpenter. Units that
+# wait ask for nodes (stand-in pods) that never come: their stand-ins are made,
+# time out after this, are asked elsewhere, and must all go with the need.
+CAPACITY_TIMEOUT = 20
+KARPENTER_DIR = Path(
+    os.environ.get("TROUPE_KARPENTER_DIR")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "troupe" / "karpenter-v1.15.0"
+)
 CONFIG = f"""
 apiVersion: scheduling.troupe.dev/v1alpha1
 kind: SchedulerConfiguration
@@ -117,6 +129,8 @@ profiles:
   pluginConfig:
   - name: Reservation
     args: {{starvationSeconds: {STARVATION}}}
+  - name: CapacityRequest
+    args: {{timeoutSeconds: {CAPACITY_TIMEOUT}}}
 """
 NAMESPACE = "soak"
 FAULTS = ("leader-kill", "apiserver-restart", "etcd-restart", "node-delete", "pod-delete", "bind-500")
@@ -817,6 +831,8 @@ class Soak:
         self.api_patches = api_patches = ApiServerPatches(creds, ("podgroups", "compositepodgroups"))
         self.node_names = [f"node-{i}" for i in range(a.nodes)]
         self.apply([node_body(n) for n in self.node_names])
+        if a.nodepools:
+            self.add_nodepools()
         for name in ("a", "b"):
             self.replicas[name] = TroupeProcess(c.scheduler_kubeconfig, self.workdir, config=CONFIG, name=name)
             self.replicas[name].start()
@@ -881,6 +897,7 @@ class Soak:
             if left:
                 self.obs.violation(f"{len(left)} pod(s) left unbound at the end: {', '.join(left[:10])}")
             self.end_reservations()
+            self.end_stand_ins()
         finally:
             self.stop.set()
             self.obs.stop()
@@ -893,6 +910,44 @@ class Soak:
                 p.kill()
             c.stop()
         return self.report(time.monotonic() - t0)
+
+    def add_nodepools(self) -> None:
+        """A NodePool per zone (its CRD from `make operators`' Karpenter build), and no Karpenter."""
+        crd = KARPENTER_DIR / "crds" / "karpenter.sh_nodepools.yaml"
+        if not crd.is_file():
+            raise SystemExit(f"soak: --nodepools needs {crd}: run `make operators` (or pass --no-nodepools)")
+        self.cluster.kubectl("apply", "--server-side", "-f", str(crd), timeout=120)
+        self.cluster.kubectl("wait", "--for=condition=Established", "crd/nodepools.karpenter.sh", timeout=90)
+        zones = sorted({node_body(n)["metadata"]["labels"][ZONE_KEY] for n in self.node_names})
+        pools = [
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodePool",
+                "metadata": {"name": f"zone-{z}"},
+                "spec": {
+                    "template": {
+                        "metadata": {"labels": {ZONE_KEY: z}},
+                        "spec": {
+                            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "none"},
+                            "requirements": [],
+                        },
+                    }
+                },
+            }
+            for z in zones
+        ]
+        self.apply(pools)
+
+    def end_stand_ins(self) -> None:
+        """The end invariant of autoscaling: no stand-in left once nothing waits
+        (they go within the Observer's stand-in grace)."""
+        deadline = time.monotonic() + self.obs.stand_in_grace + 30
+        while time.monotonic() < deadline and (self.obs.poll() or True) and self.obs.stand_ins_left:
+            time.sleep(2)
+        if self.obs.stand_ins_left:
+            self.obs.violation(
+                f"{len(self.obs.stand_ins_left)} stand-in pod(s) left at the end: {', '.join(self.obs.stand_ins_left[:5])}"
+            )
 
     def end_reservations(self) -> None:
         """The new end invariant: nothing pending, and no room held. No pod
@@ -982,6 +1037,10 @@ class Soak:
                 f"{self.obs.held_violations} ({self.obs.tree_held_violations})",
             ),
             ("leaked reservations at the end", _num(self.leaked_count)),
+            (
+                "stand-in pods seen (autoscaling; --nodepools) / left at the end",
+                f"{self.obs.stands_ins_seen_text()}" if self.args.nodepools else "- (no NodePools)",
+            ),
             ("leader at the end: pending pods / reservation gauges", self.end_summary()),
             (
                 "group status PATCHes received (sent by troupe) / group decisions / schedule attempts (pods)",
@@ -1105,6 +1164,13 @@ def main(argv: list[str] | None = None) -> int:
         default=75.0,
         help="seconds a gang may be seen bound below minCount, a tree's CompositePodGroup below minGroupCount "
         "(binds are retried through an outage for 60 s) (75)",
+    )
+    parser.add_argument(
+        "--nodepools",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a Karpenter NodePool per zone (no Karpenter): waiting units make stand-in pods that never get "
+        f"nodes, time out after {CAPACITY_TIMEOUT} s, and must all go (needs `make operators`) (on)",
     )
     parser.add_argument(
         "--release-grace",

@@ -58,6 +58,9 @@ from typing import Any
 from scheduler.api.quantity import parse_quantity
 
 GROUP_LABEL = "scheduling.troupe.dev/pod-group"
+# troupe's pods that stand in for a unit waiting for new nodes (scheduler/runtime/capacity.py)
+STANDS_IN_FOR = "scheduling.troupe.dev/stands-in-for"
+STAND_IN_UNIT = "scheduling.troupe.dev/unit"
 
 
 @dataclass(frozen=True)
@@ -320,6 +323,11 @@ class Observer:
     live_groups: Callable[[], set[tuple[str, str, str]] | None] | None = None
     release_grace: float = 10.0
     release_grace_max: float = 60.0
+    # A pod that stands in for a unit waiting for new nodes (troupe's
+    # autoscaling, docs/autoscaling.md) may outlive its need by this much: a
+    # leader that dies after the bind leaves it to the next one, which sweeps
+    # what it adopted and no unit asks for again after 30 s.
+    stand_in_grace: float = 90.0
     violations: list[str] = field(default_factory=list)
     observations: int = 0
     poll_failures: int = 0
@@ -340,6 +348,13 @@ class Observer:
         # Reservations (with `reservations`): pods seen nominated, groups seen
         # gone, how long their room stayed held, pods bound while their group was gone.
         self.nominated_uids: set[str] = set()
+        # Stand-ins (label STANDS_IN_FOR): seen, seen with no unbound pod of
+        # their unit left since (uid -> when), reported.
+        self.stand_ins_seen = 0
+        self.stand_in_idle: dict[str, float] = {}
+        self.stand_ins_left: list[str] = []
+        self._stand_ins_known: set[str] = set()
+        self._stand_ins_reported: set[str] = set()
         self.gone: dict[GangKey, Gone] = {}
         self.release_seconds: list[float] = []
         self.held_violations = 0
@@ -476,7 +491,11 @@ class Observer:
         """The invariants over one consistent-enough view (pods listed before
         nodes, then `groups`: the group objects that exist, if known)."""
         pods = list(pods)
+        stand_ins = [p for p in pods if STANDS_IN_FOR in (p["metadata"].get("labels") or {})]
+        if stand_ins:
+            pods = [p for p in pods if STANDS_IN_FOR not in (p["metadata"].get("labels") or {})]
         with self._lock:
+            self._check_stand_ins(stand_ins, pods, now)
             self.observations += 1
             self.last_pods = pods
             self.last_groups = groups
@@ -543,6 +562,45 @@ class Observer:
             self._check_trees(bound_by_gang, now)
             if self.reservations:
                 self._check_reservations(pods, groups, newly_bound, now)
+
+    def _check_stand_ins(self, stand_ins: list[dict[str, Any]], pods: list[dict[str, Any]], now: float) -> None:
+        """No stand-in outlives its unit's need (its group bound whole or gone:
+        no unbound pod of it left) by more than `stand_in_grace` (caller holds
+        the lock). Its unit: the annotation "<API group> <namespace>/<name>",
+        a PodGroup or a tree's root CompositePodGroup."""
+        waiting: set[tuple[str, str]] = set()
+        for p in pods:
+            gkey = _gang_key(p)
+            phase = (p.get("status") or {}).get("phase")
+            if gkey is None or p["spec"].get("nodeName") or phase in ("Succeeded", "Failed"):
+                continue
+            waiting.add((gkey[0], gkey[1]))
+            root = self.leaf_tree.get((gkey[0], gkey[1]))
+            if root is not None:
+                waiting.add(root)
+        present = set()
+        for s in stand_ins:
+            meta = s["metadata"]
+            uid = meta["uid"]
+            present.add(uid)
+            if uid not in self.stand_in_idle and uid not in self._stand_ins_known:
+                self._stand_ins_known.add(uid)
+                self.stand_ins_seen += 1
+            unit = str((meta.get("annotations") or {}).get(STAND_IN_UNIT) or "")
+            namespace, _, name = unit.partition(" ")[2].partition("/")
+            if (namespace, name) in waiting:
+                self.stand_in_idle.pop(uid, None)
+                continue
+            since = self.stand_in_idle.setdefault(uid, now)
+            if now - since > self.stand_in_grace and uid not in self._stand_ins_reported:
+                self._stand_ins_reported.add(uid)
+                self.violations.append(
+                    f"{time.strftime('%H:%M:%S')} stand-in {meta['namespace']}/{meta['name']} for {unit} left "
+                    f"behind: no pod of its unit has waited for {now - since:.0f}s"
+                )
+        for uid in set(self.stand_in_idle) - present:
+            del self.stand_in_idle[uid]
+        self.stand_ins_left = [f"{s['metadata']['namespace']}/{s['metadata']['name']}" for s in stand_ins]
 
     def _check_trees(self, bound_by_gang: Mapping[GangKey, int], now: float) -> None:
         """No CompositePodGroup with pods bound under it is seen below its rule
@@ -730,6 +788,10 @@ class Observer:
 
     def _expected(self, p: Mapping[str, Any]) -> bool:
         return _gang_key(p) in self.gangs
+
+    def stands_ins_seen_text(self) -> str:
+        with self._lock:
+            return f"{self.stand_ins_seen} / {len(self.stand_ins_left)}"
 
     def unbound(self) -> list[str]:
         """Pods of expected gangs that exist and have no node (in the last observation)."""

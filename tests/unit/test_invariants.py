@@ -163,3 +163,43 @@ def test_a_fault_after_the_deadline_excuses_nothing_and_max_caps():
     obs2.fault_started(5.0)
     obs2.check(gang_pods("troupe", "g", 2, "a"), NODES, 61.0, groups=set())
     assert len(obs2.violations) == 1
+
+
+# ---------------------------------------------------- stand-ins (autoscaling)
+
+
+def stand_in(unit: str, uid: str = "s1") -> dict:
+    return {
+        "metadata": {
+            "name": f"{unit}-capacity-{uid}",
+            "namespace": "ns",
+            "uid": uid,
+            "labels": {"scheduling.troupe.dev/stands-in-for": "owner-uid"},
+            "annotations": {"scheduling.troupe.dev/unit": f"scheduling.troupe.dev ns/{unit}"},
+        },
+        "spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]},
+        "status": {},
+    }
+
+
+def test_a_stand_in_may_stay_while_its_unit_waits_and_not_long_after():
+    """While a pod of its unit waits, a stand-in is needed; once none does
+    (bound whole, or gone), it must go within the grace; it never counts as
+    a pod left unbound."""
+    obs = Observer(cluster=None, stand_in_grace=30.0)
+    waiting = pod("")
+    obs.check([waiting, stand_in("g")], NODES, 0.0)
+    obs.check([waiting, stand_in("g")], NODES, 100.0)
+    assert obs.violations == [] and obs.stand_ins_seen == 1
+    assert not any("capacity" in u for u in obs.unbound())  # never a pod left unbound
+    obs.check([pod("a"), stand_in("g")], NODES, 101.0)  # bound: from now on the stand-in is not needed
+    obs.check([pod("a"), stand_in("g")], NODES, 120.0)
+    assert obs.violations == []
+    obs.check([pod("a"), stand_in("g")], NODES, 132.0)
+    assert (
+        len(obs.violations) == 1
+        and "stand-in ns/g-capacity-s1 for scheduling.troupe.dev ns/g left behind" in (obs.violations[0])
+    )
+    assert obs.stand_ins_left == ["ns/g-capacity-s1"]
+    obs.check([pod("a")], NODES, 140.0)
+    assert obs.stand_ins_left == [] and len(obs.violations) == 1
