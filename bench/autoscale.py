@@ -10,7 +10,7 @@ kwok v0.8.0 as the nodes' kubelet and Karpenter v1.15.0 with its kwok
 provider (tests/integration/karpenter.py: instance types c-2x/4x/8x, 1900m /
 3900m / 7900m allocatable cpu, 2 GiB per cpu), one NodePool per rack
 (``rack-r1``..: template label ``rack: rN``, consolidation WhenEmpty after
-Never, no limits), and no other Node. Then the scheduler (troupe from this
+Never, no limits unless --pool-cpu-limit), and no other Node. Then the scheduler (troupe from this
 work tree with its default configuration, or kube-scheduler v1.37.2 with
 ``GenericWorkload`` and ``TopologyAwareWorkloadScheduling`` on, as
 bench/e2e_procs.py starts it; both with their default client QPS 50 /
@@ -436,7 +436,8 @@ def one_run(sched: str, args: argparse.Namespace, workdir: Path, builds: tuple, 
             raise RuntimeError(f"the fresh cluster has {len(plain)} Nodes; Karpenter would simulate on them")
         kw = Kwok(wbuild, cluster, rundir).start(timeout=60)
         started.append(kw)
-        pools = [nodepool(f"rack-r{r}", {RACK: f"r{r}"}) for r in range(1, args.racks + 1)]
+        limits = {"cpu": args.pool_cpu_limit} if args.pool_cpu_limit else None
+        pools = [nodepool(f"rack-r{r}", {RACK: f"r{r}"}, limits=limits) for r in range(1, args.racks + 1)]
         apply(cluster, kwok_nodeclass("default"), *pools)
         kp = Karpenter(kbuild, cluster, rundir).start(timeout=90)
         started.append(kp)
@@ -503,6 +504,17 @@ def one_run(sched: str, args: argparse.Namespace, workdir: Path, builds: tuple, 
 
 def fmt_s(v: float | None) -> str:
     return "—" if v is None else f"{v:.1f} s"
+
+
+def heading(meta: dict[str, Any]) -> str:
+    limit = f", NodePool limits {meta['pool_cpu_limit']} cpu each" if meta.get("pool_cpu_limit") else ""
+    return (
+        f"## Autoscaling: {meta['gangs']} gangs × {meta['size']} pods ({meta['pod_cpu']} cpu, {meta['pod_memory']}), "
+        f"each in one of {meta['racks']} racks{limit}, behind Karpenter v{meta['karpenter']} (kwok), from an empty "
+        f"cluster ({meta['date']}, {meta['git_head']}"
+        + (" + work tree" if meta.get("git_dirty_scheduler") else "")
+        + ")"
+    )
 
 
 def report(meta: dict[str, Any], runs: list[dict[str, Any]]) -> str:
@@ -591,6 +603,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gangs", type=int, default=20, help="gangs (PodGroups) (default 20)")
     p.add_argument("--size", type=int, default=8, help="pods per gang, = its minCount (default 8)")
     p.add_argument("--racks", type=int, default=4, help="racks: one NodePool rack-rN per rack (default 4)")
+    p.add_argument(
+        "--pool-cpu-limit",
+        help="each NodePool's spec.limits.cpu (default: none), e.g. 48: room for fewer gangs per rack than "
+        "there are gangs, so Karpenter cannot put every pod in one pool",
+    )
     p.add_argument("--pod-cpu", default="1", help="each pod's cpu request (and limit) (default 1)")
     p.add_argument("--pod-memory", default="1Gi", help="each pod's memory request (and limit) (default 1Gi)")
     p.add_argument("--schedulers", default=",".join(SCHEDULERS), help="runs, in this order (default troupe,upstream)")
@@ -615,6 +632,7 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.report is not None:
         data = json.loads(args.report.read_text())
+        print(heading(data["meta"]))
         print(report(data["meta"], data["runs"]))
         return 0
     args.schedulers = [s for s in args.schedulers.split(",") if s]
@@ -654,6 +672,7 @@ def main(argv: list[str]) -> int:
         "gangs": args.gangs,
         "size": args.size,
         "racks": args.racks,
+        "pool_cpu_limit": args.pool_cpu_limit,
         "pod_cpu": args.pod_cpu,
         "pod_memory": args.pod_memory,
         "timeout_s": args.timeout,
@@ -688,10 +707,7 @@ def main(argv: list[str]) -> int:
         log("interrupted; reporting what ran")
     finally:
         save()
-    print(
-        f"## Autoscaling: {args.gangs} gangs × {args.size} pods ({args.pod_cpu} cpu, {args.pod_memory}), each in one "
-        f"of {args.racks} racks, behind Karpenter v{KARPENTER_VERSION} (kwok), from an empty cluster"
-    )
+    print(heading(meta))
     print(report(meta, runs))
     print()
     print(f"JSON: {json_path}")
