@@ -15,7 +15,8 @@ not bind. A domain whose capacity did not come in time is not asked again
 for a while (the runtime records it); the next one is.
 
 Lone pods and `basic` groups are left to the autoscaler as they are: each
-pod is provisionable on its own.
+pod is provisionable on its own; so are the pods of a group with no object
+to own stand-ins (Kueue's plain pod groups).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..api.config import PluginArgs
 from ..api.nodepool import NODEPOOL_LABEL, CapacityPlan, NodeTemplate
 from ..api.quantity import format_units
 from ..api.records import NodeInfo, PodInfo
+from ..api.sources import has_object
 from ..cluster.snapshot import Snapshot
 from ..framework.diagnosis import Diagnosis
 from ..framework.interface import (
@@ -65,6 +67,8 @@ class CapacityRequest(PostFilterPlugin):
         cache = self.handle.cache
         if not cache.node_templates or not (group.is_gang or group.tree is not None):
             return None, Status.skip(self.name)
+        if group.tree is None and (group.group is None or not has_object(group.group.api_version)):
+            return None, Status.skip(self.name)  # no object to own its stand-ins (Kueue's pod groups)
         pods = tuple(p for p in group.pods if not p.node_name)
         if not pods:
             return None, Status.skip(self.name)

@@ -173,9 +173,15 @@ def test_a_heavier_pool_is_asked_first_and_a_gang_without_topology_may_get_nodes
     assert "waiting for new nodes for its 4 pods (4 cpu) from NodePool rack-r1" in message_of(doc, "free")
 
 
-def test_lone_pods_and_basic_groups_are_left_to_the_autoscaler(capsys, tmp_path):
+def test_lone_pods_basic_groups_and_groups_without_an_object_are_left_to_the_autoscaler(capsys, tmp_path):
+    """Each of their pods is provisionable on its own (a Kueue pod group has
+    no object to own stand-ins)."""
     basic = [podgroup("b")] + [pod(f"b-{i}", "b", "4") for i in range(2)]
-    doc = run_json(capsys, tmp_path, [node("n1", "1"), nodepool("any"), pod("lone", cpu="4"), *basic])
+    kueue = [pod(f"kq-{i}", cpu="4") for i in range(2)]
+    for p in kueue:
+        p["metadata"]["labels"] = {"kueue.x-k8s.io/pod-group-name": "kq"}
+        p["metadata"]["annotations"] = {"kueue.x-k8s.io/pod-group-total-count": "2"}
+    doc = run_json(capsys, tmp_path, [node("n1", "1"), nodepool("any"), pod("lone", cpu="4"), *basic, *kueue])
     assert "capacity" not in doc
 
 
