@@ -15,7 +15,8 @@ work tree with its default configuration, or kube-scheduler v1.37.2 with
 ``GenericWorkload`` and ``TopologyAwareWorkloadScheduling`` on, as
 bench/e2e_procs.py starts it; both with their default client QPS 50 /
 burst 100 and the admin identity), and at once every PodGroup, then every
-pod: ``--gangs`` gangs of ``--size`` pods (``--pod-cpu``, ``--pod-memory``),
+pod (or, with ``--arrival-seconds S``, gang i's PodGroup then its pods at
+i × S s): ``--gangs`` gangs of ``--size`` pods (``--pod-cpu``, ``--pod-memory``),
 each PodGroup a gang of minCount = size with a topology constraint on
 ``rack`` (troupe: its scheduling.troupe.dev/v1alpha2 PodGroup and the
 pod-group label; upstream: a native scheduling.k8s.io/v1beta1 PodGroup with
@@ -23,7 +24,8 @@ the same ``schedulingConstraints.topology`` and ``spec.schedulingGroup``;
 bench/e2e_workload.py's Flavor). The clock starts as the first create is
 sent. Every 0.5 s the benchmark lists the namespace's pods, the NodeClaims
 and the Nodes, until every pod is bound (then ``--settle`` seconds more, to
-count NodeClaims still being made) or ``--timeout`` seconds pass.
+count NodeClaims still being made) or ``--timeout`` seconds pass after the
+last gang is due to be created.
 
 Output: a table on stdout (one column per scheduler), progress on stderr,
 bench/out/autoscale-<timestamp>.json; the logs (scheduler, Karpenter, kwok,
@@ -85,7 +87,8 @@ RESERVED_CPU_MILLI, RESERVED_MEMORY_MI = 100, 10
 EPILOG = """\
 columns of the table (one per scheduler; the last: troupe / upstream):
   all gangs bound       seconds from the first create sent until every pod was seen bound
-                        (polled every 0.5 s); "timeout" if not within --timeout
+                        (polled every 0.5 s); "timeout" if not within --timeout after the
+                        last gang is due ((gangs - 1) × --arrival-seconds after the first)
   gangs bound whole     gangs with all their pods bound at the end
   nodes made            distinct NodeClaims seen over the run (and --settle seconds after
                         the last bind): every node Karpenter launched, kept or not
@@ -96,6 +99,7 @@ columns of the table (one per scheduler; the last: troupe / upstream):
   made / needed         nodes made / nodes needed (its racks); target <= 1.05
   split gangs           gangs whose bound pods are on nodes of more than one rack (target 0)
   partial gangs         gangs with some but not all pods bound at the end (target 0)
+  median gang wait      per gang, from its PodGroup's create to all its pods seen bound
 the setup: one fresh control plane per scheduler run (no node carries over), Karpenter
 v1.15.0 (kwok provider; types c-2x/4x/8x-amd64-linux, 1900m/3900m/7900m cpu allocatable)
 and kwok v0.8.0 per run, NodePools rack-r1..rN (label rack: rN), no other Node.
@@ -106,6 +110,7 @@ needs: make controlplane (etcd, kube-*) and make operators (Karpenter, kwok).
 examples:
   python -m bench autoscale
   python -m bench autoscale --gangs 4 --timeout 120 --schedulers troupe
+  python -m bench autoscale --arrival-seconds 2 --pool-cpu-limit 48
   python -m bench autoscale --report bench/out/autoscale-20261208-101010.json
 """
 
@@ -325,11 +330,29 @@ async def measure(
                 except Exception as exc:  # noqa: BLE001 - reported
                     errors.append(f"{body['metadata']['name']}: {exc}")
 
+        size, every = args.size, args.arrival_seconds
+        gang_sent: list[float | None] = [None] * args.gangs  # when its PodGroup create was sent
+
+        async def create_gang(g: int) -> None:
+            gang_sent[g] = time.monotonic() - t0
+            await create(pg_path, groups[g])
+            await asyncio.gather(*(create(pod_path, b) for b in pods[g * size : (g + 1) * size]))
+
         async def create_all() -> float:
-            await asyncio.gather(*(create(pg_path, b) for b in groups))
-            await asyncio.gather(*(create(pod_path, b) for b in pods))
+            if every <= 0:  # all at once: every PodGroup, then every pod
+                gang_sent[:] = [0.0] * args.gangs
+                await asyncio.gather(*(create(pg_path, b) for b in groups))
+                await asyncio.gather(*(create(pod_path, b) for b in pods))
+                return time.monotonic()
+            started = []
+            for g in range(args.gangs):  # gang g at t0 + g × every: its PodGroup, then its pods
+                await asyncio.sleep(max(0.0, t0 + g * every - time.monotonic()))
+                started.append(asyncio.create_task(create_gang(g)))
+            await asyncio.gather(*started)
             return time.monotonic()
 
+        # the timeout counts from when the last gang is due to be created
+        deadline_s = args.timeout + max(0.0, every) * (args.gangs - 1)
         t0 = time.monotonic()
         ctask = asyncio.create_task(create_all())
         cpu0 = proc.cpu()
@@ -354,8 +377,11 @@ async def measure(
                 )
             if all_bound_at is not None and now - all_bound_at >= args.settle:
                 break
-            if all_bound_at is None and now - t0 > args.timeout:
-                outcome = f"timeout: {obs.whole()}/{args.gangs} gangs bound whole after {args.timeout:.0f}s"
+            if all_bound_at is None and now - t0 > deadline_s:
+                outcome = (
+                    f"timeout: {obs.whole()}/{args.gangs} gangs bound whole after {deadline_s:.0f}s"
+                    f" (partial {analyse(obs, per_node)['partial_gangs']})"
+                )
                 break
             if not proc.alive():
                 outcome = f"{sched} exited with {proc.proc.returncode}"
@@ -363,7 +389,9 @@ async def measure(
             if now >= next_report:
                 next_report = now + args.progress_every
                 log(
-                    f"[{sched}] {now - t0:5.1f}s pods bound {obs.bound()}/{args.gangs * args.size}, gangs whole "
+                    f"[{sched}] {now - t0:5.1f}s "
+                    + (f"gangs created {sum(t is not None for t in gang_sent)}/{args.gangs}, " if every > 0 else "")
+                    + f"pods bound {obs.bound()}/{args.gangs * args.size}, gangs whole "
                     f"{obs.whole()}/{args.gangs}, NodeClaims {len(obs.claims)}, nodes usable {obs.usable_nodes()}"
                     + (f", stand-ins {obs.stand_ins_now}" if sched == "troupe" else "")
                     + (f", PodScheduled=False reasons {dict(obs.reasons)}" if obs.reasons else "")
@@ -375,6 +403,9 @@ async def measure(
         cpu1 = proc.cpu()
         res = analyse(obs, per_node)
         bound_times = sorted(t for t in obs.gang_bound_at if t is not None)
+        waits = sorted(
+            b - c for b, c in zip(obs.gang_bound_at, gang_sent, strict=True) if b is not None and c is not None
+        )
         res.update(
             {
                 "outcome": outcome,
@@ -385,6 +416,14 @@ async def measure(
                 "first_node_usable_s": obs.first_ready_at,
                 "gang_bound_s": bound_times,
                 "gang_bound_median_s": bound_times[len(bound_times) // 2] if bound_times else None,
+                "arrival_seconds": every,
+                "timeout_total_s": deadline_s,
+                "gang_sent_s": gang_sent,
+                "gang_wait_s": [
+                    None if b is None or c is None else b - c for b, c in zip(obs.gang_bound_at, gang_sent, strict=True)
+                ],
+                "gang_wait_median_s": waits[len(waits) // 2] if waits else None,
+                "gang_wait_max_s": waits[-1] if waits else None,
                 "nodeclaims_after_all_bound": sum(
                     1
                     for c in obs.claims.values()
@@ -508,11 +547,14 @@ def fmt_s(v: float | None) -> str:
 
 def heading(meta: dict[str, Any]) -> str:
     limit = f", NodePool limits {meta['pool_cpu_limit']} cpu each" if meta.get("pool_cpu_limit") else ""
+    if meta.get("arrival_seconds"):
+        limit += f", gang i created at i × {meta['arrival_seconds']:g} s"
     return (
         f"## Autoscaling: {meta['gangs']} gangs × {meta['size']} pods ({meta['pod_cpu']} cpu, {meta['pod_memory']}), "
         f"each in one of {meta['racks']} racks{limit}, behind Karpenter v{meta['karpenter']} (kwok), from an empty "
         f"cluster ({meta['date']}, {meta['git_head']}"
         + (" + work tree" if meta.get("git_dirty_scheduler") else "")
+        + (" + bench/ work tree" if meta.get("git_dirty_bench") and not meta.get("git_dirty_scheduler") else "")
         + ")"
     )
 
@@ -527,7 +569,8 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]]) -> str:
             return "—"
         v = r.get(key)
         if key == "all_bound_s":
-            return fmt_s(v) if v is not None else f"timeout ({meta['timeout_s']:.0f} s)"
+            total = r.get("timeout_total_s", meta["timeout_s"])
+            return fmt_s(v) if v is not None else f"timeout ({total:.0f} s)"
         if key == "gangs_bound_whole":
             return f"{v} / {r['gangs']}"
         if key == "nodes_made":
@@ -541,6 +584,10 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]]) -> str:
         if key == "gangs_per_rack":
             return ", ".join(f"{k}: {n}" for k, n in v.items()) or "—"
         if key in ("first_nodeclaim_s", "first_node_usable_s", "gang_bound_median_s"):
+            return fmt_s(v)
+        if key == "gang_wait_median_s":
+            return f"{fmt_s(v)} (max {fmt_s(r.get('gang_wait_max_s'))})" if v is not None else "—"
+        if key == "creates_done_s":
             return fmt_s(v)
         if key == "scheduler_cpu_s":
             return "—" if v is None else f"{v:.1f} s"
@@ -560,6 +607,8 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]]) -> str:
         ("first NodeClaim", "first_nodeclaim_s"),
         ("first node usable", "first_node_usable_s"),
         ("median gang bound", "gang_bound_median_s"),
+        ("median gang wait (bound − created)", "gang_wait_median_s"),
+        ("every create done", "creates_done_s"),
         ("pods' PodScheduled=False reasons", "podscheduled_false_reasons"),
         ("stand-in pods made", "stand_ins_made"),
         ("scheduler CPU", "scheduler_cpu_s"),
@@ -612,7 +661,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pod-memory", default="1Gi", help="each pod's memory request (and limit) (default 1Gi)")
     p.add_argument("--schedulers", default=",".join(SCHEDULERS), help="runs, in this order (default troupe,upstream)")
     p.add_argument(
-        "--timeout", type=float, default=240.0, help="seconds after the first create to give up (default 240)"
+        "--arrival-seconds",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="create gang i (its PodGroup, then its pods) S × i seconds after the first create, so Karpenter "
+        "sees the gangs in several batches (default 0: every PodGroup, then every pod, at once)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=240.0,
+        help="seconds to give up after the last gang is due to be created, i.e. after the first create "
+        "+ (gangs - 1) × --arrival-seconds (default 240)",
     )
     p.add_argument(
         "--settle",
@@ -668,6 +729,7 @@ def main(argv: list[str]) -> int:
         "date": time.strftime("%Y-%m-%d"),
         "git_head": _git("rev-parse", "--short", "HEAD"),
         "git_dirty_scheduler": bool(_git("status", "--porcelain", "scheduler")),
+        "git_dirty_bench": bool(_git("status", "--porcelain", "bench")),
         "schedulers": args.schedulers,
         "gangs": args.gangs,
         "size": args.size,
@@ -676,6 +738,8 @@ def main(argv: list[str]) -> int:
         "pod_cpu": args.pod_cpu,
         "pod_memory": args.pod_memory,
         "timeout_s": args.timeout,
+        "arrival_seconds": args.arrival_seconds,
+        "timeout_total_s": args.timeout + max(0.0, args.arrival_seconds) * (args.gangs - 1),
         "settle_s": args.settle,
         "largest_type": largest,
         "pods_per_largest_node": per_node,
