@@ -547,8 +547,9 @@ class EventHandlers:
         """The unit is gone: what was asked for it goes too (its stand-ins
         are owned by its group, and withdrawn here at once)."""
         self.cache.capacity_failed.pop(unit, None)
-        if self.cache.capacity_asked.pop(unit, None) is not None and self.capacity is not None:
-            self.capacity.withdraw(unit)
+        self.cache.capacity_asked.pop(unit, None)
+        if self.capacity is not None:
+            self.capacity.withdraw(unit)  # (also what was adopted for it at a failover)
 
     def on_namespace(self, body: Mapping[str, Any], deleted: bool = False) -> None:
         meta = body.get("metadata") or {}

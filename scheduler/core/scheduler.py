@@ -444,6 +444,17 @@ class Scheduler(EventHandlers):
         elif self.cache.capacity_asked.pop(unit, None) is not None and self.capacity is not None:
             self.capacity.withdraw(unit)
 
+    def unit_waits(self, key: GroupKey) -> bool:
+        """The PodGroup or tree root `key` exists and has a pod not bound yet
+        (what stands in for it may still be needed)."""
+        if key in self.cache.composites:
+            members = [p for leaf in self.cache.leaves_under(key) for p in self.cache.members(leaf)]
+        elif key in self.cache.groups:
+            members = list(self.cache.members(key))
+        else:
+            return False
+        return any(not p.node_name and not p.terminal and not p.deleting for p in members)
+
     def retry_unit(self, key: GroupKey) -> None:
         """Try the unit of the group (or tree root) `key` again now (the
         capacity asked for it did not come)."""

@@ -18,8 +18,10 @@ is owned by the unit's group (deleting the group deletes it: the garbage
 collector), labelled with the owner's uid, and deleted when the unit binds,
 asks elsewhere, is gone, or its nodes did not come within the timeout (the
 domain is then not asked again for a while, and the unit tries the next).
-A scheduler that starts (or takes the lease) adopts the stand-ins it finds
-and deletes those no unit asks for again.
+A scheduler that starts (or takes the lease) adopts the stand-ins it finds:
+those whose unit is bound or gone are deleted at once (no garbage collector
+may be running), the others when their unit does not ask for the same again
+within 30 s.
 
 NodePools are read by polling (a list every few seconds): few objects,
 often absent, and their status (the capacity they have made) changes as
@@ -90,7 +92,6 @@ class CapacityRequests:
         self._asked: dict[GroupKey, _Asked] = {}
         self._work: asyncio.Queue[tuple[str, GroupKey, Any]] = asyncio.Queue()
         self._pools: dict[str, str] = {}  # NodePool name -> resourceVersion, as last read
-        self._started = clock()
 
     # ----------------------------------------------------- CapacityRequester
 
@@ -144,13 +145,16 @@ class CapacityRequests:
             meta = item.get("metadata") or {}
             owner: dict[str, Any] = next(iter(meta.get("ownerReferences") or ()), {})
             unit = _unit_of(str((meta.get("annotations") or {}).get(UNIT_ANNOTATION) or ""))
-            if unit is None or not owner.get("uid"):
+            if unit is None or not owner.get("uid") or unit in self._asked:
                 continue
-            if unit not in self._asked:
-                domain = str((meta.get("annotations") or {}).get(DOMAIN_ANNOTATION) or "")
-                self._asked[unit] = _Asked(None, str(meta.get("namespace") or ""), owner["uid"], domain, self._clock())
+            domain = str((meta.get("annotations") or {}).get(DOMAIN_ANNOTATION) or "")
+            asked = _Asked(None, str(meta.get("namespace") or ""), owner["uid"], domain, self._clock())
+            self._asked[unit] = asked
+            if self._scheduler.unit_waits(unit):
                 log.info("adopted the stand-ins of %s (%s)", unit, domain)
-        self._started = self._clock()
+            else:  # bound or gone meanwhile (no garbage collector may be running)
+                log.info("the stand-ins of %s (%s) are no longer needed: deleted", unit, domain)
+                self.withdraw(unit)
 
     async def poll_nodepools(self) -> None:
         """Read every NodePool into the scheduler (absent kind: none)."""
@@ -182,8 +186,8 @@ class CapacityRequests:
         now = self._clock()
         cache = self._scheduler.cache
         for unit, asked in list(self._asked.items()):
-            if asked.plan is None:
-                if now - self._started > ADOPT_GRACE_SECONDS:  # adopted, and no unit asked again
+            if asked.plan is None:  # adopted: kept while its unit waits and asks again in time
+                if now - asked.since > ADOPT_GRACE_SECONDS or not self._scheduler.unit_waits(unit):
                     self.withdraw(unit)
                 continue
             timeout = asked.plan.timeout
