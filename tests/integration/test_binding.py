@@ -309,20 +309,20 @@ def test_a_refused_bind_returns_the_pod_to_the_queue_and_it_binds_later(installe
 def test_a_condition_write_held_until_after_the_bind_leaves_the_bound_pod_scheduled(
     installed, nodes, namespace, tmp_path
 ):
-    # The first pod of a gang of two is told it waits for the second; that
-    # write is held (failpoint) until both pods are bound. Sent then, it would
-    # turn the bind's PodScheduled=True back to False: its resourceVersion
-    # precondition makes the API server refuse it, and the pod, read again,
-    # is bound, so nothing is written.
+    # A gang of two that does not fit is told so (Unschedulable); that write
+    # is held (failpoint) until both pods are bound on the node added
+    # meanwhile. Sent then, it would turn the bind's PodScheduled=True back
+    # to False: its resourceVersion precondition makes the API server refuse
+    # it, and the pod, read again, is bound, so nothing is written.
     c, ns = installed, namespace
-    nodes("n1", cpu="4")
+    nodes("n1", cpu="1")
     proc = TroupeProcess(
-        c.scheduler_kubeconfig, tmp_path, name="late", env={"TROUPE_FAILPOINTS": "pod-condition-late=3000"}
+        c.scheduler_kubeconfig, tmp_path, name="late", env={"TROUPE_FAILPOINTS": "pod-condition-late=5000"}
     ).start()
     try:
-        create(c, podgroup(ns, "pair", 2), pod(ns, "pair-0", "pair"))
+        create(c, podgroup(ns, "pair", 2), pod(ns, "pair-0", "pair"), pod(ns, "pair-1", "pair"))
         wait_for(lambda: "failpoint pod-condition-late: holding" in proc.log_text(), timeout=30, message="write held")
-        create(c, pod(ns, "pair-1", "pair"))
+        nodes("n2", cpu="4")
         wait_for(lambda: len(bound(c, ns, "pair-")) == 2, timeout=30, message="the gang bound")
         wait_for(
             lambda: f"pod {ns}/pair-0: bound or gone before its condition was written" in proc.log_text(),

@@ -28,6 +28,11 @@ Check = tuple[str, str, str | None, str | None]
 GRANTED: list[Check] = [
     *[(v, "pods", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
     ("delete", "pods", None, OTHER_NS),  # preemption victims
+    # the pods that stand in for a unit waiting for new nodes (docs/autoscaling.md)
+    ("create", "pods", None, OTHER_NS),
+    ("deletecollection", "pods", None, OTHER_NS),
+    # (NodePools, get and list: this cluster serves no such kind; troupe reading
+    # them with this role is test_autoscaling.py's `pools` fixture)
     *[(v, "poddisruptionbudgets.policy", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
     ("create", "pods", "binding", None),
     ("create", "pods", "binding", OTHER_NS),
@@ -65,8 +70,8 @@ GRANTED: list[Check] = [
 DENIED: list[Check] = [
     # secrets, anywhere
     *[(v, "secrets", None, ns) for v in ("get", "list", "watch") for ns in (None, SYSTEM_NS, OTHER_NS)],
-    # pods: never created or rewritten by the scheduler, deleted only one by one (victims)
-    *[(v, "pods", None, OTHER_NS) for v in ("create", "deletecollection", "update", "patch")],
+    # pods: never rewritten by the scheduler (created and deleted by label: stand-ins only)
+    *[(v, "pods", None, OTHER_NS) for v in ("update", "patch")],
     # PodDisruptionBudgets are only read
     *[(v, "poddisruptionbudgets.policy", None, OTHER_NS) for v in ("create", "update", "patch", "delete")],
     ("update", "pods", "status", OTHER_NS),

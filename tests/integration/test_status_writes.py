@@ -41,7 +41,7 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
-from objects import create, force_delete, node, pod, pod_condition, podgroup
+from objects import create, events_for, force_delete, node, pod, podgroup
 from test_native import NATIVE_PG, native_podgroup, worker
 from test_sources import (
     KUEUE_COUNT,
@@ -294,10 +294,11 @@ def measure(c, troupe: TroupeProcess, ns: str, name: str) -> dict[str, tuple[int
         start = counts(c, troupe, s, watch)
         create(c, *s.pods)
         if s.group is not None:
-            # troupe has seen every pod (it says they wait for their group)
-            # before the group comes: no pod event changes its counts later.
+            # troupe has seen every pod (it says they wait for their group,
+            # in an Event: no condition on a held pod) before the group
+            # comes: no pod event changes its counts later.
             names = [p["metadata"]["name"] for p in s.pods]
-            wait_for(lambda: all(pod_condition(c, ns, n) for n in names), timeout=30, message="the pods seen")
+            wait_for(lambda: all(events_for(c, ns, n) for n in names), timeout=30, message="the pods seen")
             create(c, s.group)
         wait_for(lambda: shown(c, s, ns, 2), timeout=30, message=f"{name}: the first decision shown")
         retry_unchanged(c, troupe, ns, REPEATS)
