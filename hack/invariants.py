@@ -583,7 +583,7 @@ class Observer:
             meta = s["metadata"]
             uid = meta["uid"]
             present.add(uid)
-            if uid not in self.stand_in_idle and uid not in self._stand_ins_known:
+            if uid not in self._stand_ins_known:
                 self._stand_ins_known.add(uid)
                 self.stand_ins_seen += 1
             unit = str((meta.get("annotations") or {}).get(STAND_IN_UNIT) or "")

@@ -51,7 +51,15 @@ for p in (ROOT, ROOT / "hack", INTEGRATION_DIR):  # ROOT: bench/ (its fake kubel
         sys.path.insert(0, str(p))
 
 import localcluster  # noqa: E402
-from karpenter import install_karpenter_crds, karpenter_build  # noqa: E402
+from karpenter import (  # noqa: E402
+    Karpenter,
+    Kwok,
+    apply,
+    install_karpenter_crds,
+    karpenter_build,
+    kwok_build,
+    kwok_nodeclass,
+)
 from kueue import install_kueue_crds, kueue_build  # noqa: E402
 from localcluster import ControlPlaneNotBuilt, LocalCluster  # noqa: E402
 from objects import create, node  # noqa: E402
@@ -221,6 +229,27 @@ def karpenter_cluster(request: pytest.FixtureRequest, controlplane_binaries) -> 
         install(c)
         install_karpenter_crds(c, build)
         yield c
+
+
+@pytest.fixture(scope="module")
+def kwok(karpenter_cluster, tmp_path_factory) -> Iterator[Kwok]:
+    """kwok keeping the nodes Karpenter makes Ready (one per test module)."""
+    k = Kwok(kwok_build(), karpenter_cluster, tmp_path_factory.mktemp("kwok")).start()
+    try:
+        yield k
+    finally:
+        k.stop()
+
+
+@pytest.fixture(scope="module")
+def karpenter(karpenter_cluster, kwok, tmp_path_factory) -> Iterator[Karpenter]:
+    """Karpenter (kwok provider) and the KWOKNodeClass `default` its NodePools name."""
+    apply(karpenter_cluster, kwok_nodeclass("default"))
+    k = Karpenter(karpenter_build(), karpenter_cluster, tmp_path_factory.mktemp("karpenter")).start()
+    try:
+        yield k
+    finally:
+        k.stop()
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from karpenter import Karpenter, Kwok, apply, karpenter_build, karpenter_nodes, kwok_build, kwok_nodeclass, nodeclaims
+from karpenter import Karpenter, apply, karpenter_nodes, nodeclaims
 from karpenter import nodepool as make_nodepool
 from objects import GROUP_LABEL, bound, condition, create, pod, pod_condition, podgroup, wait_condition
 from troupe_process import TroupeProcess, supervised
@@ -42,25 +42,6 @@ profiles:
   - name: CapacityRequest
     args: {timeoutSeconds: 20}
 """
-
-
-@pytest.fixture(scope="module")
-def kwok(karpenter_cluster, tmp_path_factory) -> Iterator[Kwok]:
-    k = Kwok(kwok_build(), karpenter_cluster, tmp_path_factory.mktemp("kwok")).start()
-    try:
-        yield k
-    finally:
-        k.stop()
-
-
-@pytest.fixture(scope="module")
-def karpenter(karpenter_cluster, kwok, tmp_path_factory) -> Iterator[Karpenter]:
-    apply(karpenter_cluster, kwok_nodeclass("default"))
-    k = Karpenter(karpenter_build(), karpenter_cluster, tmp_path_factory.mktemp("karpenter")).start()
-    try:
-        yield k
-    finally:
-        k.stop()
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -22,13 +22,9 @@ from karpenter import (
     REGISTERED_LABEL,
     UNREGISTERED_TAINT,
     ZONE_LABEL,
-    Karpenter,
-    Kwok,
     apply,
     bind,
-    karpenter_build,
     karpenter_nodes,
-    kwok_build,
     kwok_nodeclass,
     mark_unschedulable,
     node_lease,
@@ -49,24 +45,6 @@ POOL = "rack-r1"
 NODE_MONITOR_GRACE = 50.0
 HOSTNAME = "kubernetes.io/hostname"
 READY_BEYOND_GRACE = 60.0
-
-
-@pytest.fixture(scope="module")
-def kwok(karpenter_cluster, tmp_path_factory) -> Iterator[Kwok]:
-    k = Kwok(kwok_build(), karpenter_cluster, tmp_path_factory.mktemp("kwok")).start()
-    try:
-        yield k
-    finally:
-        k.stop()
-
-
-@pytest.fixture(scope="module")
-def karpenter(karpenter_cluster, kwok, tmp_path_factory) -> Iterator[Karpenter]:
-    k = Karpenter(karpenter_build(), karpenter_cluster, tmp_path_factory.mktemp("karpenter")).start()
-    try:
-        yield k
-    finally:
-        k.stop()
 
 
 def _ts(value: str) -> float:
