@@ -29,7 +29,8 @@ last gang is due to be created.
 
 Output: a table on stdout (one column per scheduler), progress on stderr,
 bench/out/autoscale-<timestamp>.json; the logs (scheduler, Karpenter, kwok,
-control plane) under bench/out/autoscale-<timestamp>/.
+control plane) and the namespace's Events (events.json) under
+bench/out/autoscale-<timestamp>/.
 """
 
 from __future__ import annotations
@@ -97,6 +98,8 @@ columns of the table (one per scheduler; the last: troupe / upstream):
                         the racks the scheduler chose); "fewest possible" puts every
                         gang in one rack: ceil(all pods / pods per largest node)
   made / needed         nodes made / nodes needed (its racks); target <= 1.05
+  nodes left without a pod
+                        nodes present at the end that hold none of the gangs' pods
   split gangs           gangs whose bound pods are on nodes of more than one rack (target 0)
   partial gangs         gangs with some but not all pods bound at the end (target 0)
   median gang wait      per gang, from its PodGroup's create to all its pods seen bound
@@ -401,6 +404,8 @@ async def measure(
         if not ctask.done():
             ctask.cancel()
         cpu1 = proc.cpu()
+        events = await kube.request("GET", f"/api/v1/namespaces/{ns}/events")
+        (Path(proc.log_path).parent / "events.json").write_text(json.dumps(events.get("items") or [], indent=1))
         res = analyse(obs, per_node)
         bound_times = sorted(t for t in obs.gang_bound_at if t is not None)
         waits = sorted(
@@ -601,6 +606,7 @@ def report(meta: dict[str, Any], runs: list[dict[str, Any]]) -> str:
         ("nodes made (NodeClaims)", "nodes_made"),
         ("nodes needed (its racks)", "nodes_needed"),
         ("made ÷ needed", "made_per_needed"),
+        ("nodes left without a pod", "nodes_without_pods"),
         ("gangs split across racks", "split_gangs"),
         ("partial gangs", "partial_gangs"),
         ("gangs per rack", "gangs_per_rack"),

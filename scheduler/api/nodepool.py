@@ -163,3 +163,8 @@ class CapacityPlan:
     @property
     def domain(self) -> str:
         return f"{self.key}={self.value}" if self.key else "anywhere"
+
+    def made_for(self, labels: Mapping[str, str]) -> bool:
+        """Is a node with these labels one of those asked for: made by one of
+        the plan's pools, in its domain?"""
+        return labels.get(NODEPOOL_LABEL) in self.pools and (not self.key or labels.get(self.key) == self.value)

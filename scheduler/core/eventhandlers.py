@@ -129,6 +129,10 @@ class EventHandlers:
         top, _ = self.cache.top_of(key)
         return tree_unit(top) if top is not None else group_unit(key)
 
+    def unit_of_asker(self, key: GroupKey) -> UnitKey:
+        """The unit of the group or tree root `key` that asked for capacity."""
+        return tree_unit(key) if key in self.cache.composites else self.unit_of_group(key)
+
     def _retree(self, keys: Iterable[GroupKey]) -> None:
         """The trees of these PodGroups may have changed (a parent named,
         made or deleted): their pods move to the unit of their tree now."""
@@ -346,6 +350,19 @@ class EventHandlers:
         self.cache.upsert_node(node)
         for event in [E.NODE_ADD] if old is None else E.node_update_events(old, node):
             self._cluster_event(event)
+        if self.cache.capacity_asked:
+            self._wake_askers(node.labels)
+
+    def _wake_askers(self, labels: Mapping[str, str]) -> None:
+        """A node asked of an autoscaler came or changed (registered, became
+        Ready, lost its startup taint): the units it was asked for are tried
+        now, backoff or not, oldest first (the queue's order), so they hold
+        room on it before a unit that came later takes it. Otherwise a unit
+        backing off finds the nodes made for it taken, its stand-ins still
+        pending, and the autoscaler making nodes for it again."""
+        for unit, plan in self.cache.capacity_asked.items():
+            if plan.made_for(labels):
+                self.queue.activate(self.unit_of_asker(unit), skip_backoff=True)
 
     def on_node_deleted(self, body: Mapping[str, Any]) -> None:
         name = str((body.get("metadata") or {}).get("name") or "")

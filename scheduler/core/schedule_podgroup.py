@@ -372,6 +372,8 @@ def post_filter(
     state = CycleState()
     group_result, status = fwk.run_post_filter_group(state, ctx, snapshot, diagnoses)
     decision.retry_within = state.retry_within
+    if state.capacity_refused is not None:
+        append_capacity(decision, *state.capacity_refused)
     if status.ok and group_result is not None:
         _group_post_filter_result(decision, group_result)
     elif not status.ok:

@@ -32,7 +32,7 @@ from ..cluster.snapshot import Snapshot
 from ..framework.framework import Framework
 from ..framework.interface import Handle
 from ..framework.registry import Registry
-from ..queue.scheduling_queue import PoppedUnit, SchedulingQueue, UnitKey, tree_unit, unit_of
+from ..queue.scheduling_queue import PoppedUnit, SchedulingQueue, UnitKey, unit_of
 from . import metrics
 from .eventhandlers import EventHandlers
 from .outputs import Binder, CapacityRequester, ClaimLifecycle, NullBinder, NullWriter, StatusWriter
@@ -395,7 +395,8 @@ class Scheduler(EventHandlers):
             # An error that names what can fix it (wake_on) waits for that, not a backoff.
             error=decision.outcome is Outcome.SCHEDULER_ERROR and decision.wake_on is None,
             wake_on=decision.wake_on,
-            reset_backoff=decision.reservation is not None,
+            # It holds reserved room, or waits for nodes it asked for (woken as they come).
+            reset_backoff=decision.reservation is not None or bool(decision.capacity and decision.capacity.pools),
             retry_within=decision.retry_within,
         )
         if assignments:
@@ -458,7 +459,7 @@ class Scheduler(EventHandlers):
     def retry_unit(self, key: GroupKey) -> None:
         """Try the unit of the group (or tree root) `key` again now (the
         capacity asked for it did not come)."""
-        self.queue.activate(tree_unit(key) if key in self.cache.composites else self.unit_of_group(key))
+        self.queue.activate(self.unit_of_asker(key))
 
     def _tell_unplaced(self, decision: GroupDecision) -> None:
         """Each pod left waiting: PodScheduled=False and a FailedScheduling

@@ -64,7 +64,7 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int | None]]] = {
         ("InterPodAffinity", None),
         ("DynamicResources", None),
     ],
-    "postFilter": [("DefaultPreemption", None), ("Reservation", None), ("CapacityRequest", None)],
+    "postFilter": [("DefaultPreemption", None), ("CapacityRequest", None), ("Reservation", None)],
     "score": [
         ("TaintToleration", 3),
         ("NodeAffinity", 2),

@@ -117,6 +117,10 @@ class CycleState(dict[str, Any]):
     # many seconds without any cluster event (Reservation: when the group
     # has waited long enough to reserve room). The queue retries it by then.
     retry_within: float | None = None
+    # Set by CapacityRequest when no NodePool can make room for the whole
+    # unit: that plan (no pools) and why, said on the unit whatever the
+    # PostFilters after it (Reservation) do, and its pods not provisionable.
+    capacity_refused: tuple[CapacityPlan, str] | None = None
 
 
 class PlaceFn(Protocol):

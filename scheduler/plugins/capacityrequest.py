@@ -1,16 +1,18 @@
 """CapacityRequest (troupe's; upstream has none): new nodes for a whole unit,
 in one domain, from the autoscaler's NodePools (docs/autoscaling.md).
 
-A PostFilter, after preemption and reservations found nothing: a gang or a
-tree that fits nowhere now asks for room for all its waiting pods in the
+A PostFilter, after preemption found nothing and before Reservation (where
+nodes can be made, they come sooner than running pods end; where none can,
+Reservation still may hold room): a gang or a tree that fits nowhere now asks for room for all its waiting pods in the
 domain its topology constraint needs (its most preferred key that some
 NodePool can make nodes for), from the NodePools that make nodes there,
 whose limits leave room for all of it (less what other units were given
 and do not have yet). The runtime asks by pods that stand in for the unit
 (runtime/capacity.py); the unit's own pods then do not look provisionable.
 
-Where no pool can make room for all of it, nothing is asked and the unit
-says why: an autoscaler must not make nodes for a part of a gang that will
+Where no pool can make room for all of it, nothing is asked, the unit
+says why (`CycleState.capacity_refused`, whatever Reservation does) and its
+pods are not provisionable either: an autoscaler must not make nodes for a part of a gang that will
 not bind. A domain whose capacity did not come in time is not asked again
 for a while (the runtime records it); the next one is.
 
@@ -74,7 +76,6 @@ class CapacityRequest(PostFilterPlugin):
             return None, Status.skip(self.name)
         keys = self._keys(group)
         plan, why = self._plan(group, pods, keys, _made(snapshot))
-        nominations: dict[str, str] = {}
         if plan.pools:
             where = f" in {plan.domain}" if plan.key else ""
             rows = _rows_there(snapshot, plan)
@@ -85,7 +86,10 @@ class CapacityRequest(PostFilterPlugin):
                 f"room held on them for {len(nominations)})"
             )
         else:
+            # Nothing to ask: the PostFilters after it (Reservation) may still help.
             message = f"no NodePool can make room for all its {len(pods)} pods ({_amounts(plan.requests)}) {why}"
+            state.capacity_refused = (plan, message)
+            return None, Status.skip(self.name)
         return GroupPostFilterResult(nominations, message=message, capacity=plan), Status.success()
 
     def _keys(self, group: GroupContext) -> list[str]:

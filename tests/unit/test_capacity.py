@@ -15,6 +15,7 @@ from scheduler.api.nodepool import parse_nodepool
 from scheduler.api.records import GroupKey, ObjectError, Taint
 from scheduler.core.scheduler import Scheduler
 from scheduler.plugins import in_tree_registry
+from scheduler.queue.scheduling_queue import State
 
 from .test_runtime_scheduler import Clock, Recorder, drain
 from .test_simulate import node, pod, podgroup, run_json
@@ -300,3 +301,50 @@ def test_new_nodes_are_held_for_the_unit_they_came_for():
             assert rec.binds == []
         else:
             assert rec.nominated == {} and rec.binds == [("late", "made-1")]
+
+
+def test_a_node_made_for_a_unit_wakes_it_before_a_pod_that_came_later_takes_the_room():
+    """The unit that asked backs off between its tries; the node made for it
+    ends that at once (oldest asker first), so a pod that arrives with the
+    node does not take it and leave the unit's stand-ins asking again."""
+    s, rec, asked = scheduler()
+    s.on_nodepool(nodepool("rack-r1", "r1"))
+    s.on_node(racked("n1", "r1", "1"))
+    for body in rack_gang("g", 4):
+        (s.on_podgroup if body["kind"] == "PodGroup" else s.on_pod)(
+            {**body, "metadata": {**body["metadata"], "uid": body["metadata"]["name"]}}
+        )
+    drain(s)
+    assert asked == [("ask", "g", "rack=r1")]
+    unit = s.queue.unit(s.unit_of_group(GroupKey("ns", "g", C.GROUP)))
+    # Asked: its backoff starts over (1 s), as for a unit holding reserved room.
+    assert unit is not None and unit.backoff_until > s.queue._clock() and unit.attempts == 1
+    made = racked("made-1", "r1", "4")
+    made["metadata"]["labels"]["karpenter.sh/nodepool"] = "rack-r1"
+    other = racked("elsewhere", "r2", "2")
+    other["metadata"]["labels"]["karpenter.sh/nodepool"] = "rack-r2"
+    s.on_node(other)  # not in the domain asked: the unit still backs off
+    assert unit.state is State.BACKOFF  # moved by NODE_ADD, but backing off still
+    s.on_node(made)
+    s.on_pod({**pod("late", cpu="4"), "metadata": {"name": "late", "namespace": "ns", "uid": "late"}})
+    drain(s)
+    assert sorted(rec.binds) == [(f"g-{i}", "made-1") for i in range(4)]
+    assert asked[-1] == ("withdraw", "g")
+
+
+def test_a_unit_that_starved_asks_for_nodes_and_reserves_only_where_none_can_be_made(capsys, tmp_path):
+    """CapacityRequest runs before Reservation: in a cluster that can grow,
+    new nodes come sooner than pods that may run for ever end. Where the
+    pools' limits leave no room, Reservation holds the nodes that free first,
+    and the unit says both."""
+    running = [racked("n1", "r1", "4"), pod("running", cpu="4", nodeName="n1")]
+    grows = run_json(capsys, tmp_path, [*running, nodepool("rack-r1", "r1"), *rack_gang("g", 4)], "--waited", "120")
+    assert capacity_of(grows) == {"g": (KEY, "r1", ["rack-r1"], 4)}
+    assert "reserved node" not in message_of(grows, "g")
+    full = run_json(
+        capsys, tmp_path, [*running, nodepool("rack-r1", "r1", {"cpu": "2"}), *rack_gang("g", 4)], "--waited", "120"
+    )
+    assert "capacity" not in full
+    message = message_of(full, "g")
+    assert "autoscaling: no NodePool can make room for all its 4 pods (4 cpu) in one rack domain" in message
+    assert "reserved node(s) n1 for 4 pod(s)" in message, message
