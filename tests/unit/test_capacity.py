@@ -11,11 +11,13 @@ import pytest
 
 from scheduler.api import constants as C
 from scheduler.api.config import SchedulerConfiguration
-from scheduler.api.nodepool import parse_nodepool
+from scheduler.api.nodepool import CapacityPlan, parse_nodepool
+from scheduler.api.parse import parse_pod
 from scheduler.api.records import GroupKey, ObjectError, Taint
 from scheduler.core.scheduler import Scheduler
 from scheduler.plugins import in_tree_registry
 from scheduler.queue.scheduling_queue import State
+from scheduler.runtime.capacity import stand_in
 
 from .test_runtime_scheduler import Clock, Recorder, drain
 from .test_simulate import node, pod, podgroup, run_json
@@ -348,3 +350,30 @@ def test_a_unit_that_starved_asks_for_nodes_and_reserves_only_where_none_can_be_
     message = message_of(full, "g")
     assert "autoscaling: no NodePool can make room for all its 4 pods (4 cpu) in one rack domain" in message
     assert "reserved node(s) n1 for 4 pod(s)" in message, message
+
+
+def test_a_stand_in_carries_its_pods_node_affinity_as_the_api_has_it():
+    """The autoscaler must make a node the pod itself may run on: required
+    and preferred node affinity are copied, as written."""
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["h100", "b200"]}]},
+                    {"matchExpressions": [{"key": "spot", "operator": "DoesNotExist"}]},
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}}
+            ],
+        }
+    }
+    body = pod("g-0", "g", "2", affinity=affinity)
+    body["metadata"]["uid"] = "u0"
+    info = parse_pod(body)
+    plan = CapacityPlan(GroupKey("ns", "g", C.GROUP), (info,), KEY, "r1", ("rack-r1",), {"cpu": 2000})
+    spec = stand_in(plan, info, {"uid": "owner"})["spec"]
+    assert spec["affinity"] == affinity
+    assert spec["nodeSelector"] == {KEY: "r1"}
+    plain = parse_pod({**pod("p", "g", "1"), "metadata": {"name": "p", "namespace": "ns", "uid": "u1"}})
+    assert "affinity" not in stand_in(plan, plain, {"uid": "owner"})["spec"]
