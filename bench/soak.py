@@ -58,7 +58,9 @@ overcommitted, no room held (`status.nominatedNodeName`) for a group whose
 PodGroup is gone or that has fewer pods than minCount, nor for a tree member
 whose ancestor CompositePodGroup or root is gone or whose tree is no longer
 ready (short of minGroupCount ready children), past a grace; and (with
---nodepools, on by default: a Karpenter NodePool per zone, no Karpenter) no
+--nodepools, on by default: a Karpenter NodePool per zone, no Karpenter,
+each limited to 6 cpu so that a starving unit is refused new nodes and
+reserved for, while the stream's units ask for nodes that never come) no
 pod that stands in for a unit waiting for new nodes outlives its need by
 more than 90 s, none left at the end. At the
 end every pod must be bound, no pod nominated for a group that is gone, and
@@ -112,6 +114,10 @@ STARVATION = 3  # Reservation's starvationSeconds: reservations happen within th
 # wait ask for nodes (stand-in pods) that never come: their stand-ins are made,
 # time out after this, are asked elsewhere, and must all go with the need.
 CAPACITY_TIMEOUT = 20
+# Each NodePool's cpu limit: room to ask for the stream's units (at most 1.5
+# cpu each), never for a starving one (2 × BIG_CPU), which CapacityRequest
+# then refuses, so Reservation holds room for it as without NodePools.
+NODEPOOL_CPU_LIMIT = "6"
 KARPENTER_DIR = Path(
     os.environ.get("TROUPE_KARPENTER_DIR")
     or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "troupe" / "karpenter-v1.15.0"
@@ -925,13 +931,14 @@ class Soak:
                 "kind": "NodePool",
                 "metadata": {"name": f"zone-{z}"},
                 "spec": {
+                    "limits": {"cpu": NODEPOOL_CPU_LIMIT},
                     "template": {
                         "metadata": {"labels": {ZONE_KEY: z}},
                         "spec": {
                             "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "none"},
                             "requirements": [],
                         },
-                    }
+                    },
                 },
             }
             for z in zones
