@@ -109,6 +109,9 @@ class Requirement:
             return have > want if op == "Gt" else have < want
         return False
 
+    def to_api(self) -> dict[str, Any]:
+        return {"key": self.key, "operator": self.operator, **({"values": list(self.values)} if self.values else {})}
+
 
 @dataclass(frozen=True, slots=True)
 class NodeSelectorTerm:
@@ -123,6 +126,15 @@ class NodeSelectorTerm:
             return False
         fields = {"metadata.name": node_name}
         return all(r.matches(fields) for r in self.match_fields)
+
+    def to_api(self) -> dict[str, Any]:
+        """The term as the API writes it (what parse_node_selector_term reads)."""
+        out: dict[str, Any] = {}
+        if self.match_expressions:
+            out["matchExpressions"] = [r.to_api() for r in self.match_expressions]
+        if self.match_fields:
+            out["matchFields"] = [r.to_api() for r in self.match_fields]
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,18 +3,20 @@ in one domain, from the autoscaler's NodePools (docs/autoscaling.md).
 
 A PostFilter, after preemption found nothing and before Reservation (where
 nodes can be made, they come sooner than running pods end; where none can,
-Reservation still may hold room): a gang or a tree that fits nowhere now asks for room for all its waiting pods in the
-domain its topology constraint needs (its most preferred key that some
-NodePool can make nodes for), from the NodePools that make nodes there,
-whose limits leave room for all of it (less what other units were given
-and do not have yet). The runtime asks by pods that stand in for the unit
-(runtime/capacity.py); the unit's own pods then do not look provisionable.
+Reservation still may hold room): a gang or a tree that fits nowhere now
+asks for room for all its waiting pods in the domain its topology
+constraint needs (its most preferred key that some NodePool can make nodes
+for), from the NodePools that make nodes there, whose limits leave room
+for all of it (less what other units were given and do not have yet).
+The runtime asks by pods that stand in for the unit (runtime/capacity.py);
+the unit's own pods then do not look provisionable.
 
 Where no pool can make room for all of it, nothing is asked, the unit
 says why (`CycleState.capacity_refused`, whatever Reservation does) and its
-pods are not provisionable either: an autoscaler must not make nodes for a part of a gang that will
-not bind. A domain whose capacity did not come in time is not asked again
-for a while (the runtime records it); the next one is.
+pods are not provisionable either: an autoscaler must not make nodes for a
+part of a gang that will not bind. A domain whose capacity did not come in
+time is not asked again for a while (the runtime records it); the next one
+is.
 
 Lone pods and `basic` groups are left to the autoscaler as they are: each
 pod is provisionable on its own; so are the pods of a group with no object

@@ -7,8 +7,8 @@ pod with PodScheduled=False/Unschedulable and no nominatedNodeName
 `utils/kubernetes/listers.go` unschedulable pods), and both honour its
 nodeSelector and tolerations. So for a unit that fits nowhere troupe makes
 one stand-in per waiting pod, with the pod's requests, nodeSelector,
-tolerations and node affinity, pinned to the chosen domain (`key: value` in its nodeSelector),
-and says they are unschedulable; the unit's own pods say
+tolerations and node affinity, pinned to the chosen domain (`key: value`
+in its nodeSelector), and says they are unschedulable; the unit's own pods say
 PodGroupUnschedulable meanwhile, which no autoscaler acts on. Neither an
 alpha feature (CapacityBuffers are behind a Karpenter feature gate in
 v1.15.0) nor cloud-specific objects (NodeClaims) are needed.
@@ -46,7 +46,7 @@ from ..api import nodepool
 from ..api.composite import CompositePodGroup
 from ..api.nodepool import CapacityPlan
 from ..api.podgroup import PodGroup
-from ..api.records import GroupKey, NodeSelectorTerm, PodInfo, Requirement
+from ..api.records import GroupKey, PodInfo
 from ..core.scheduler import Scheduler
 from .apitime import now_rfc3339
 from .binder import REQUEST_TIMEOUT_SECONDS
@@ -332,24 +332,12 @@ def _node_affinity(pod: PodInfo) -> dict[str, Any]:
     the pods' own labels, which the stand-ins do not carry."""
     out: dict[str, Any] = {}
     if pod.required_affinity is not None:
-        terms = [_term(t) for t in pod.required_affinity]
+        terms = [t.to_api() for t in pod.required_affinity]
         out["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
     if pod.preferred_affinity:
         out["preferredDuringSchedulingIgnoredDuringExecution"] = [
-            {"weight": p.weight, "preference": _term(p.term)} for p in pod.preferred_affinity
+            {"weight": p.weight, "preference": p.term.to_api()} for p in pod.preferred_affinity
         ]
-    return out
-
-
-def _term(term: NodeSelectorTerm) -> dict[str, Any]:
-    def requirement(r: Requirement) -> dict[str, Any]:
-        return {"key": r.key, "operator": r.operator, **({"values": list(r.values)} if r.values else {})}
-
-    out: dict[str, Any] = {}
-    if term.match_expressions:
-        out["matchExpressions"] = [requirement(r) for r in term.match_expressions]
-    if term.match_fields:
-        out["matchFields"] = [requirement(r) for r in term.match_fields]
     return out
 
 

@@ -208,6 +208,14 @@ def scheduler() -> tuple[Scheduler, Recorder, list[Any]]:
     return s, rec, asked
 
 
+def add_gang(s: Scheduler, name: str, n: int) -> None:
+    """A rack gang's PodGroup and pods, as the watches bring them (uid = name)."""
+    for body in rack_gang(name, n):
+        (s.on_podgroup if body["kind"] == "PodGroup" else s.on_pod)(
+            {**body, "metadata": {**body["metadata"], "uid": body["metadata"]["name"]}}
+        )
+
+
 def test_its_pods_say_podgroupunschedulable_and_the_request_goes_once_the_gang_binds():
     s, rec, asked = scheduler()
     reasons: dict[str, str] = {}
@@ -220,10 +228,7 @@ def test_its_pods_say_podgroupunschedulable_and_the_request_goes_once_the_gang_b
     rec.pod_unschedulable = record  # type: ignore[method-assign]
     s.on_nodepool(nodepool("rack-r1", "r1"))
     s.on_node(racked("n1", "r1", "1"))
-    for body in rack_gang("g", 4):
-        (s.on_podgroup if body["kind"] == "PodGroup" else s.on_pod)(
-            {**body, "metadata": {**body["metadata"], "uid": body["metadata"]["name"]}}
-        )
+    add_gang(s, "g", 4)
     drain(s)
     assert asked == [("ask", "g", "rack=r1")]
     assert set(reasons.values()) == {C.REASON_POD_GROUP_UNSCHEDULABLE} and len(reasons) == 4
@@ -243,10 +248,7 @@ def test_a_domain_that_timed_out_is_not_asked_again_and_the_next_one_is():
     s.on_node(racked("n1", "r1", "1"))
     key = GroupKey("ns", "g", C.GROUP)
     s.cache.capacity_failed[key] = {"rack=r1": 1e9}
-    for body in rack_gang("g", 4):
-        (s.on_podgroup if body["kind"] == "PodGroup" else s.on_pod)(
-            {**body, "metadata": {**body["metadata"], "uid": body["metadata"]["name"]}}
-        )
+    add_gang(s, "g", 4)
     drain(s)
     assert asked == [("ask", "g", "rack=r2")]
     # The group is deleted: what was asked goes with it.
@@ -291,10 +293,7 @@ def test_new_nodes_are_held_for_the_unit_they_came_for():
         made = racked("made-1", "r1", "2")
         made["metadata"]["labels"]["karpenter.sh/nodepool"] = "rack-r1"
         s.on_node(made)
-        for body in rack_gang("g", 4):
-            (s.on_podgroup if body["kind"] == "PodGroup" else s.on_pod)(
-                {**body, "metadata": {**body["metadata"], "uid": body["metadata"]["name"]}}
-            )
+        add_gang(s, "g", 4)
         drain(s)
         s.on_pod({**pod("late", cpu="1"), "metadata": {"name": "late", "namespace": "ns", "uid": "late"}})
         drain(s)
@@ -312,10 +311,7 @@ def test_a_node_made_for_a_unit_wakes_it_before_a_pod_that_came_later_takes_the_
     s, rec, asked = scheduler()
     s.on_nodepool(nodepool("rack-r1", "r1"))
     s.on_node(racked("n1", "r1", "1"))
-    for body in rack_gang("g", 4):
-        (s.on_podgroup if body["kind"] == "PodGroup" else s.on_pod)(
-            {**body, "metadata": {**body["metadata"], "uid": body["metadata"]["name"]}}
-        )
+    add_gang(s, "g", 4)
     drain(s)
     assert asked == [("ask", "g", "rack=r1")]
     unit = s.queue.unit(s.unit_of_group(GroupKey("ns", "g", C.GROUP)))
