@@ -69,7 +69,9 @@ def scheduling_policy(desc):
                         "minimum": 1,
                         "description": "MinCount is the minimum number of pods that must be schedulable "
                         "or scheduled at the same time for the scheduler to admit the "
-                        "entire group. It must be a positive integer.",
+                        "entire group. It must be a positive integer. It may change after creation (a job "
+                        "that grows or shrinks): pods already bound stay, and the new minimum applies to the "
+                        "pods placed after.",
                     },
                 },
             },
@@ -81,6 +83,30 @@ def scheduling_policy(desc):
             }
         ],
     }
+
+
+def immutable_except(fields, policy, size_field):
+    """Transition rules that keep each of `fields` as it was created (set or
+    unset, and its value), and the policy's kind (basic or gang): only the
+    gang's `size_field` (minCount, minGroupCount) may change, as upstream
+    1.37 lets a PodGroup's gang.minCount change to follow a job's size.
+    Each rule names its field."""
+    rules = [
+        {
+            "rule": f"has(self.{f}) == has(oldSelf.{f}) && (!has(self.{f}) || self.{f} == oldSelf.{f})",
+            "message": f"{f} is immutable",
+            "fieldPath": f".{f}",
+        }
+        for f in fields
+    ]
+    rules.append(
+        {
+            "rule": f"has(self.{policy}.gang) == has(oldSelf.{policy}.gang)",
+            "message": f"{policy}: basic or gang cannot change; only gang.{size_field} may",
+            "fieldPath": f".{policy}",
+        }
+    )
+    return rules
 
 
 def scheduling_constraints(desc, whose="the pod group: all its pods"):
@@ -411,16 +437,24 @@ workload_spec = {
         "podGroupTemplates": {
             "type": "array",
             "description": "PodGroupTemplates is the list of templates that make up the Workload, keyed "
-            "by name. At least 1 and at most 8 templates. This field is immutable.",
+            "by name. At least 1 and at most 8 templates. Templates cannot be added or removed, and of "
+            "a template only schedulingPolicy.gang.minCount may change.",
             "minItems": 1,
             "maxItems": 8,
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["name"],
-            "items": template,
+            "items": {
+                **template,
+                "x-kubernetes-validations": immutable_except(
+                    ["schedulingConstraints", "resourceClaims", "disruptionMode", "priorityClassName", "priority"],
+                    "schedulingPolicy",
+                    "minCount",
+                ),
+            },
             "x-kubernetes-validations": [
                 {
-                    "rule": "self == oldSelf",
-                    "message": "podGroupTemplates is immutable",
+                    "rule": "size(self) == size(oldSelf) && self.all(t, oldSelf.exists(o, o.name == t.name))",
+                    "message": "podGroupTemplates: templates cannot be added or removed",
                 }
             ],
         },
@@ -518,8 +552,8 @@ condition = {
 
 podgroup_spec = {
     "type": "object",
-    "description": "Spec defines the desired state of the PodGroup. The whole spec is immutable once "
-    "the PodGroup is created.",
+    "description": "Spec defines the desired state of the PodGroup. Every field is immutable once "
+    "the PodGroup is created except schedulingPolicy.gang.minCount, which follows the job's size.",
     "required": ["schedulingPolicy"],
     "properties": {
         "podGroupTemplateRef": {
@@ -555,8 +589,8 @@ podgroup_spec = {
         ),
         "schedulingPolicy": scheduling_policy(
             "SchedulingPolicy defines the scheduling policy for this instance of the PodGroup, normally "
-            "copied from a PodGroupTemplate. Exactly one of basic or gang must be set. This field is "
-            "immutable."
+            "copied from a PodGroupTemplate. Exactly one of basic or gang must be set, and stays so; "
+            "gang.minCount may change (a job that grows or shrinks)."
         ),
         "schedulingConstraints": scheduling_constraints(
             "SchedulingConstraints defines optional scheduling constraints (e.g. topology) for this "
@@ -583,12 +617,19 @@ podgroup_spec = {
             "priorityClassName. The higher the value, the higher the priority. This field is immutable."
         ),
     },
-    "x-kubernetes-validations": [
-        {
-            "rule": "self == oldSelf",
-            "message": "spec is immutable",
-        }
-    ],
+    "x-kubernetes-validations": immutable_except(
+        [
+            "podGroupTemplateRef",
+            "parentCompositePodGroupName",
+            "schedulingConstraints",
+            "resourceClaims",
+            "disruptionMode",
+            "priorityClassName",
+            "priority",
+        ],
+        "schedulingPolicy",
+        "minCount",
+    ),
 }
 
 podgroup_status = {
@@ -789,8 +830,8 @@ wl = crd(
 
 composite_spec = {
     "type": "object",
-    "description": "Spec defines the desired state of the CompositePodGroup. The whole spec is immutable "
-    "once the CompositePodGroup is created.",
+    "description": "Spec defines the desired state of the CompositePodGroup. Every field is immutable "
+    "once the CompositePodGroup is created except schedulingPolicy.gang.minGroupCount.",
     "required": ["workloadRef", "schedulingPolicy"],
     "properties": {
         "parentCompositePodGroupName": subdomain(
@@ -835,12 +876,18 @@ composite_spec = {
             "priorityClassName. The higher the value, the higher the priority."
         ),
     },
-    "x-kubernetes-validations": [
-        {
-            "rule": "self == oldSelf",
-            "message": "spec is immutable",
-        }
-    ],
+    "x-kubernetes-validations": immutable_except(
+        [
+            "parentCompositePodGroupName",
+            "workloadRef",
+            "schedulingConstraints",
+            "disruptionMode",
+            "priorityClassName",
+            "priority",
+        ],
+        "schedulingPolicy",
+        "minGroupCount",
+    ),
 }
 
 composite_status = {

@@ -49,4 +49,5 @@ REASON_POD_GROUP_MADE = "PodGroupCanBeMade"  # SchedulingBlocked=False once the 
 EVENT_INVALID_JOB_SCHEDULING = "InvalidSchedulingPolicy"  # Warning: nothing is made for it
 EVENT_POD_GROUP_CREATED = "PodGroupCreated"
 EVENT_POD_GROUP_DELETED = "PodGroupDeleted"
+EVENT_POD_GROUP_RESIZED = "PodGroupResized"
 EVENT_FAILED_POD_GROUP_CREATE = "FailedPodGroupCreate"  # Warning: the API refused; retried

@@ -69,6 +69,9 @@ class ClusterCache:
         # by GroupKey.source). For the pods that wait for them.
         self.group_problems: dict[GroupKey, str] = {}
         self.source_problems: dict[str, str] = {}
+        # A gang whose minCount troupe is raising (its Job was scaled) -> the
+        # new minCount, until the PodGroup shows it: its pods wait for it.
+        self.resizing: dict[GroupKey, int] = {}
         self.priority_classes: dict[str, int] = {}
         # PodDisruptionBudgets by (namespace, name): what preemption weighs victims against.
         self.pdbs: dict[tuple[str, str], PodDisruptionBudgetInfo] = {}
@@ -223,9 +226,12 @@ class ClusterCache:
     def upsert_group(self, key: GroupKey, group: PodGroup | InvalidObject) -> None:
         _relink(self.child_groups, key, trees.parent_of(self.groups.get(key)), trees.parent_of(group))
         self.groups[key] = group
+        if key in self.resizing and not (isinstance(group, PodGroup) and group.min_count < self.resizing[key]):
+            del self.resizing[key]  # the new minCount arrived (or the group cannot take it)
 
     def remove_group(self, key: GroupKey) -> None:
         _relink(self.child_groups, key, trees.parent_of(self.groups.pop(key, None)), None)
+        self.resizing.pop(key, None)
 
     def upsert_composite(self, key: GroupKey, composite: CompositePodGroup | InvalidObject) -> None:
         _relink(self.child_composites, key, trees.parent_of(self.composites.get(key)), trees.parent_of(composite))

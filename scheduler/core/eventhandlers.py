@@ -483,6 +483,26 @@ class EventHandlers:
         self.queue.regate(unit)
         self.reporter.report_if_gated(unit)
 
+    def on_group_resizing(self, key: GroupKey, min_count: int | None) -> None:
+        """troupe is raising the gang `key`'s minCount to `min_count` (its Job
+        was scaled; the patch is on its way), or None: not any more. Until
+        the PodGroup shows it, its pods wait (GangScheduling's gate), so the
+        pods added for the new size are placed as one increment instead of
+        one by one under the old minimum."""
+        group = self.cache.groups.get(key)
+        if min_count is not None and not (
+            isinstance(group, PodGroup) and group.is_gang and group.min_count < min_count
+        ):
+            min_count = None  # not a gang, or not a rise: nothing to hold back
+        if min_count is None:
+            if self.cache.resizing.pop(key, None) is None:
+                return
+        else:
+            self.cache.resizing[key] = min_count
+        unit = self.unit_of_group(key)
+        self.queue.regate(unit)
+        self.reporter.report_if_gated(unit)
+
     def on_source_problem(self, source: str, problem: str | None) -> None:
         """No PodGroup of `source` (a GroupKey.source) can be read here (its API
         is not served: `problem`), or now can (None): pods that name one say so."""

@@ -538,10 +538,14 @@ class Scheduler(EventHandlers):
         if decision.scheduled:
             self.writer.group_condition(group, "True", C.REASON_SCHEDULED, decision.message)
         elif current is not None and current.status == "True":
-            # Once scheduled, a group stays scheduled (as upstream); pods that do
-            # not fit later say so on their own conditions, and errors in events.
+            # Once scheduled, a group stays scheduled (as upstream, and through a
+            # resize); pods that do not fit later say so on their own
+            # conditions, errors and a gang's waiting increment in events.
             if decision.outcome is Outcome.SCHEDULER_ERROR:
                 self.writer.group_event(group, "Warning", C.EVENT_FAILED_SCHEDULING, decision.message, "Scheduling")
+            elif group.is_gang and decision.unplaced:
+                note = f"{len(decision.unplaced)} more pod(s) wait: {decision.message}"
+                self.writer.group_event(group, "Warning", C.EVENT_FAILED_SCHEDULING, note, "Scheduling")
         else:
             self.writer.group_condition(group, "False", decision.outcome, decision.message)
             self.writer.group_event(group, "Warning", C.EVENT_FAILED_SCHEDULING, decision.message, "Scheduling")

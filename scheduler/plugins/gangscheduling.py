@@ -42,6 +42,12 @@ class GangScheduling(PreEnqueuePlugin, PermitPlugin):
             return Status.unschedulable(f"waiting for {key} to be created", plugin=self.name)
         if not isinstance(group, PodGroup) or not group.is_gang or group.problem:
             return Status.success()  # an invalid group or one with a problem: the cycle reports it
+        resizing = cache.resizing.get(key)
+        if resizing is not None:
+            return Status.unschedulable(
+                f"waiting for {key}: its minCount is being raised from {group.min_count} to {resizing}",
+                plugin=self.name,
+            )
         have = cache.live_member_count(key)
         if have < group.min_count:
             # Two reasons: the first never changes while the gang fills up (it

@@ -8,10 +8,14 @@ leader makes, owned by the Job so the garbage collector deletes them with it:
 2. the PodGroup of the same name from that template (`podGroupTemplateRef`),
    except while the Job is suspended (upstream deletes it then and makes it
    again on resume, KEP-5547);
-3. when the policy changes (`parallelism` scaled, so a gang's default
-   `minCount`), both again: troupe's PodGroup and Workload specs are
-   immutable, so they are replaced (deleted, then created), where upstream
-   patches `minCount`. Pods already bound keep counting toward the new group.
+3. when `parallelism` is scaled (so a gang's default `minCount`), or the
+   template of the Workload the Job names changes its `minCount`, the new
+   `minCount` patched in place on both, as upstream's Job controller does:
+   status, reservations and bound pods stay. Until the patch is seen, the
+   cache holds the Job's gang to the new size (`on_group_resizing`), so the
+   pods the Job controller adds for it are placed as one increment, not one
+   by one under the old minimum. Anything else that differs (never, for a
+   Job's immutable template) is replaced: deleted, then created.
 
 A Job whose annotations ask for something impossible (minCount above
 parallelism, an unknown policy) gets a Warning Event and nothing else; its
@@ -35,7 +39,15 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..api import constants as C
 from ..api.jobs import JobIntent, parse_job
-from ..api.podgroup import PodGroup, PodGroupTemplate, Workload, WorkloadSpec, parse_podgroup, parse_workload
+from ..api.podgroup import (
+    PodGroup,
+    PodGroupSpec,
+    PodGroupTemplate,
+    Workload,
+    WorkloadSpec,
+    parse_podgroup,
+    parse_workload,
+)
 from ..api.records import GroupKey
 from ..core.scheduler import Scheduler
 from . import outage
@@ -47,6 +59,7 @@ from .kube import NotLeading, RestClient, encode
 log = logging.getLogger(__name__)
 
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"  # Job conditions merge by type
+MERGE_PATCH = "application/merge-patch+json"  # custom resources take no strategic merge
 RESYNC_SECONDS = 15.0  # every Job is compared with the cache this often (a PodGroup deleted by hand comes back)
 RETRY_INITIAL, RETRY_MAX = 1.0, 30.0
 # After writing a Job's objects, how long to trust the write over a cache
@@ -82,7 +95,9 @@ class JobController:
         self._dirty: set[JobKey] = set()
         self._wakeup = asyncio.Event()
         self._told: dict[JobKey, str] = {}  # the last problem or action announced per Job
-        self._wrote: dict[GroupKey, float] = {}  # the Job's PodGroup -> until when the cache may lag
+        # The Job's PodGroup -> until when the cache may lag, and the specs
+        # (Workload, PodGroup) it will show once it has caught up.
+        self._wrote: dict[GroupKey, tuple[float, _Seen]] = {}
         self._blocked: dict[JobKey, str | None] = {}  # the SchedulingBlocked condition last written
 
     # ------------------------------------------------------------ watch events
@@ -101,6 +116,8 @@ class JobController:
         if old != intent:
             self._dirty.add(key)
             self._wakeup.set()
+            if old is not None and old.uid == intent.uid and old.min_count < intent.min_count and not intent.problem:
+                self._scheduler.on_group_resizing(intent.key, intent.min_count)  # scaled up: hold its pods
 
     def on_job_deleted(self, body: Mapping[str, Any]) -> None:
         key = _job_key(body)
@@ -175,14 +192,15 @@ class JobController:
         if workload_ok and (group is None if intent.suspended else group_ok):
             self._wrote.pop(intent.key, None)
             return
-        if self._cache_lags(intent):
+        if self._cache_lags(intent, (_spec(workload), _spec(group))):
             return
-        self._wrote[intent.key] = time.monotonic() + SETTLE_SECONDS
-        if own and workload is not None and not workload_ok:
-            await self._delete_for_new_policy(intent, workload, group)
-            workload, group, group_ok = None, None, False
-        if own and workload is None:
-            await self._create("workloads", intent.workload())
+        expected = (
+            _workload_spec(intent) if own else _spec(workload),
+            None if intent.suspended else parse_podgroup(desired).spec,
+        )
+        self._wrote[intent.key] = (time.monotonic() + SETTLE_SECONDS, expected)
+        if own and not workload_ok and await self._sync_workload(intent, workload, group):
+            group, group_ok = None, False  # deleted with the Workload, to be made again
         await self._sync_group(intent, group, group_ok, desired)
 
     def _template_or_problem(self, intent: JobIntent) -> tuple[PodGroupTemplate | None, str | None]:
@@ -199,10 +217,12 @@ class JobController:
             return self._named_template(intent)
         return None, None
 
-    def _cache_lags(self, intent: JobIntent) -> bool:
+    def _cache_lags(self, intent: JobIntent, seen: _Seen) -> bool:
         """What we wrote a moment ago is not in the cache yet: acting on the
-        older view would undo it. Look again shortly."""
-        if time.monotonic() < self._wrote.get(intent.key, 0.0):
+        older view would undo it. Look again shortly. Once the cache shows
+        what we wrote, the Job may change again at once (scaled twice in a row)."""
+        until, expected = self._wrote.get(intent.key, (0.0, None))
+        if time.monotonic() < until and seen != expected:
             self._dirty.add((intent.namespace, intent.name))
             return True
         return False
@@ -214,6 +234,20 @@ class JobController:
         if group is not None:
             await self._delete("podgroups", intent, _uid(group))
         await self._delete("workloads", intent, _uid(workload))
+
+    async def _sync_workload(self, intent: JobIntent, workload: object, group: object) -> bool:
+        """troupe's Workload for the Job made what the intent asks: its
+        templates' minCount patched where only that differs, else made
+        again, after deleting it and the PodGroup (then True)."""
+        if isinstance(workload, Workload) and _resized(workload.spec, _workload_spec(intent)):
+            templates = intent.workload()["spec"]["podGroupTemplates"]
+            await self._patch("workloads", intent, workload.metadata.uid, {"podGroupTemplates": templates})
+            return False
+        deleted = workload is not None
+        if deleted:
+            await self._delete_for_new_policy(intent, workload, group)
+        await self._create("workloads", intent.workload())
+        return deleted
 
     async def _sync_group(self, intent: JobIntent, group: object, group_ok: bool, desired: dict[str, Any]) -> None:
         """The Job's PodGroup made `desired` (replaced where it differs), or
@@ -229,6 +263,16 @@ class JobController:
                 )
             return
         if group_ok:
+            return
+        if isinstance(group, PodGroup) and _resized(group.spec, parse_podgroup(desired).spec):
+            policy = desired["spec"]["schedulingPolicy"]
+            await self._patch("podgroups", intent, group.metadata.uid, {"schedulingPolicy": policy})
+            self._announce(
+                intent,
+                "Normal",
+                C.EVENT_POD_GROUP_RESIZED,
+                f"PodGroup {intent.group}: minCount {group.min_count} -> {policy['gang']['minCount']}",
+            )
             return
         if group is not None:
             await self._delete("podgroups", intent, _uid(group))
@@ -268,6 +312,21 @@ class JobController:
         except ApiException as exc:
             if exc.status != 409:  # 409: made a moment ago, the watch has not told us yet
                 raise
+
+    async def _patch(self, plural: str, intent: JobIntent, uid: str, spec: dict[str, Any]) -> None:
+        """A merge patch of the spec of the Job's object, only if it is still
+        the one with `uid` (a uid that differs is refused: 409 or 422); one
+        replaced or gone meanwhile is left to the next reconcile."""
+        body = encode({"metadata": {"uid": uid}, "spec": spec})
+        try:
+            await self._rest.patch(
+                _path(plural, intent.namespace, intent.group), body, MERGE_PATCH, timeout=REQUEST_TIMEOUT_SECONDS
+            )
+        except ApiException as exc:
+            if exc.status not in (404, 409, 422):
+                raise
+            self._wrote.pop(intent.key, None)
+            self._dirty.add((intent.namespace, intent.name))
 
     async def _delete(self, plural: str, intent: JobIntent, uid: str) -> None:
         options: dict[str, object] = {"kind": "DeleteOptions", "apiVersion": "v1"}
@@ -324,6 +383,35 @@ class JobController:
 
 def _workload_spec(intent: JobIntent) -> WorkloadSpec:
     return parse_workload(intent.workload()).spec
+
+
+def _resized(old: PodGroupSpec | WorkloadSpec, new: PodGroupSpec | WorkloadSpec) -> bool:
+    """`new` differs from `old` in gang minCounts only (the one change the
+    CRDs allow once created); both are gangs where either is."""
+    if isinstance(old, PodGroupSpec) and isinstance(new, PodGroupSpec):
+        return _same_but_size(old, new)
+    if isinstance(old, WorkloadSpec) and isinstance(new, WorkloadSpec):
+        a, b = old.pod_group_templates, new.pod_group_templates
+        return (
+            old.model_copy(update={"pod_group_templates": b}) == new
+            and len(a) == len(b)
+            and all(x.name == y.name and _same_but_size(x, y) for x, y in zip(a, b, strict=True))
+        )
+    return False
+
+
+def _same_but_size(old: PodGroupSpec | PodGroupTemplate, new: PodGroupSpec | PodGroupTemplate) -> bool:
+    gangs = old.scheduling_policy.gang is not None and new.scheduling_policy.gang is not None
+    return gangs and old.model_copy(update={"scheduling_policy": new.scheduling_policy}) == new
+
+
+# What the cache shows of a Job's objects: the Workload's and the PodGroup's
+# specs (None: absent; the object itself where it could not be parsed).
+_Seen = tuple[object, object]
+
+
+def _spec(obj: object) -> object:
+    return obj.spec if isinstance(obj, PodGroup | Workload) else obj
 
 
 def _uid(obj: object) -> str:

@@ -2,7 +2,8 @@
 
 Every bad object is refused by the real kube-apiserver with a message that
 names the offending field; the PodGroup and CompositePodGroup specs are
-immutable; status goes through the status subresource; `kubectl get pg` and
+immutable but for a gang's size (minCount, minGroupCount, as upstream);
+status goes through the status subresource; `kubectl get pg` and
 `kubectl get tcpg` show the printer columns; `tpg`, `twl` and `tcpg` are
 troupe's own short names.
 
@@ -662,29 +663,53 @@ def test_bad_objects_are_refused_by_apply_too(installed, namespace):
 
 # --------------------------------------------------------------------------- immutability
 
+POLICY_KIND_FIXED = "schedulingPolicy: basic or gang cannot change; only gang.minCount may"
+POLICY_KIND_FIXED_COMPOSITE = "schedulingPolicy: basic or gang cannot change; only gang.minGroupCount may"
+
 
 def _patch(cluster, ns: str, resource: str, patch: Obj, *extra: str, check: bool = False):
     return cluster.kubectl("patch", "-n", ns, resource, "--type=merge", "-p", json.dumps(patch), *extra, check=check)
 
 
 @pytest.mark.parametrize(
-    "patch",
+    ("patch", "field", "message"),
     [
-        {"spec": {"schedulingPolicy": {"gang": {"minCount": 5}}}},
-        {"spec": {"schedulingPolicy": {"gang": None, "basic": {}}}},
-        {"spec": {"priority": 7}},
-        {"spec": {"disruptionMode": "PodGroup"}},
-        {"spec": {"schedulingConstraints": {"topology": [{"key": "zone"}]}}},
+        ({"spec": {"schedulingPolicy": {"gang": None, "basic": {}}}}, "schedulingPolicy", POLICY_KIND_FIXED),
+        ({"spec": {"priority": 7}}, "priority", "priority is immutable"),
+        ({"spec": {"disruptionMode": "PodGroup"}}, "disruptionMode", "disruptionMode is immutable"),
+        (
+            {"spec": {"schedulingConstraints": {"topology": [{"key": "zone"}]}}},
+            "schedulingConstraints",
+            "schedulingConstraints is immutable",
+        ),
+        (
+            {"spec": {"podGroupTemplateRef": {"workload": {"workloadName": "w", "podGroupTemplateName": "t"}}}},
+            "podGroupTemplateRef",
+            "podGroupTemplateRef is immutable",
+        ),
     ],
-    ids=["minCount", "policy-kind", "priority", "disruptionMode", "topology"],
+    ids=["policy-kind", "priority", "disruptionMode", "topology", "templateRef"],
 )
-def test_podgroup_spec_is_immutable(installed, namespace, patch):
+def test_podgroup_spec_is_immutable_but_for_min_count(installed, namespace, patch, field, message):
     create(installed, namespace, podgroup("frozen"))
     res = _patch(installed, namespace, "pg/frozen", patch)
     assert res.returncode != 0, res.stdout
-    assert "spec: Invalid value" in res.stderr and "spec is immutable" in res.stderr, res.stderr
+    assert f"spec.{field}: Invalid value" in res.stderr and message in res.stderr, res.stderr
     stored = get(installed, namespace, "pg", "frozen")
     assert stored["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+
+
+def test_podgroup_min_count_may_change(installed, namespace):
+    """As upstream 1.37: a gang's minCount follows its job's size, up and down;
+    below 1 is still refused, naming the field."""
+    create(installed, namespace, podgroup("elastic"))
+    for n in (6, 2):
+        _patch(
+            installed, namespace, "pg/elastic", {"spec": {"schedulingPolicy": {"gang": {"minCount": n}}}}, check=True
+        )
+        assert get(installed, namespace, "pg", "elastic")["spec"]["schedulingPolicy"] == {"gang": {"minCount": n}}
+    res = _patch(installed, namespace, "pg/elastic", {"spec": {"schedulingPolicy": {"gang": {"minCount": 0}}}})
+    assert res.returncode != 0 and "spec.schedulingPolicy.gang.minCount" in res.stderr, res.stderr
 
 
 def test_podgroup_parent_is_immutable(installed, namespace):
@@ -692,32 +717,38 @@ def test_podgroup_parent_is_immutable(installed, namespace):
     for patch in ({"spec": {"parentCompositePodGroupName": "b"}}, {"spec": {"parentCompositePodGroupName": None}}):
         res = _patch(installed, namespace, "tpg/child", patch)
         assert res.returncode != 0, res.stdout
-        assert "spec: Invalid value" in res.stderr and "spec is immutable" in res.stderr, res.stderr
+        assert "spec.parentCompositePodGroupName: Invalid value" in res.stderr, res.stderr
+        assert "parentCompositePodGroupName is immutable" in res.stderr, res.stderr
     create(installed, namespace, podgroup("orphan"))
     res = _patch(installed, namespace, "tpg/orphan", {"spec": {"parentCompositePodGroupName": "a"}})
-    assert res.returncode != 0 and "spec is immutable" in res.stderr, res.stderr
+    assert res.returncode != 0 and "parentCompositePodGroupName is immutable" in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize(
-    "patch",
+    ("patch", "field"),
     [
-        {"spec": {"schedulingPolicy": {"gang": {"minGroupCount": 3}}}},
-        {"spec": {"schedulingPolicy": {"gang": None, "basic": {}}}},
-        {"spec": {"parentCompositePodGroupName": "other"}},
-        {"spec": {"workloadRef": {"templateName": "other"}}},
-        {"spec": {"disruptionMode": {"single": None, "all": {}}}},
-        {"spec": {"schedulingConstraints": {"topology": [{"key": "zone"}]}}},
-        {"spec": {"priority": 7}},
+        ({"spec": {"schedulingPolicy": {"gang": None, "basic": {}}}}, "schedulingPolicy"),
+        ({"spec": {"parentCompositePodGroupName": "other"}}, "parentCompositePodGroupName"),
+        ({"spec": {"workloadRef": {"templateName": "other"}}}, "workloadRef"),
+        ({"spec": {"disruptionMode": {"single": None, "all": {}}}}, "disruptionMode"),
+        ({"spec": {"schedulingConstraints": {"topology": [{"key": "zone"}]}}}, "schedulingConstraints"),
+        ({"spec": {"priority": 7}}, "priority"),
     ],
-    ids=["minGroupCount", "policy-kind", "parent", "workloadRef", "disruptionMode", "topology", "priority"],
+    ids=["policy-kind", "parent", "workloadRef", "disruptionMode", "topology", "priority"],
 )
-def test_composite_spec_is_immutable(installed, namespace, patch):
+def test_composite_spec_is_immutable_but_for_min_group_count(installed, namespace, patch, field):
     create(installed, namespace, composite("frozen"))
     res = _patch(installed, namespace, "tcpg/frozen", patch)
     assert res.returncode != 0, res.stdout
-    assert "spec: Invalid value" in res.stderr and "spec is immutable" in res.stderr, res.stderr
+    assert f"spec.{field}: Invalid value" in res.stderr, res.stderr
+    assert (POLICY_KIND_FIXED_COMPOSITE if field == "schedulingPolicy" else f"{field} is immutable") in res.stderr
     stored = get(installed, namespace, "tcpg", "frozen")
     assert stored["spec"]["schedulingPolicy"] == {"gang": {"minGroupCount": 2}}
+    # minGroupCount may change (1.38 makes it mutable upstream).
+    _patch(
+        installed, namespace, "tcpg/frozen", {"spec": {"schedulingPolicy": {"gang": {"minGroupCount": 3}}}}, check=True
+    )
+    assert get(installed, namespace, "tcpg", "frozen")["spec"]["schedulingPolicy"] == {"gang": {"minGroupCount": 3}}
 
 
 def test_composite_workload_templates_are_immutable(installed, namespace):
@@ -744,15 +775,19 @@ def test_podgroup_metadata_stays_mutable(installed, namespace):
 
 def test_workload_templates_and_controller_ref_are_immutable(installed, namespace):
     create(installed, namespace, workload("w"))
-    res = _patch(
-        installed,
-        namespace,
-        "workload/w",
-        {"spec": {"podGroupTemplates": [template("workers", schedulingPolicy={"gang": {"minCount": 3}})]}},
-    )
+    # A template's minCount may change (a job that grows); nothing else of it.
+    grown = template("workers", schedulingPolicy={"gang": {"minCount": 3}})
+    _patch(installed, namespace, "workload/w", {"spec": {"podGroupTemplates": [grown]}}, check=True)
+    stored = get(installed, namespace, "workload", "w")["spec"]["podGroupTemplates"][0]
+    assert stored["schedulingPolicy"] == {"gang": {"minCount": 3}}
+    res = _patch(installed, namespace, "workload/w", {"spec": {"podGroupTemplates": [{**grown, "priority": 5}]}})
+    assert res.returncode != 0
+    assert "spec.podGroupTemplates[0].priority: Invalid value" in res.stderr, res.stderr
+    assert "priority is immutable" in res.stderr, res.stderr
+    res = _patch(installed, namespace, "workload/w", {"spec": {"podGroupTemplates": [template("other")]}})
     assert res.returncode != 0
     assert "spec.podGroupTemplates: Invalid value" in res.stderr, res.stderr
-    assert "podGroupTemplates is immutable" in res.stderr, res.stderr
+    assert "templates cannot be added or removed" in res.stderr, res.stderr
 
     # Setting a controllerRef that was not there at creation is a change too.
     res = _patch(installed, namespace, "workload/w", {"spec": {"controllerRef": {"kind": "Job", "name": "j"}}})

@@ -262,8 +262,8 @@ def test_a_suspended_job_gets_no_podgroup_until_resumed_and_follows_parallelism(
     wait_for(lambda: len(bound_of(c, ns, "later")) == 2, timeout=60, message="2 pods bound after resume")
     assert c.get_json("podgroup", "-n", ns, group)["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
 
-    # Scaled up: the gang's minCount follows parallelism (the PodGroup is made
-    # again; the 2 bound pods count toward the new minCount of 3).
+    # Scaled up: the gang's minCount follows parallelism (patched in place;
+    # the 2 bound pods count toward the new minCount of 3).
     c.kubectl("patch", "job", "-n", ns, "later", "--type=merge", "-p", '{"spec":{"parallelism":3,"completions":3}}')
     wait_for(
         lambda: c.get_json("podgroup", "-n", ns, group)["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}},
@@ -275,6 +275,48 @@ def test_a_suspended_job_gets_no_podgroup_until_resumed_and_follows_parallelism(
     # Suspended again: the Job controller deletes the pods and troupe the PodGroup.
     c.kubectl("patch", "job", "-n", ns, "later", "--type=merge", "-p", '{"spec":{"suspend":true}}')
     wait_for(lambda: not podgroup_exists(c, ns, group), timeout=30, message="PodGroup deleted on suspend")
+
+
+def test_a_scaled_job_is_resized_in_place_and_its_increment_binds_whole_or_waits_whole(
+    installed, troupe, nodes, namespace
+):
+    """parallelism 2 -> 5 where 4 fit: minCount is patched in place (same
+    PodGroup, status kept), and the 3 new pods wait together, none bound
+    alone; 5 -> 4: the 2 pods left bind together. Nothing running moves."""
+    c, ns = installed, namespace
+    nodes("node-a", cpu="4")
+    apply(c, job(ns, "elastic", 2, indexed=True))
+    group = wait_for(lambda: group_of(c, ns, "elastic"))
+    first = wait_for(lambda: len(bound_of(c, ns, "elastic")) == 2 and bound_of(c, ns, "elastic"), timeout=60)
+    scheduled = wait_condition(c, ns, group, "True", "Scheduled")
+    uid = c.get_json("podgroup", "-n", ns, group)["metadata"]["uid"]
+
+    def scale(n: int) -> None:
+        patch = json.dumps({"spec": {"parallelism": n, "completions": n}})
+        c.kubectl("patch", "job", "-n", ns, "elastic", "--type=merge", "-p", patch)
+
+    def min_count() -> int:
+        stored = c.get_json("podgroup", "-n", ns, group)
+        assert stored["metadata"]["uid"] == uid, "the PodGroup was replaced, not resized"
+        return int(stored["spec"]["schedulingPolicy"]["gang"]["minCount"])
+
+    scale(5)
+    wait_for(lambda: min_count() == 5, timeout=30, message="minCount 5")
+    wait_for(lambda: len(job_pods(c, ns, "elastic")) == 5, timeout=30, message="5 pods")
+    new = sorted(set(job_pods(c, ns, "elastic")) - set(first))
+    cond = wait_pod_unschedulable(c, ns, new[0], timeout=30)
+    assert "needs 5 pods, 4 fit" in cond["message"], cond
+    holds(lambda: bound_of(c, ns, "elastic") == first, seconds=5, message="no pod of the increment binds alone")
+    resized = [e for e in events_for(c, ns, "elastic") if e.get("reason") == "PodGroupResized"]
+    assert resized and "minCount 2 -> 5" in resized[-1]["note"], resized
+
+    scale(4)
+    wait_for(lambda: min_count() == 4, timeout=30, message="minCount 4")
+    now = wait_for(lambda: len(bound_of(c, ns, "elastic")) == 4 and bound_of(c, ns, "elastic"), timeout=60)
+    assert {n: now[n] for n in first} == first, "a running pod moved"
+    kept = condition(c, ns, group)
+    assert kept is not None and kept["status"] == "True"
+    assert kept["lastTransitionTime"] == scheduled["lastTransitionTime"], (scheduled, kept)
 
 
 def test_a_job_that_names_a_workload_gets_its_podgroup_from_that_template(installed, troupe, nodes, namespace):

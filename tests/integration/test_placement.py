@@ -284,6 +284,71 @@ def test_rack_then_zone(installed, troupe, nodes, namespace):
     assert bound(c, ns, "huge-") == {}
 
 
+# --------------------------------------------------------------------------- growth in place
+
+
+def _grow(cluster, ns: str, group: str, min_count: int, start: int, count: int) -> None:
+    """What an elastic job's operator does: raise minCount, then add the pods."""
+    patch = json.dumps({"spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}})
+    cluster.kubectl("patch", "-n", ns, "tpg", group, "--type=merge", "-p", patch)
+    create(cluster, *members(ns, group, count, start=start))
+
+
+def test_a_gang_grown_in_place_stays_in_its_rack_then_its_zone(installed, troupe, nodes, namespace):
+    """zone-a: rack-a1 (2 x 2 cpu), rack-a2 (2 x 3 cpu); zone-b added later:
+    rack-b1 (2 x 2 cpu). topology [rack, zone]: the gang's increments go
+    where it runs, though rack-b1 would take the second whole and pack it
+    tighter: 2 new pods into its rack, then 4 (its rack full) into its zone."""
+    c, ns = installed, namespace
+    for r, cpu in (("a1", "2"), ("a2", "3")):
+        for i in range(2):
+            nodes(f"{r}-{i}", cpu=cpu, labels={ZONE: "zone-a", RACK: f"rack-{r}"})
+    create(c, topology_group(ns, "g", 2, RACK, ZONE), *members(ns, "g", 2))
+    rack = one_domain(c, wait_bound(c, ns, "g", 2), RACK)
+    scheduled = wait_condition(c, ns, "g", "True", "Scheduled")
+    for i in range(2):
+        nodes(f"b1-{i}", cpu="2", labels={ZONE: "zone-b", RACK: "rack-b1"})
+
+    _grow(c, ns, "g", 4, 2, 2)
+    placed = wait_bound(c, ns, "g", 4)
+    assert one_domain(c, placed, RACK) == rack, placed
+
+    _grow(c, ns, "g", 8, 4, 4)
+    placed = wait_bound(c, ns, "g", 8)
+    assert one_domain(c, placed, ZONE) == "zone-a", placed  # rack-b1 holds the 4 new pods, but not the gang
+    kept = wait_message(c, ns, "g", f"8 pod(s) placed in {ZONE}=zone-a (no {RACK} domain fits)")
+    assert (kept["status"], kept["lastTransitionTime"]) == ("True", scheduled["lastTransitionTime"]), kept
+
+
+def test_an_increment_its_rack_cannot_hold_waits_whole_and_says_why(installed, troupe, nodes, namespace):
+    """topology [rack] only: the increment may not leave the rack; it waits,
+    none of it bound, and the group's Event and the pods say why."""
+    c, ns = installed, namespace
+    for r in ("r1", "r2"):
+        for i in range(2):
+            nodes(f"{r}-{i}", cpu="2", labels={RACK: f"rack-{r}"})
+    create(c, topology_group(ns, "g", 2, RACK), *members(ns, "g", 2))
+    rack = one_domain(c, wait_bound(c, ns, "g", 2), RACK)
+    other = next(r for r in ("rack-r1", "rack-r2") if r != rack)
+
+    _grow(c, ns, "g", 5, 2, 3)  # 3 more: 2 cpu left in its rack, 4 in the other
+    prefix = f"PodGroup {ns}/g: no {RACK} domain fits 3 pods: {rack} at most 2 fit (cpu: 3 needed, 2 free)"
+    told = wait_for(
+        lambda: (p := pod_condition(c, ns, "g-2")) and p["message"].startswith(prefix) and p,
+        timeout=30,
+        message="g-2 told why",
+    )
+    assert other not in told["message"], told  # only the rack it runs in was proposed
+    event = wait_for(
+        lambda: next((e for e in events_for(c, ns, "g") if "3 more pod(s) wait" in e["note"]), None),
+        timeout=30,
+        message="an Event on the PodGroup",
+    )
+    assert event["type"] == "Warning" and f"no {RACK} domain fits 3 pods" in event["note"], event
+    assert len(bound(c, ns, "g-")) == 2
+    assert condition(c, ns, "g")["status"] == "True"  # it still runs: still scheduled
+
+
 # --------------------------------------------------------------------------- CRD validation
 
 KEYS5 = [{"key": k} for k in (RACK, "example.com/block", ZONE, "example.com/region", "example.com/planet")]

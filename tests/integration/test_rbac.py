@@ -46,8 +46,8 @@ GRANTED: list[Check] = [
         for ns in (None, OTHER_NS)
     ],
     *[(v, f"podgroups.{GROUP}", "status", OTHER_NS) for v in ("get", "patch", "update")],
-    # The Job integration: a Workload and a PodGroup per opted-in Job (replaced, deleted on suspend)
-    *[(v, f"{r}.{GROUP}", None, OTHER_NS) for r in ("podgroups", "workloads") for v in ("create", "delete")],
+    # The Job integration: a Workload and a PodGroup per opted-in Job (minCount patched, deleted on suspend)
+    *[(v, f"{r}.{GROUP}", None, OTHER_NS) for r in ("podgroups", "workloads") for v in ("create", "delete", "patch")],
     *[(v, "jobs.batch", None, ns) for v in ("get", "list", "watch") for ns in (None, OTHER_NS)],
     ("patch", "jobs.batch", "status", OTHER_NS),  # SchedulingBlocked
     *[(v, "events.events.k8s.io", None, ns) for v in ("create", "patch") for ns in (None, OTHER_NS)],
@@ -81,9 +81,9 @@ DENIED: list[Check] = [
     *[(v, "nodes", None, None) for v in ("create", "update", "patch", "delete")],
     ("patch", "nodes", "status", None),
     *[(v, "namespaces", None, None) for v in ("create", "update", "patch", "delete")],
-    # groups are made and deleted one by one for Jobs, never changed or deleted in bulk
-    *[(v, f"podgroups.{GROUP}", None, OTHER_NS) for v in ("update", "patch", "deletecollection")],
-    *[(v, f"workloads.{GROUP}", None, OTHER_NS) for v in ("update", "patch", "deletecollection")],
+    # groups are made, resized (patch) and deleted one by one for Jobs, never replaced or deleted in bulk
+    *[(v, f"podgroups.{GROUP}", None, OTHER_NS) for v in ("update", "deletecollection")],
+    *[(v, f"workloads.{GROUP}", None, OTHER_NS) for v in ("update", "deletecollection")],
     # Jobs are only read: never created, changed or deleted (their status only patched, one condition)
     *[(v, "jobs.batch", None, OTHER_NS) for v in ("create", "update", "patch", "delete")],
     ("update", "jobs.batch", "status", OTHER_NS),
@@ -271,17 +271,22 @@ def test_scheduler_reads_groups_writes_their_status_and_makes_whole_ones(install
     got = json.loads(installed.kubectl("get", "-n", namespace, "pg/g", "-o", "json").stdout)
     assert got["status"]["conditions"][0]["reason"] == "Unschedulable"
 
-    # The spec is never changed; whole groups are made and deleted (for Jobs).
-    res = installed.kubectl(
+    # Groups are made, resized (a Job's minCount, by patch) and deleted for
+    # Jobs; never replaced whole (update).
+    installed.kubectl(
         "patch",
         "-n",
         namespace,
         "pg/g",
         "--type=merge",
         "-p",
-        '{"metadata":{"labels":{"x":"y"}}}',
-        check=False,
+        '{"spec":{"schedulingPolicy":{"gang":{"minCount":3}}}}',
         as_scheduler=True,
+    )
+    got = json.loads(installed.kubectl("get", "-n", namespace, "pg/g", "-o", "json").stdout)
+    got["metadata"]["labels"] = {"x": "y"}
+    res = installed.kubectl(
+        "replace", "-n", namespace, "-f", "-", input=json.dumps(got), check=False, as_scheduler=True
     )
     assert res.returncode != 0 and "Forbidden" in res.stderr, res.stderr
     installed.kubectl("create", "-n", namespace, "-f", "-", input=_podgroup("mine"), as_scheduler=True)

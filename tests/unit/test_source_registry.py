@@ -195,10 +195,10 @@ def test_the_manifest_grants_what_every_source_needs() -> None:
 
 def test_the_manifest_grants_nothing_on_group_kinds_no_source_reads() -> None:
     # Beyond the registry's needs, troupe's own kinds are also made and
-    # deleted for Jobs (create, delete) and their status read back.
+    # resized and deleted for Jobs (create, patch, delete) and their status read back.
     needed = (
         _required(registry.SOURCES)
-        | {("scheduling.troupe.dev", r, v) for r in ("podgroups", "workloads") for v in ("create", "delete")}
+        | {("scheduling.troupe.dev", r, v) for r in ("podgroups", "workloads") for v in ("create", "patch", "delete")}
         | {("scheduling.troupe.dev", "podgroups/status", v) for v in ("get", "update")}
     )
     kinds = {(k.group, k.plural) for s in registry.SOURCES for k in s.kinds}
