@@ -310,8 +310,22 @@ def _parse_pod(
         task=membership.task if membership is not None else "",
         group_size=membership.group_size if membership is not None else 0,
         owners=_owner_names(meta) if group is not None else (),
+        deletion_cost=_deletion_cost(meta) if group is not None else 0,
         problem=problem,
     )
+
+
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+def _deletion_cost(meta: Mapping[str, Any]) -> int:
+    """The pod-deletion-cost annotation (an int32, as the ReplicaSet
+    controller reads it); 0 where absent or not a number."""
+    raw = (meta.get("annotations") or {}).get(DELETION_COST)
+    try:
+        return max(min(int(str(raw)), 2**31 - 1), -(2**31)) if raw is not None else 0
+    except ValueError:
+        return 0
 
 
 def _owner_names(meta: Mapping[str, Any]) -> tuple[str, ...]:

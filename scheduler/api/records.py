@@ -288,6 +288,9 @@ class PodInfo:
     task: str = ""  # the pod's task within its group, where the source has tasks (Volcano's minTaskMember)
     group_size: int = 0  # the group size the pod itself declares (a source with no group object: Kueue)
     owners: tuple[str, ...] = ()  # a group member's ownerReferences' names (scheduler-plugins' occupiedBy)
+    # controller.kubernetes.io/pod-deletion-cost (a group member's): which of a
+    # gang's pods above its minCount preemption takes first (the lowest).
+    deletion_cost: int = 0
     # `priority` is the pod's PodGroup's where the group has one (its pods
     # then all share it: queue, holds, preemption, reservations); this keeps
     # the pod's own `spec.priority` then (None: `priority` is the pod's own).

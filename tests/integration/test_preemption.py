@@ -117,6 +117,33 @@ def test_a_high_priority_gang_evicts_a_whole_low_gang_then_binds_whole(installed
     assert bound_names(installed, ns, "high-") == [f"high-{i}" for i in range(4)]
 
 
+def test_a_victim_gang_above_its_minimum_shrinks_instead_of_dying(installed, troupe, nodes, namespace):
+    """A low gang of minCount 2 runs 4 pods (it grew); its owner marks the
+    first two costly to delete. A high gang of 2 takes the 2 pods above the
+    minimum, the cheap ones, and the low gang keeps running, not disrupted."""
+    ns = namespace
+    names = [nodes(f"shrink-{i}", cpu="2") for i in range(4)]
+    low = gang(ns, "low", 4, "troupe-test-low", "2", nodes=names)
+    low[0]["spec"]["schedulingPolicy"] = {"gang": {"minCount": 2}}
+    for body in low[1:3]:  # low-0, low-1
+        body["metadata"]["annotations"] = {"controller.kubernetes.io/pod-deletion-cost": "100"}
+    create(installed, *low)
+    create(installed, *gang(ns, "high", 2, "troupe-test-high", "2"))
+
+    victims = wait_for(
+        lambda: len(t := terminating(installed, ns, "low-")) == 2 and t, timeout=30, message="2 low pods terminating"
+    )
+    assert sorted(victims) == ["low-2", "low-3"], sorted(victims)
+    waiting = wait_condition(installed, ns, "high", "False", "Unschedulable")
+    assert f"preempting 2 lower-priority pod(s) (2 above the minCount of PodGroup {ns}/low)" in waiting["message"]
+    assert disruption_target(installed.get_json("podgroup", "-n", ns, "low")) is None  # not disrupted: it shrank
+
+    assert sorted(finish_terminating(installed, ns)) == ["low-2", "low-3"]
+    wait_condition(installed, ns, "high", "True", C.REASON_SCHEDULED, timeout=60)
+    assert bound_names(installed, ns, "high-") == ["high-0", "high-1"]
+    assert bound_names(installed, ns, "low-") == ["low-0", "low-1"]  # still running, at its minimum
+
+
 def test_an_equal_priority_gang_does_not_preempt(installed, troupe, nodes, namespace):
     ns = namespace
     nodes("eq-0", cpu="2")

@@ -138,6 +138,75 @@ def test_a_gang_with_disruption_mode_pod_gives_up_one_pod(s: Any) -> None:
     assert len(rec.preempted) == 1 and rec.disrupted == {}
 
 
+# ------------------------------------------------------ shrink before kill
+
+
+def _gang_above_its_minimum(sched: Scheduler, costs: dict[int, int] | None = None) -> None:
+    """A gang of minCount 2 running 4 pods (low-0 oldest ... low-3 newest), one per 2-cpu node."""
+    for n in "abcd":
+        sched.on_node(node(n, cpu="2"))
+    sched.on_podgroup(gang("low", 2, priority=1))
+    for i, n in enumerate("abcd"):
+        body = pod(f"low-{i}", cpu="2", group="low", node_name=n, priority=1, start=f"2026-01-01T00:00:0{i}Z")
+        if costs and i in costs:
+            body["metadata"]["annotations"] = {"controller.kubernetes.io/pod-deletion-cost": str(costs[i])}
+        sched.on_pod(body)
+
+
+def test_a_victim_gang_above_its_minimum_loses_its_newest_pods_first_and_keeps_running(s: Any) -> None:
+    sched, rec = s
+    _gang_above_its_minimum(sched)
+    sched.on_podgroup(gang("high", 2, priority=100))
+    for i in range(2):
+        sched.on_pod(pod(f"high-{i}", cpu="2", group="high", priority=100))
+    drain(sched)
+    assert sorted(rec.preempted) == ["low-2", "low-3"]  # above its minCount of 2, the newest
+    assert rec.disrupted == {}  # the gang is not disrupted: it keeps its minimum
+    message = rec.groups[-1][3]
+    assert "preempting 2 lower-priority pod(s) (2 above the minCount of PodGroup ns/low)" in message
+
+
+def test_a_lone_pod_takes_one_pod_above_the_minimum_not_the_gang(s: Any) -> None:
+    sched, rec = s
+    _gang_above_its_minimum(sched)
+    sched.on_pod(pod("high", cpu="2", priority=100))
+    drain(sched)
+    assert list(rec.preempted) == ["low-3"] and rec.nominated == {"high": "d"} and rec.disrupted == {}
+
+
+def test_pod_deletion_cost_chooses_which_pods_are_above_the_minimum(s: Any) -> None:
+    sched, rec = s
+    _gang_above_its_minimum(sched, costs={3: 100, 2: 50})  # the newest two cost most: the oldest go
+    sched.on_podgroup(gang("high", 2, priority=100))
+    for i in range(2):
+        sched.on_pod(pod(f"high-{i}", cpu="2", group="high", priority=100))
+    drain(sched)
+    assert sorted(rec.preempted) == ["low-0", "low-1"] and rec.disrupted == {}
+
+
+def test_when_the_pods_above_the_minimum_are_not_enough_the_gang_goes_whole(s: Any) -> None:
+    sched, rec = s
+    _gang_above_its_minimum(sched)
+    sched.on_podgroup(gang("high", 3, priority=100))
+    for i in range(3):
+        sched.on_pod(pod(f"high-{i}", cpu="2", group="high", priority=100))
+    drain(sched)
+    assert sorted(rec.preempted) == ["low-0", "low-1", "low-2", "low-3"]  # never left below minCount
+    assert rec.disrupted == {"low": "preempted by PodGroup ns/high, which has a higher priority"}
+
+
+def test_disruption_mode_podgroup_keeps_the_group_together(s: Any) -> None:
+    sched, rec = s
+    for n in "abcd":
+        sched.on_node(node(n, cpu="2"))
+    sched.on_podgroup(gang("low", 2, priority=1, mode="PodGroup"))
+    for i, n in enumerate("abcd"):
+        sched.on_pod(pod(f"low-{i}", cpu="2", group="low", node_name=n, priority=1))
+    sched.on_pod(pod("high", cpu="2", priority=100))
+    drain(sched)
+    assert len(rec.preempted) == 4 and rec.disrupted == {"low": "preempted by pod ns/high, which has a higher priority"}
+
+
 def test_the_node_whose_victims_have_the_lowest_priority_is_chosen(s: Any) -> None:
     sched, rec = s
     sched.on_node(node("a", cpu="1"))

@@ -28,7 +28,7 @@ from ...framework.interface import (
     Status,
 )
 from .search import best, search_group, search_pod, without
-from .victims import Unit, budgets, group_priority, victim_units
+from .victims import Unit, budgets, group_priority, unique_pods, victim_units
 
 
 class DefaultPreemptionArgs(PluginArgs):
@@ -101,7 +101,7 @@ class DefaultPreemption(PostFilterPlugin):
             )
         chosen = best(found, pdbs)
         node = snapshot.names[chosen.row]
-        victims = [p for u in chosen.victims for p in u.pods]
+        victims = unique_pods(chosen.victims)
         self.remember(pod.uid, victims, {pod.uid: node})
         return (
             PostFilterResult(
@@ -254,10 +254,15 @@ def _describe(units: list[Unit]) -> str:
     pods = sum(u.size for u in units)
     groups = [u.name for u in units if u.group is not None]
     text = f"{pods} lower-priority pod(s)"
+    shrunk: dict[GroupKey, int] = {}
+    for u in units:
+        if u.above_min_of is not None:
+            shrunk[u.above_min_of] = shrunk.get(u.above_min_of, 0) + u.size
+    notes = []
     if groups:
-        shown = ", ".join(groups[:3]) + (f" and {len(groups) - 3} more" if len(groups) > 3 else "")
-        text += f" (whole {shown})"
-    return text
+        notes.append("whole " + ", ".join(groups[:3]) + (f" and {len(groups) - 3} more" if len(groups) > 3 else ""))
+    notes += [f"{n} above the minCount of {key}" for key, n in sorted(shrunk.items())[:3]]
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _waiting_message(n: int) -> str:

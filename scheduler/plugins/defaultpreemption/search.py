@@ -35,7 +35,7 @@ import numpy as np
 from ...api.records import PodInfo
 from ...cluster.snapshot import Snapshot
 from ...framework.interface import GroupContext, PlaceFn
-from .victims import Budget, Unit, more_important_first, pdb_violations
+from .victims import Budget, Unit, more_important_first, pdb_violations, unique_pods, without_contained
 
 _T = TypeVar("_T")
 
@@ -52,7 +52,7 @@ class Choice:
 
     @property
     def pods(self) -> list[PodInfo]:
-        return [p for u in self.victims for p in u.pods]
+        return unique_pods(self.victims)
 
     def key(self, pdbs: Sequence[Budget]) -> tuple[int, int, int, int]:
         """The preference order for a gang: no PDB violation, then the lowest
@@ -85,9 +85,8 @@ def without(snapshot: Snapshot, units: Iterable[Unit], ask: Callable[[], _T]) ->
     snapshot restored afterwards)."""
     mark = snapshot.mark()
     try:
-        for unit in units:
-            for pod in unit.pods:
-                snapshot.remove_pod(pod)
+        for pod in unique_pods(units):
+            snapshot.remove_pod(pod)
         return ask()
     finally:
         snapshot.restore(mark)
@@ -121,7 +120,7 @@ def _reprieve(
         trial = trials.without(rest, allowed)
         if len(trial) >= needed:
             victims, placed = rest, trial
-    return Choice(victims, placed, trials.count)
+    return Choice(without_contained(victims), placed, trials.count)
 
 
 def remove_all_then_reprieve(
@@ -159,7 +158,7 @@ def exact_group(
     for choice in subsets:
         placed = trials.without(choice.victims, None)
         if len(placed) >= needed:
-            return Choice(choice.victims, placed, trials.count)
+            return Choice(without_contained(choice.victims), placed, trials.count)
     return None
 
 
@@ -242,7 +241,7 @@ class NodeCandidate:
         """Upstream's pickOneNodeForPreemption, in order: fewest PDB
         violations, lowest highest victim priority, smallest priority sum,
         fewest victims (the latest start breaks the remaining ties, in `best`)."""
-        pods = [p for u in self.victims for p in u.pods]
+        pods = unique_pods(self.victims)
         return (
             pdb_violations(pods, pdbs),
             max((u.priority for u in self.victims), default=-(2**31)),
@@ -280,7 +279,7 @@ def search_pod(
         if not placed:
             continue
         choice = _reprieve(trials, list(here), placed, 1, mask, pdbs)
-        found.append(NodeCandidate(row, choice.victims))
+        found.append(NodeCandidate(row, without_contained(choice.victims)))
         if len(found) >= limit:
             break
     return found

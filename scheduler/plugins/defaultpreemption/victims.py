@@ -10,6 +10,15 @@ A unit is a candidate only if its priority and every one of its pods'
 priorities are below the preemptor's: nothing of equal or higher priority is
 ever taken. Pods already terminating are not candidates (their room is on
 its way back).
+
+Shrink before kill: a gang taken whole because it leaves `disruptionMode`
+unset, with more pods running than its minCount, also offers the pods above
+its minimum one by one: its `running - minCount` pods that its owner would
+scale down first (the lowest `controller.kubernetes.io/pod-deletion-cost`,
+then the newest). Each is a unit of its own, so the search takes only those
+that free room the preemptor needs; the gang's whole unit contains them, and
+the search gives the whole back first where the pods above the minimum are
+enough. An explicit `disruptionMode: PodGroup` keeps the group together.
 """
 
 from __future__ import annotations
@@ -36,6 +45,9 @@ class Unit:
     rows: frozenset[int]  # the snapshot rows its pods run on
     start: str  # the earliest start (or creation) time of its pods, RFC 3339
     composite: GroupKey | None = None  # the CompositePodGroup whose tree is taken whole (DisruptionTarget)
+    # A gang's pod above its minimum: that gang, and the pod's deletion cost (kept first when higher).
+    above_min_of: GroupKey | None = None
+    cost: int = 0
 
     @property
     def size(self) -> int:
@@ -86,12 +98,9 @@ def victim_units(cache: ClusterCache, snapshot: Snapshot, below: int, exclude: C
             group = cache.groups.get(key) if key is not None else None
             if isinstance(group, PodGroup) and taken_whole(group):
                 assert key is not None
-                if key in seen:
-                    continue
-                seen.add(key)
-                unit = _gang_unit(cache, snapshot, key, group, below)
-                if unit is not None:
-                    units.append(unit)
+                if key not in seen:
+                    seen.add(key)
+                    units.extend(_gang_units(cache, snapshot, key, group, below))
             elif pod.priority < below:
                 units.append(Unit(f"pod {pod.key}", (pod,), pod.priority, None, frozenset((row,)), _started(pod)))
     return units
@@ -118,6 +127,16 @@ def _running(
     return (members, rows) if members else None
 
 
+def _gang_units(cache: ClusterCache, snapshot: Snapshot, key: GroupKey, group: PodGroup, below: int) -> list[Unit]:
+    """A gang taken whole, and (unset disruptionMode) its pods above its minimum."""
+    unit = _gang_unit(cache, snapshot, key, group, below)
+    if unit is None:
+        return []
+    if group.spec.disruption_mode is not None:
+        return [unit]
+    return [unit, *surplus_units(unit, group.min_count, snapshot)]
+
+
 def _gang_unit(cache: ClusterCache, snapshot: Snapshot, key: GroupKey, group: PodGroup, below: int) -> Unit | None:
     running = _running(cache, snapshot, (key,), below)
     if running is None:
@@ -128,6 +147,55 @@ def _gang_unit(cache: ClusterCache, snapshot: Snapshot, key: GroupKey, group: Po
         return None
     start = min(_started(p) for p in members)
     return Unit(str(key), tuple(members), priority, key, frozenset(rows), start)
+
+
+def surplus_units(whole: Unit, min_count: int, snapshot: Snapshot) -> list[Unit]:
+    """The gang's pods above its minimum, each a unit: the `size - min_count`
+    its owner would scale down first (lowest deletion cost, then newest)."""
+    extra = whole.size - min_count
+    if extra <= 0:
+        return []
+    first = sorted(whole.pods, key=lambda p: (p.deletion_cost, _negated(_started(p)), p.name))[:extra]
+    units = []
+    for pod in first:
+        node = snapshot.node_of(pod.uid)
+        row = snapshot.row.get(node) if node is not None else None
+        if row is not None:
+            units.append(
+                Unit(
+                    f"pod {pod.key}",
+                    (pod,),
+                    whole.priority,
+                    None,
+                    frozenset((row,)),
+                    _started(pod),
+                    above_min_of=whole.group,
+                    cost=pod.deletion_cost,
+                )
+            )
+    return units
+
+
+def _negated(stamp: str) -> tuple[int, ...]:
+    """Sorts RFC 3339 times newest first (they sort as text)."""
+    return tuple(-ord(ch) for ch in stamp)
+
+
+def unique_pods(units: Iterable[Unit]) -> list[PodInfo]:
+    """The pods of `units`, each once (a gang's whole unit contains its
+    pods above the minimum, which are units of their own too)."""
+    seen: dict[str, PodInfo] = {}
+    for unit in units:
+        for pod in unit.pods:
+            seen.setdefault(pod.uid, pod)
+    return list(seen.values())
+
+
+def without_contained(units: Sequence[Unit]) -> list[Unit]:
+    """`units` less those whose pods another, larger one of them holds (a
+    gang's pod above its minimum, where the gang goes whole)."""
+    sets = [frozenset(p.uid for p in u.pods) for u in units]
+    return [u for i, u in enumerate(units) if not any(len(o) > len(sets[i]) and sets[i] <= o for o in sets)]
 
 
 def _tree_unit(cache: ClusterCache, snapshot: Snapshot, top: GroupKey, below: int) -> Unit | None:
@@ -169,6 +237,7 @@ def pdb_violations(pods: Iterable[PodInfo], pdbs: Sequence[Budget]) -> int:
 
 
 def more_important_first(units: Iterable[Unit]) -> list[Unit]:
-    """Upstream's reprieve order: higher priority first, then started earlier;
-    among those, larger units first (keeping one saves more pods)."""
-    return sorted(units, key=lambda u: (-u.priority, u.start, -u.size, u.name))
+    """Upstream's reprieve order: higher priority first, then (a gang's pods
+    above its minimum) the higher deletion cost, then started earlier; among
+    those, larger units first (keeping one saves more pods)."""
+    return sorted(units, key=lambda u: (-u.priority, -u.cost, u.start, -u.size, u.name))
