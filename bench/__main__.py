@@ -12,6 +12,7 @@ BENCHMARKS = {
     "status-write": "bench.status_write",
     "starvation": "bench.starvation",
     "autoscale": "bench.autoscale",
+    "resize": "bench.resize",
 }
 DEFAULT = "core"
 

@@ -150,8 +150,12 @@ def _group_message(g: GroupResult) -> str:
         if cond is not None:
             message += f"; {cond.message}"
         return message
+    if g.shrunk:  # it lost pods but runs on (shrink before kill, or disruptionMode Pod)
+        lost = "; ".join(f"{n} pod(s) preempted by {by}" for by, n in g.shrunk)
+        message = f"shrunk: {lost}; {g.placed} running (minCount {g.min_count})"
+        return f"{message}; {cond.message}" if cond is not None else message
     if cond is not None:
-        return cond.message
+        return f"{cond.message}; {g.waiting}" if g.waiting else cond.message
     if g.waiting:  # a tree's leaf: its tree waits, and its pods say why
         return g.waiting
     return "no pods of this PodGroup in the input" if not g.pods else ""
@@ -227,6 +231,10 @@ def render_json(result: SimulationResult) -> str:
         }
         if g.parent:  # a tree's leaf (the key is absent otherwise: inputs without trees print as before)
             group["parent"] = g.parent
+        if g.shrunk:  # it lost pods to preemption but runs on (absent otherwise)
+            group["shrunkBy"] = {by: n for by, n in g.shrunk}
+        if g.waiting and g.scheduled:  # a scheduled gang's increment that waits, and why
+            group["waiting"] = g.waiting
         groups.append(group)
     doc: dict[str, Any] = {"pods": pods, "podGroups": groups}
     if result.capacity:

@@ -104,6 +104,7 @@ class Recorder:
         self.status_writes: list[tuple[GroupKey, GroupCondition]] = []  # to feed back, in order
         self.preempted: dict[str, str] = {}  # victim uid -> DisruptionTarget message (deleted by the runner)
         self.disrupted: dict[GroupKey, str] = {}  # victim PodGroup -> DisruptionTarget message
+        self.group_notes: dict[GroupKey, str] = {}  # PodGroup -> its last FailedScheduling Event's note
         self.node_events: list[tuple[str, str, str]] = []  # (node, reason, note), in order
 
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
@@ -144,7 +145,8 @@ class Recorder:
         pass  # events repeat the conditions
 
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
-        pass
+        if reason == C.EVENT_FAILED_SCHEDULING:  # a scheduled group's increment that waits: its condition stays
+            self.group_notes[group.key] = note
 
     def node_event(self, node: NodeInfo, type_: str, reason: str, note: str, action: str) -> None:
         self.node_events.append((node.name, reason, note))  # the loader refuses such nodes; the unit tests read these
@@ -224,6 +226,7 @@ class GroupResult:
     # A tree's leaf that got no condition (its tree waits for a missing
     # ancestor or for its quorum): what its pods were told.
     waiting: str = ""
+    shrunk: tuple[tuple[str, int], ...] = ()  # (preemptor, pods) it lost without being taken whole
 
     @property
     def scheduled(self) -> bool:
@@ -483,6 +486,9 @@ class Preemptions:
         self.by: dict[str, str] = {}  # victim uid -> preemptor
         self.victims: dict[str, list[str]] = {}  # preemptor -> victims (ns/name)
         self.groups: dict[GroupKey, str] = {}  # victim PodGroup -> preemptor
+        # A PodGroup that lost pods without being taken whole (shrink before
+        # kill, disruptionMode Pod) -> preemptor -> how many.
+        self.shrunk: dict[GroupKey, dict[str, int]] = {}
 
     def evict(self, sched: Scheduler, decision: GroupDecision) -> int:
         if not decision.victims:
@@ -490,6 +496,9 @@ class Preemptions:
         preemptor = decision.preemptor
         for victim in decision.victims:
             self.by[victim.uid] = preemptor
+            if victim.group is not None and victim.group not in decision.victim_groups:
+                lost = self.shrunk.setdefault(victim.group, {})
+                lost[preemptor] = lost.get(preemptor, 0) + 1
             self.victims.setdefault(preemptor, []).append(victim.key)
             sched.on_pod_deleted({"metadata": {"namespace": victim.namespace, "name": victim.name, "uid": victim.uid}})
         for key in decision.victim_groups:
@@ -801,6 +810,8 @@ def _group_results(
                     condition = GroupCondition(own.status, own.reason, own.message)
             if condition is None and parent is not None:
                 waiting = next((recorder.pods[p.uid] for p in members if p.uid in recorder.pods), "")
+            elif condition is not None and condition.status == "True" and placed < len(members):
+                waiting = recorder.group_notes.get(key, "")  # a scheduled gang's increment that waits
         out.append(
             GroupResult(
                 key.namespace,
@@ -817,6 +828,7 @@ def _group_results(
                 group.workload_ref if isinstance(group, PodGroup) else None,
                 parent,
                 waiting,
+                tuple(sorted(preemption.shrunk.get(key, {}).items())),
             )
         )
     return sorted(out, key=lambda g: (g.namespace, g.name))

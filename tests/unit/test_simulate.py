@@ -632,6 +632,28 @@ def test_topology_example(capsys):
     assert groups["too-wide"]["message"].startswith("no topology.kubernetes.io/zone domain fits 8 pods: ")
 
 
+def test_resize_example(capsys):
+    """A gang grown in place lands in its rack; one its rack cannot hold
+    waits whole and stays Scheduled, saying why; a gang above its minimum
+    loses its newest pods to a preemptor and keeps running."""
+    example = EXAMPLE.parent / "simulate-resize.yaml"
+    assert main(["simulate", str(example), "--output", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    groups = {g["name"]: g for g in doc["podGroups"]}
+    nodes = nodes_of(doc)
+    assert groups["train"]["placement"] == "example.com/rack=r1"
+    assert {nodes[f"demo/train-{i}"][:2] for i in range(6)} == {"r1"}
+    stuck = groups["stuck"]
+    assert stuck["scheduled"] and nodes["demo/stuck-4"] is None and nodes["demo/stuck-5"] is None
+    assert stuck["waiting"].startswith("2 more pod(s) wait: no example.com/rack domain fits 2 pods: r2 at most 1 fit")
+    assert groups["elastic"]["shrunkBy"] == {"pod demo/urgent": 2} and groups["elastic"]["preemptedBy"] is None
+    preempted = {p["name"] for p in doc["pods"] if p["preemptedBy"]}
+    assert preempted == {"elastic-2", "elastic-3"}  # the newest two, above minCount 2
+    assert main(["simulate", str(example)]) == 0
+    table = capsys.readouterr().out
+    assert "shrunk: 2 pod(s) preempted by pod demo/urgent; 2 running (minCount 2)" in table
+
+
 # ------------------------------------------------------------------------ Jobs
 
 
