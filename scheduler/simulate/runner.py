@@ -782,6 +782,29 @@ def _pod_results(
     return sorted(out, key=lambda p: (p.namespace, p.name))
 
 
+def _own_condition(group: PodGroup) -> GroupCondition | None:
+    """Where nothing was decided in the simulation: what the object already says."""
+    own = group.condition(C.POD_GROUP_SCHEDULED)
+    return GroupCondition(own.status, own.reason, own.message) if own is not None else None
+
+
+def _waiting(
+    recorder: Recorder,
+    key: GroupKey,
+    members: list[PodInfo],
+    condition: GroupCondition | None,
+    parent: str | None,
+    placed: int,
+) -> str:
+    """What a group that got no condition of its own in a tree (its pods'
+    message), or a scheduled gang whose increment waits (its Event), says."""
+    if condition is None and parent is not None:
+        return next((recorder.pods[p.uid] for p in members if p.uid in recorder.pods), "")
+    if condition is not None and condition.status == "True" and placed < len(members):
+        return recorder.group_notes.get(key, "")
+    return ""
+
+
 def _group_results(
     inp: SimulationInput,
     sched: Scheduler,
@@ -803,15 +826,8 @@ def _group_results(
             parent = group.spec.parent_composite_pod_group_name
             policy = "gang" if group.is_gang else "basic"
             min_count = group.min_count
-            if condition is None:
-                # Nothing was decided in the simulation: what the object already says.
-                own = group.condition(C.POD_GROUP_SCHEDULED)
-                if own is not None:
-                    condition = GroupCondition(own.status, own.reason, own.message)
-            if condition is None and parent is not None:
-                waiting = next((recorder.pods[p.uid] for p in members if p.uid in recorder.pods), "")
-            elif condition is not None and condition.status == "True" and placed < len(members):
-                waiting = recorder.group_notes.get(key, "")  # a scheduled gang's increment that waits
+            condition = condition or _own_condition(group)
+            waiting = _waiting(recorder, key, members, condition, parent, placed)
         out.append(
             GroupResult(
                 key.namespace,
