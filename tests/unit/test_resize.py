@@ -1,0 +1,102 @@
+"""Gangs that grow and shrink (issue 46), on every source troupe reads: the
+minimum changed on the group object (troupe's and the native `minCount`,
+scheduler-plugins' and Volcano's `minMember`) while pods run. The pods added
+for a higher minimum bind together or not at all; a lower minimum lets
+waiting pods bind as they fit; nothing running is touched; the group stays
+scheduled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.core.scheduler import Scheduler
+from scheduler.plugins import in_tree_registry
+
+from .test_runtime_scheduler import Recorder, drain, node
+
+NS = "ns"
+
+
+def _group(source: str, name: str, minimum: int) -> dict[str, Any]:
+    meta = {"name": name, "namespace": NS, "uid": f"uid-pg-{name}"}
+    if source == "troupe":
+        spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": minimum}}}
+        return {"apiVersion": "scheduling.troupe.dev/v1alpha2", "kind": "PodGroup", "metadata": meta, "spec": spec}
+    if source == "native":
+        spec = {"schedulingPolicy": {"gang": {"minCount": minimum}}}
+        return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": meta, "spec": spec}
+    api = {"plugins": "scheduling.x-k8s.io/v1alpha1", "volcano": "scheduling.volcano.sh/v1beta1"}[source]
+    return {"apiVersion": api, "kind": "PodGroup", "metadata": meta, "spec": {"minMember": minimum}}
+
+
+def _pod(source: str, name: str, group: str, node_name: str = "") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": NS, "uid": f"uid-{name}"}
+    spec: dict[str, Any] = {
+        "schedulerName": "troupe-scheduler",
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+    }
+    if source == "troupe":
+        meta["labels"] = {"scheduling.troupe.dev/pod-group": group}
+    elif source == "native":
+        spec["schedulingGroup"] = {"podGroupName": group}
+    elif source == "plugins":
+        meta["labels"] = {"scheduling.x-k8s.io/pod-group": group}
+    else:
+        meta["annotations"] = {"scheduling.k8s.io/group-name": group}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+SOURCES = ["troupe", "native", "plugins", "volcano"]
+
+
+@pytest.fixture
+def sched(clock: Any) -> tuple[Scheduler, Recorder]:
+    rec = Recorder()
+    s = Scheduler(SchedulerConfiguration(), in_tree_registry(), binder=rec, writer=rec, clock=clock, report_delay=0)
+    s.start_scheduling()
+    return s, rec
+
+
+def _running_gang(s: Scheduler, source: str) -> None:
+    """A gang of minimum 2 with 2 pods running on node a (2 CPU, full); node b has 1 CPU."""
+    s.on_node(node("a", cpu="2"))
+    s.on_node(node("b", cpu="1"))
+    s.on_podgroup(_group(source, "g", 2))
+    for i in range(2):
+        s.on_pod(_pod(source, f"g-{i}", "g", node_name="a"))
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_an_increment_binds_whole_or_not_at_all_on_every_source(sched: Any, clock: Any, source: str) -> None:
+    s, rec = sched
+    _running_gang(s, source)
+    s.on_podgroup(_group(source, "g", 4))  # grown: the minimum first, then the pods
+    for i in (2, 3):
+        s.on_pod(_pod(source, f"g-{i}", "g"))
+    drain(s)
+    assert rec.binds == []  # 1 CPU free: one of the two would fit, so neither binds
+    assert "needs 4 pods, 3 fit" in rec.pods["g-2"]
+    s.on_node(node("c", cpu="1"))
+    clock.now += 30
+    drain(s)
+    assert sorted(p for p, _ in rec.binds) == ["g-2", "g-3"] and {n for _, n in rec.binds} == {"b", "c"}
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_lower_minimum_lets_waiting_pods_bind_as_they_fit(sched: Any, clock: Any, source: str) -> None:
+    s, rec = sched
+    _running_gang(s, source)
+    s.on_podgroup(_group(source, "g", 4))
+    for i in (2, 3):
+        s.on_pod(_pod(source, f"g-{i}", "g"))
+    drain(s)
+    assert rec.binds == []
+    s.on_podgroup(_group(source, "g", 2))  # shrunk back: the two new pods are extras now
+    clock.now += 30
+    drain(s)
+    assert len(rec.binds) == 1 and rec.binds[0][1] == "b"  # the one that fits binds alone
