@@ -367,6 +367,53 @@ def test_jobs_with_spec_scheduling_bound_whole(native_cluster, troupe, nodes_of,
     assert len(bound(c, ns)) == 4  # still: the other Job holds no room
 
 
+def test_a_native_job_scaled_in_place_binds_its_increment_whole(native_cluster, troupe, nodes_of, native_namespace):
+    """1.37's elastic Jobs: spec.scheduling's gang minCount and parallelism
+    patched together; the Job controller patches its native PodGroup's
+    minCount (same object, status kept) before it adds pods. Room for 4:
+    scaled 2 -> 5, the 3 new workers wait together, none bound alone;
+    5 -> 4, the 2 left bind together."""
+    c, ns = native_cluster, native_namespace
+    nodes_of(c, node("n1", cpu="2"), node("n2", cpu="2"))
+    body = four_worker_job(ns, "elastic")
+    body["spec"].update(parallelism=2, completions=2, completionMode="Indexed")
+    body["spec"]["scheduling"] = {"schedulingPolicy": {"gang": {"minCount": 2}}}
+    create(c, body)
+    first = wait_for(lambda: len(b := bound(c, ns)) == 2 and b, timeout=60, message="2 workers bound")
+    group = c.get_json(NATIVE_PG, "-n", ns)["items"][0]
+    name, uid = group["metadata"]["name"], group["metadata"]["uid"]
+    scheduled = wait_group(c, ns, name, "PodGroupInitiallyScheduled", "True", "Scheduled")
+
+    def scale(n: int) -> None:
+        patch = {
+            "spec": {"parallelism": n, "completions": n, "scheduling": {"schedulingPolicy": {"gang": {"minCount": n}}}}
+        }
+        c.kubectl("patch", "job", "-n", ns, "elastic", "--type=merge", "-p", json.dumps(patch))
+
+    def min_count() -> int:
+        pg = c.get_json(NATIVE_PG, "-n", ns, name)
+        assert pg["metadata"]["uid"] == uid, "the PodGroup was replaced"
+        return int(pg["spec"]["schedulingPolicy"]["gang"]["minCount"])
+
+    scale(5)
+    wait_for(lambda: min_count() == 5, timeout=30, message="minCount 5")
+    wait_for(lambda: len(c.get_json("pods", "-n", ns)["items"]) == 5, timeout=30, message="5 workers")
+    new = sorted({p["metadata"]["name"] for p in c.get_json("pods", "-n", ns)["items"]} - set(first))
+    wait_for(
+        lambda: (cond := pod_scheduled(c, ns, new[0])) and "needs 5 pods, 4 fit" in cond.get("message", ""),
+        timeout=30,
+        message=f"{new[0]} says the increment does not fit",
+    )
+    holds(lambda: bound(c, ns) == first, seconds=5, message="no worker of the increment binds alone")
+
+    scale(4)
+    wait_for(lambda: min_count() == 4, timeout=30, message="minCount 4")
+    now = wait_for(lambda: len(b := bound(c, ns)) == 4 and b, timeout=60, message="4 workers bound")
+    assert {k: now[k] for k in first} == first
+    kept = group_condition(c, ns, name, "PodGroupInitiallyScheduled")
+    assert kept is not None and kept["lastTransitionTime"] == scheduled["lastTransitionTime"], kept
+
+
 def test_native_podgroup_claim_is_shared_by_its_pods_and_reserved_for_the_group(
     native_cluster, troupe, nodes_of, native_namespace
 ):
