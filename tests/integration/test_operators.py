@@ -25,6 +25,7 @@ force-deleted (the garbage collector's deletes are graceful).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ from operators import (
     training_operator_build,
 )
 from troupe_process import ROOT, TroupeProcess, supervised
-from wait import wait_for
+from wait import holds, wait_for
 
 WORKERS = 3
 MEMBERS = WORKERS + 1  # the head (the master) too
@@ -351,7 +352,108 @@ def test_kuberay_volcano_one_raycluster_whole(operator_cluster, troupe, room_for
     wait_for(volcano_status(loser, ("Running",), "Scheduled"), timeout=30, message=f"{loser}: Running, Scheduled")
 
 
+# ------------------------------------------------------- RayClusters scaled
+
+
+def scale_workers(c, ns: str, rc: str, replicas: int) -> None:
+    """What the Ray autoscaler does: the worker group's replicas patched (max raised to allow it)."""
+    ops = [
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/maxReplicas", "value": max(replicas, WORKERS)},
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": replicas},
+    ]
+    c.kubectl("patch", RAYCLUSTERS, "-n", ns, rc, "--type=json", "-p", json.dumps(ops))
+
+
+def test_kuberay_volcano_scaled_up_binds_its_new_workers_whole(
+    operator_cluster, troupe, room_for_one, namespace_in, ray_operator
+):
+    """KubeRay's Volcano backend raises the PodGroup's minMember with the
+    worker group's replicas before it adds the pods: 3 -> 5 workers where one
+    more pod fits waits whole (none of the 2 bound, saying why); once room
+    for both appears they bind together, where the cluster runs."""
+    c = operator_cluster
+    ns = namespace_in(c)
+    ray_operator("volcano", ns)
+    create(c, raycluster(ns, "ray-a", workers=WORKERS))
+    pg = "ray-ray-a-pg"
+    wait_for(lambda: bound_by_cluster(c, ns, ("ray-a",))["ray-a"] == MEMBERS, timeout=60, message="ray-a bound")
+    first = {p["metadata"]["name"] for p in pods_of(c, ns, "ray-a")}
+    create(c, node("n3", cpu="1"))  # room for one more worker, not two
+
+    scale_workers(c, ns, "ray-a", WORKERS + 2)
+    wait_for(
+        lambda: c.get_json(VOLCANO_PG, "-n", ns, pg)["spec"]["minMember"] == MEMBERS + 2,
+        timeout=30,
+        message="KubeRay raised minMember",
+    )
+    new = wait_for(
+        lambda: len(p := [x for x in pods_of(c, ns, "ray-a") if x["metadata"]["name"] not in first]) == 2 and p,
+        timeout=30,
+        message="2 new workers",
+    )
+    wait_for(
+        lambda: all(
+            (x := pod_scheduled(c.get_json("pod", "-n", ns, p["metadata"]["name"])))
+            and "needs 6 pods, 5 fit" in x.get("message", "")
+            for p in new
+        ),
+        timeout=30,
+        message="the new workers say the increment does not fit",
+    )
+    holds(lambda: bound_by_cluster(c, ns, ("ray-a",))["ray-a"] == MEMBERS, seconds=5, message="neither binds alone")
+
+    create(c, node("n4", cpu="1"))
+    wait_for(
+        lambda: bound_by_cluster(c, ns, ("ray-a",))["ray-a"] == MEMBERS + 2, timeout=30, message="both bound together"
+    )
+
+
+def test_kuberay_scheduler_plugins_scaled_up_keeps_its_minimum_so_new_workers_bind_as_they_fit(
+    operator_cluster, troupe, room_for_one, namespace_in, ray_operator
+):
+    """KubeRay v1.5.0's scheduler-plugins backend makes the PodGroup once and
+    never changes minMember: workers added later are beyond the minimum,
+    and troupe binds each as it fits (as scheduler-plugins would)."""
+    c = operator_cluster
+    ns = namespace_in(c)
+    ray_operator("scheduler-plugins", ns)
+    create(c, raycluster(ns, "ray-a", workers=WORKERS, labels={GANG_LABEL: "true"}))
+    wait_for(lambda: bound_by_cluster(c, ns, ("ray-a",))["ray-a"] == MEMBERS, timeout=60, message="ray-a bound")
+    create(c, node("n3", cpu="1"))
+    scale_workers(c, ns, "ray-a", WORKERS + 2)
+    wait_for(lambda: len(pods_of(c, ns, "ray-a")) == MEMBERS + 2, timeout=30, message="2 new workers")
+    wait_for(lambda: bound_by_cluster(c, ns, ("ray-a",))["ray-a"] == MEMBERS + 1, timeout=30, message="one binds")
+    assert c.get_json(SCHEDULER_PLUGINS_PG, "-n", ns, "ray-a")["spec"]["minMember"] == MEMBERS
+
+
 # ------------------------------------------------- Kubeflow training-operator
+
+
+def test_training_operator_scaled_up_binds_its_new_workers_whole(
+    operator_cluster, troupe, room_for_one, namespace_in, training_operator
+):
+    """The training-operator v1.8.1 keeps its PodGroup's minMember at the
+    job's total replicas, updated before it adds pods: Worker replicas 3 ->
+    5 (what an HPA does to an elastic PyTorchJob) where one more pod fits
+    waits whole; with room for both they bind together."""
+    c = operator_cluster
+    ns = namespace_in(c)
+    training_operator(ns)
+    create(c, pytorchjob(ns, "job-a", workers=WORKERS))
+    count = lambda: bound_by_cluster(c, ns, ("job-a",), JOB_NAME_LABEL)["job-a"]  # noqa: E731
+    wait_for(lambda: count() == MEMBERS, timeout=60, message="job-a bound")
+    create(c, node("n3", cpu="1"))
+    patch = {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": WORKERS + 2}}}}
+    c.kubectl("patch", PYTORCHJOBS, "-n", ns, "job-a", "--type=merge", "-p", json.dumps(patch))
+    wait_for(
+        lambda: c.get_json(SCHEDULER_PLUGINS_PG, "-n", ns, "job-a")["spec"]["minMember"] == MEMBERS + 2,
+        timeout=30,
+        message="the operator raised minMember",
+    )
+    wait_for(lambda: len(pods_of(c, ns, "job-a", JOB_NAME_LABEL)) == MEMBERS + 2, timeout=30, message="2 new workers")
+    holds(lambda: count() == MEMBERS, seconds=5, message="neither new worker binds alone")
+    create(c, node("n4", cpu="1"))
+    wait_for(lambda: count() == MEMBERS + 2, timeout=30, message="both bound together")
 
 
 def test_training_operator_pytorchjobs_one_whole_the_other_waits_whole(
