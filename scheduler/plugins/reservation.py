@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import Field
 
 from ..api.config import PluginArgs
-from ..api.records import PodInfo
+from ..api.records import GroupKey, PodInfo
 from ..api.resources import CPU, MEMORY
 from ..cluster.snapshot import Snapshot
 from ..framework.diagnosis import Diagnosis
@@ -167,7 +167,9 @@ class Reservation(PostFilterPlugin):
         if not group.is_gang:  # a basic group's pods are independent: room for the first
             pods = pods[:1]
         # A tree (group.tree) is reserved for as a PodGroup: its trial is its own cycle.
-        return self._reserve(state, group.unit_name, pods, group.need, self._placer(group), snapshot)
+        # Its own running pods (a gang that grows) are never waited for: they end with it.
+        own = frozenset(group.members)
+        return self._reserve(state, group.unit_name, pods, group.need, self._placer(group), snapshot, own)
 
     def _placer(self, group: GroupContext | None) -> Place:
         def placer(
@@ -189,6 +191,7 @@ class Reservation(PostFilterPlugin):
         need: int,
         place: Place,
         snapshot: Snapshot,
+        own: frozenset[GroupKey] = frozenset(),
     ) -> tuple[GroupPostFilterResult | None, Status]:
         if self.args.starvation_seconds <= 0 or self.handle.place is None or not pods:
             return None, Status.skip(self.name)
@@ -208,18 +211,18 @@ class Reservation(PostFilterPlugin):
         avoid: frozenset[str] = frozenset()
         if held is not None:
             if now - held.chosen_at < self.args.max_reservation_seconds:
-                choice = self._on(held, pods, need, place, snapshot)
+                choice = self._on(held, pods, need, place, snapshot, own)
                 if choice is not None:
                     return self._result(key, choice, snapshot, held.chosen_at), Status.success()
             else:
                 avoid = held.nodes  # waited too long: rank its nodes last
             self._held.pop(key, None)  # one adopted after a restart (_adopt) was never stored
 
-        choice = self._choose(pods, need, place, snapshot, avoid)
+        choice = self._choose(pods, need, place, snapshot, avoid, own)
         if choice is None:
             why = f"{need} pod(s) do not fit even with every running pod gone"
             reasons: list[str] = []
-            self._fit(np.flatnonzero(snapshot.valid).tolist(), pods, need, place, snapshot, reasons)
+            self._fit(np.flatnonzero(snapshot.valid).tolist(), pods, need, place, snapshot, own, reasons)
             if reasons and SEARCH_BUDGET_SPENT in reasons[0]:  # not known not to fit
                 why = f"with every running pod gone, {reasons[0]}"
             elif reasons:  # its pods fit, but its own cycle would still not bind it
@@ -269,7 +272,9 @@ class Reservation(PostFilterPlugin):
         self._since[key] = (now - self.args.starvation_seconds, frozenset(p.uid for p in pods))
         return _Held(nodes, frozenset(p.uid for p in pods), 0, 0, now)
 
-    def _on(self, held: _Held, pods: list[PodInfo], need: int, place: Place, snapshot: Snapshot) -> _Choice | None:
+    def _on(
+        self, held: _Held, pods: list[PodInfo], need: int, place: Place, snapshot: Snapshot, own: frozenset[GroupKey]
+    ) -> _Choice | None:
         """The reservation, still good: its nodes exist, the unit fits on them
         once their running pods are gone, and nothing it must wait for now
         came after it (a pod of higher priority took the room) unless it ends
@@ -278,7 +283,7 @@ class Reservation(PostFilterPlugin):
         rows = [snapshot.row[n] for n in nodes if n in snapshot.row and snapshot.valid[snapshot.row[n]]]
         if len(rows) < len(nodes):
             return None  # a node is gone
-        choice = self._fit(rows, pods, need, place, snapshot)
+        choice = self._fit(rows, pods, need, place, snapshot, own)
         if choice is None or held.waiting is None or held.free_at is None:
             return choice
         now = self.wall()
@@ -291,7 +296,13 @@ class Reservation(PostFilterPlugin):
         return choice
 
     def _choose(
-        self, pods: list[PodInfo], need: int, place: Place, snapshot: Snapshot, avoid: frozenset[str]
+        self,
+        pods: list[PodInfo],
+        need: int,
+        place: Place,
+        snapshot: Snapshot,
+        avoid: frozenset[str],
+        own: frozenset[GroupKey],
     ) -> _Choice | None:
         now = self.wall()
 
@@ -306,16 +317,16 @@ class Reservation(PostFilterPlugin):
         if n == 0:
             return None
         lo, m = 0, min(max(need, 1), n)
-        found = self._fit(order[:m], pods, need, place, snapshot)
+        found = self._fit(order[:m], pods, need, place, snapshot, own)
         while found is None:
             if m == n:
                 return None
             lo, m = m, min(2 * m, n)
-            found = self._fit(order[:m], pods, need, place, snapshot)
+            found = self._fit(order[:m], pods, need, place, snapshot, own)
         hi = m
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            trial = self._fit(order[:mid], pods, need, place, snapshot)
+            trial = self._fit(order[:mid], pods, need, place, snapshot, own)
             if trial is not None:
                 hi, found = mid, trial
             else:
@@ -329,15 +340,22 @@ class Reservation(PostFilterPlugin):
         need: int,
         place: Place,
         snapshot: Snapshot,
+        own: frozenset[GroupKey] = frozenset(),
         reasons: list[str] | None = None,
     ) -> _Choice | None:
         """Where the unit goes within `rows` with their running pods gone, and
         which of those pods it must wait for (the others are reprieved).
         Only where its cycle would bind it there (`place` says why not, into
-        `reasons`): room is never held for a group that could not use it."""
+        `reasons`): room is never held for a group that could not use it.
+        The unit's own running pods (`own`: its PodGroups) stay."""
         mask = np.zeros(len(snapshot), dtype=bool)
         mask[list(rows)] = True
-        running = [p for row in rows for p in snapshot.pods_on_row(row) if snapshot.node_of(p.uid) is not None]
+        running = [
+            p
+            for row in rows
+            for p in snapshot.pods_on_row(row)
+            if snapshot.node_of(p.uid) is not None and (p.group is None or p.group not in own)
+        ]
 
         def without(gone: Sequence[PodInfo], reasons: list[str] | None = None) -> list[tuple[PodInfo, int]]:
             mark = snapshot.mark()

@@ -100,3 +100,76 @@ def test_a_lower_minimum_lets_waiting_pods_bind_as_they_fit(sched: Any, clock: A
     clock.now += 30
     drain(s)
     assert len(rec.binds) == 1 and rec.binds[0][1] == "b"  # the one that fits binds alone
+
+
+# ---------------------------------------------- an increment that does not fit
+
+RACK = "example.com/rack"
+
+
+def _rack_node(name: str, rack: str, cpu: str = "2") -> dict[str, Any]:
+    body = node(name, cpu=cpu)
+    body["metadata"]["labels"] = {RACK: rack}
+    return body
+
+
+def _lone(name: str, node_name: str, priority: int = 0) -> dict[str, Any]:
+    body = _pod("troupe", name, "", node_name=node_name)
+    body["metadata"]["labels"] = {}
+    body["spec"]["priority"] = priority
+    body["status"] = {"phase": "Running"}
+    return body
+
+
+def _racked_gang(s: Scheduler, minimum: int, priority: int) -> None:
+    """Racks r1 and r2 of two 2-CPU nodes; the gang `g` (topology: rack) runs 2 pods on r1-0."""
+    for n, r in (("r1-0", "r1"), ("r1-1", "r1"), ("r2-0", "r2"), ("r2-1", "r2")):
+        s.on_node(_rack_node(n, r))
+    body = _group("troupe", "g", minimum)
+    body["spec"]["schedulingConstraints"] = {"topology": [{"key": RACK}]}
+    body["spec"]["priority"] = priority
+    s.on_podgroup(body)
+    for i in range(2):
+        s.on_pod(_pod("troupe", f"g-{i}", "g", node_name="r1-0"))
+
+
+def test_an_increment_preempts_for_itself_inside_its_rack_only(sched: Any, clock: Any) -> None:
+    """r1-1 runs two low-priority pods, r2 has room: the increment of 2 may not
+    leave r1, so it evicts those two (never its own gang's pods, nothing in r2)."""
+    s, rec = sched
+    _racked_gang(s, 2, priority=100)
+    for i in range(2):
+        s.on_pod(_lone(f"low-{i}", "r1-1"))
+    s.on_pod(_lone("low-r2", "r2-0"))
+    body = _group("troupe", "g", 4)
+    body["spec"]["schedulingConstraints"] = {"topology": [{"key": RACK}]}
+    body["spec"]["priority"] = 100
+    s.on_podgroup(body)
+    for i in (2, 3):
+        s.on_pod(_pod("troupe", f"g-{i}", "g"))
+    drain(s)
+    assert sorted(rec.preempted) == ["low-0", "low-1"]
+    assert rec.nominated == {"g-2": "r1-1", "g-3": "r1-1"} and rec.binds == []
+
+
+def test_an_increment_that_starves_gets_room_reserved_in_its_rack(clock: Any) -> None:
+    """Equal priority in the way (no preemption): after starvationSeconds the
+    increment gets r1-1 held for it, and a pod that comes later stays off it."""
+    from .test_reservation import STARVE, make, running
+
+    s, rec = make(clock)
+    _racked_gang(s, 2, priority=0)
+    for i in range(2):
+        s.on_pod(running(f"busy-{i}", "r1-1"))
+    body = _group("troupe", "g", 4)
+    body["spec"]["schedulingConstraints"] = {"topology": [{"key": RACK}]}
+    s.on_podgroup(body)
+    for i in (2, 3):
+        s.on_pod(_pod("troupe", f"g-{i}", "g"))
+    drain(s)
+    assert s.nominated == {}
+    clock.now += STARVE + 1
+    s.queue.activate(next(u.key for u in s.queue.units() if u.key.group_key is not None))
+    drain(s)
+    assert {pod.name: n for n, pod in s.nominated.values()} == {"g-2": "r1-1", "g-3": "r1-1"}
+    assert "reserved node(s) r1-1 for 2 pod(s)" in rec.pods["g-2"]
