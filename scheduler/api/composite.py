@@ -36,6 +36,8 @@ COMPOSITE_API_VERSION = f"{GROUP}/{VERSION}"
 # out wrong (a cycle, too many levels, children of several Workloads).
 COMPOSITE_SCHEDULED = "CompositePodGroupInitiallyScheduled"
 REASON_INVALID = "Invalid"
+# Where the served API names that reason itself (Kubernetes 1.38's v1beta1), its name.
+INVALID_REASONS = {"scheduling.k8s.io/v1beta1": "CompositePodGroupError"}
 
 
 class CompositeWorkloadRef(_Model):
@@ -67,6 +69,12 @@ class CompositePodGroup(_Model):
     spec: CompositePodGroupSpec
     status: PodGroupStatus = Field(default_factory=PodGroupStatus)
     problem: str | None = None
+
+    @property
+    def invalid_reason(self) -> str:
+        """The CompositePodGroupInitiallyScheduled reason for a tree laid out
+        wrong, in the words of the object's API version."""
+        return INVALID_REASONS.get(self.api_version, REASON_INVALID)
 
     @property
     def key(self) -> GroupKey:

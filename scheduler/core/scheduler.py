@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 
 from ..api import constants as C
-from ..api.composite import COMPOSITE_SCHEDULED, REASON_INVALID, CompositePodGroup
+from ..api.composite import COMPOSITE_SCHEDULED, CompositePodGroup
 from ..api.config import SchedulerConfiguration
 from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, PodInfo
@@ -570,7 +570,7 @@ class Scheduler(EventHandlers):
                 if placed or not was:
                     self.writer.composite_condition(composite, "True", C.REASON_SCHEDULED, message)
             elif not was:
-                reason = REASON_INVALID if tree.invalid else str(outcome)
+                reason = composite.invalid_reason if tree.invalid else str(outcome)
                 self.writer.composite_condition(composite, "False", reason, message)
                 if key == tree.root:
                     self.writer.composite_event(composite, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")

@@ -220,7 +220,8 @@ class Reservation(PostFilterPlugin):
 
         choice = self._choose(pods, need, place, snapshot, avoid, own)
         if choice is None:
-            why = f"{need} pod(s) do not fit even with every running pod gone"
+            kept = any(snapshot.node_of(p.uid) for k in own for p in self.handle.cache.members(k))
+            why = f"{need} pod(s) do not fit even with every {'other ' if kept else ''}running pod gone"
             reasons: list[str] = []
             self._fit(np.flatnonzero(snapshot.valid).tolist(), pods, need, place, snapshot, own, reasons)
             if reasons and SEARCH_BUDGET_SPENT in reasons[0]:  # not known not to fit

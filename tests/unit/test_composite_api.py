@@ -187,8 +187,10 @@ def test_what_troupe_cannot_honour_in_a_native_composite_is_named() -> None:
     mode = native.parse_composite(composite(f"{NATIVE}/v1alpha3", disruptionMode={"some": {}}))
     assert mode.problem is not None and mode.problem.startswith("spec.disruptionMode:")
     assert mode.spec.disruption_mode is None
-    version = native.parse_composite(composite(f"{NATIVE}/v1beta1"))
-    assert version.problem is not None and version.problem.startswith("scheduling.k8s.io/v1beta1 is an API version")
+    version = native.parse_composite(composite(f"{NATIVE}/v1alpha2"))  # 1.36 served no CompositePodGroups
+    assert version.problem is not None and version.problem.startswith("scheduling.k8s.io/v1alpha2 is an API version")
+    beta = native.parse_composite(composite(f"{NATIVE}/v1beta1", futureField=1))
+    assert beta.problem == "spec.futureField: a field troupe does not know (scheduling.k8s.io/v1beta1)"
     # What troupe needs and cannot read still raises, naming the field.
     msg = error_of(native.parse_composite, composite(f"{NATIVE}/v1alpha3", schedulingPolicy={"gang": {}}))
     assert msg.startswith("spec.schedulingPolicy.gang.minGroupCount:"), msg
@@ -252,12 +254,23 @@ def test_the_sources_read_both_composite_kinds() -> None:
         "compositepodgroups",
         True,
         True,
-        ("v1alpha3",),
+        ("v1beta1", "v1alpha3"),  # 1.38 serves v1beta1 (preferred), 1.37 v1alpha3 only
     )
-    assert sources.api_versions("CompositePodGroup") == (C.API_VERSION, f"{NATIVE}/v1alpha3")
+    assert sources.api_versions("CompositePodGroup") == (C.API_VERSION, f"{NATIVE}/v1beta1", f"{NATIVE}/v1alpha3")
     # Chosen by apiVersion; one no source reads is read as troupe's own kind.
     assert sources.parse_composite(composite("example.com/v1")).problem is None
     assert {s.name for s in registry.SOURCES if s.kind("CompositePodGroup")} == {"troupe", "native"}
+
+
+def test_a_native_v1beta1_composite_reads_as_v1alpha3_and_names_its_error_reason() -> None:
+    """Kubernetes 1.38 serves CompositePodGroups at v1beta1, field for field
+    as 1.37's v1alpha3, and names an invalid tree's reason CompositePodGroupError."""
+    beta, alpha = composite(f"{NATIVE}/v1beta1"), composite(f"{NATIVE}/v1alpha3")
+    parsed_beta, parsed_alpha = sources.parse_composite(beta), sources.parse_composite(alpha)
+    assert parsed_beta.problem is None and parsed_beta.spec == parsed_alpha.spec
+    assert parsed_beta.invalid_reason == "CompositePodGroupError"
+    assert parsed_alpha.invalid_reason == "Invalid"  # 1.37's v1alpha3 names none: troupe's word
+    assert sources.parse_composite(composite(C.API_VERSION)).invalid_reason == "Invalid"
 
 
 def test_composite_status_keeps_its_condition_name() -> None:

@@ -10,6 +10,9 @@ Versions, as Kubernetes serves them (behind the `GenericWorkload` gate):
 | v1alpha3 | 1.37      | as v1beta1    | as v1beta1     | as v1beta1          |
 | v1alpha2 | 1.36      | `podGroupTemplateRef.workload{workloadName, podGroupTemplateName}` | `Pod` / `PodGroup` | `PodGroupScheduled` |
 
+CompositePodGroups: `v1alpha3` (1.37, and 1.38 beside `v1beta1`), `v1beta1`
+(1.38), the same fields in both; discovery takes `v1beta1` where served.
+
 A native PodGroup becomes troupe's `PodGroup` field for field: policy,
 constraints, claims, priority, `preemptionPolicy` (v1beta1/v1alpha3),
 `parentCompositePodGroupName` (v1beta1/v1alpha3: the CompositePodGroup it is
@@ -20,9 +23,11 @@ template link is kept for display only (`PodGroup.workload_ref`): a native
 PodGroup carries its template's policy itself, so troupe does not need, or
 wait for, its Workload (upstream's scheduler does not either).
 
-CompositePodGroups (`v1alpha3` only, behind the `CompositePodGroup` gate)
-become troupe's `CompositePodGroup` the same way; their condition
-(`CompositePodGroupInitiallyScheduled`) has one name everywhere. A native
+CompositePodGroups (behind the `CompositePodGroup` gate) become troupe's
+`CompositePodGroup` the same way; their condition
+(`CompositePodGroupInitiallyScheduled`) has one name everywhere, and an
+invalid tree's reason is the served version's: `CompositePodGroupError` in
+`v1beta1` (1.38), troupe's `Invalid` where upstream has none (`v1alpha3`). A native
 Workload's `compositePodGroupTemplates` are read as troupe's.
 
 What troupe cannot honour is said, not dropped: a spec field it does not
@@ -46,7 +51,7 @@ VERSIONS = ("v1beta1", "v1alpha3", "v1alpha2")
 PODGROUP_PLURAL = "podgroups"
 WORKLOAD_PLURAL = "workloads"
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # v1beta1, v1alpha3: terminal once True
-COMPOSITE_VERSIONS = ("v1alpha3",)  # v1beta1 has no CompositePodGroup
+COMPOSITE_VERSIONS = ("v1beta1", "v1alpha3")  # 1.38 serves v1beta1 too; 1.37 v1alpha3 only
 
 
 def scheduled_condition(version: str) -> str:
@@ -189,12 +194,13 @@ def parse_group(body: Mapping[str, Any]) -> PodGroup:
 
 
 def parse_composite(body: Mapping[str, Any]) -> CompositePodGroup:
-    """troupe's CompositePodGroup for a native one (v1alpha3). Raises
+    """troupe's CompositePodGroup for a native one (v1beta1, v1alpha3: the same fields). Raises
     pydantic.ValidationError where what troupe needs cannot be read."""
     version = _version(body)
     spec = _mapping(body.get("spec"))
+    label = version if version in COMPOSITE_VERSIONS else COMPOSITE_VERSIONS[-1]
     out, problems = _translate(
-        spec, "v1alpha3", _COMPOSITE_SPEC_FIELDS, "spec.", _COMPOSITE_COPIED, _COMPOSITE_POLICY_FIELDS
+        spec, label, _COMPOSITE_SPEC_FIELDS, "spec.", _COMPOSITE_COPIED, _COMPOSITE_POLICY_FIELDS
     )
     if version not in COMPOSITE_VERSIONS:
         problems.insert(
