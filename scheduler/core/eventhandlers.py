@@ -494,13 +494,14 @@ class EventHandlers:
             isinstance(group, PodGroup) and group.is_gang and group.min_count < min_count
         ):
             min_count = None  # not a gang, or not a rise: nothing to hold back
+        unit = self.unit_of_group(key)
         if min_count is None:
             if self.cache.resizing.pop(key, None) is None:
                 return
+            self.queue.activate(unit)  # its pods may go now
         else:
             self.cache.resizing[key] = min_count
-        unit = self.unit_of_group(key)
-        self.queue.regate(unit)
+            self.queue.regate(unit)
         self.reporter.report_if_gated(unit)
 
     def on_source_problem(self, source: str, problem: str | None) -> None:

@@ -116,8 +116,10 @@ class JobController:
         if old != intent:
             self._dirty.add(key)
             self._wakeup.set()
-            if old is not None and old.uid == intent.uid and old.min_count < intent.min_count and not intent.problem:
-                self._scheduler.on_group_resizing(intent.key, intent.min_count)  # scaled up: hold its pods
+            if old is not None and old.uid == intent.uid and old.min_count != intent.min_count:
+                # Scaled up: its new pods wait for the new minCount; scaled back
+                # down before that landed: they wait no longer.
+                self._scheduler.on_group_resizing(intent.key, None if intent.problem else intent.min_count)
 
     def on_job_deleted(self, body: Mapping[str, Any]) -> None:
         key = _job_key(body)
@@ -191,6 +193,7 @@ class JobController:
         group_ok = isinstance(group, PodGroup) and group.spec == parse_podgroup(desired).spec
         if workload_ok and (group is None if intent.suspended else group_ok):
             self._wrote.pop(intent.key, None)
+            self._scheduler.on_group_resizing(intent.key, None)  # nothing (more) to wait for
             return
         if self._cache_lags(intent, (_spec(workload), _spec(group))):
             return

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.records import GroupKey
 from scheduler.core.scheduler import Scheduler
 from scheduler.plugins import in_tree_registry
 
@@ -173,3 +174,37 @@ def test_an_increment_that_starves_gets_room_reserved_in_its_rack(clock: Any) ->
     drain(s)
     assert {pod.name: n for n, pod in s.nominated.values()} == {"g-2": "r1-1", "g-3": "r1-1"}
     assert "reserved node(s) r1-1 for 2 pod(s)" in rec.pods["g-2"]
+
+
+# ------------------------------------------------- a Job's resize, held then let go
+
+
+def test_a_resize_hint_holds_new_pods_until_the_new_minimum_lands_or_is_withdrawn(sched: Any, clock: Any) -> None:
+    """What the Job integration tells the scheduler when a Job is scaled:
+    the gang's new pods wait for the raised minCount (not one by one under
+    the old one); scaled back before it lands, they wait no longer."""
+    s, rec = sched
+    _running_gang(s, "troupe")
+    s.on_node(node("c", cpu="1"))  # room for both new pods
+    s.on_group_resizing(GroupKey(NS, "g"), 4)
+    for i in (2, 3):
+        s.on_pod(_pod("troupe", f"g-{i}", "g"))
+    drain(s)
+    assert rec.binds == [] and s.cache.resizing
+    s.on_podgroup(_group("troupe", "g", 4))  # the patch lands
+    assert not s.cache.resizing
+    drain(s)
+    assert sorted(p for p, _ in rec.binds) == ["g-2", "g-3"]
+
+
+def test_a_withdrawn_resize_lets_the_pods_go(sched: Any, clock: Any) -> None:
+    s, rec = sched
+    _running_gang(s, "troupe")
+    s.on_group_resizing(GroupKey(NS, "g"), 4)
+    s.on_pod(_pod("troupe", "g-2", "g"))
+    drain(s)
+    assert rec.binds == []
+    s.on_group_resizing(GroupKey(NS, "g"), 2)  # scaled back before the patch: not a rise any more
+    assert not s.cache.resizing
+    drain(s)
+    assert [p for p, _ in rec.binds] == ["g-2"]
