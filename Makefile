@@ -50,7 +50,7 @@ $(VENV_STAMP): pyproject.toml
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $@
 
-controlplane: ## build etcd, kube-{apiserver,controller-manager,scheduler}, kubectl and kube-apiserver v1.36.3 into the cache (once; slow the first time)
+controlplane: ## build etcd, kube-{apiserver,controller-manager,scheduler}, kubectl, kube-apiserver v1.36.3 and kube-{apiserver,scheduler} v1.38.0-beta.0 into the cache (once; slow the first time)
 	hack/build-controlplane.sh
 
 operators: ## build KubeRay's ray-operator v1.5.0, Kubeflow's training-operator v1.8.1, Kueue v0.17.0, Karpenter v1.15.0 (kwok provider) and kwok v0.8.0 with their CRDs into the cache (once)

@@ -5,6 +5,8 @@
 #
 #   $XDG_CACHE_HOME/troupe/k8s-v$K8S_VERSION/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl}
 #   $XDG_CACHE_HOME/troupe/k8s-v$K8S_136_VERSION/bin/kube-apiserver   (v1alpha2 Workload API tests)
+#   $XDG_CACHE_HOME/troupe/k8s-v$K8S_138_VERSION/bin/{kube-apiserver,kube-scheduler}   (1.38 beta tests;
+#       built with Go $GO_138_TOOLCHAIN, which the go command fetches from the module proxy)
 #   $XDG_CACHE_HOME/troupe/etcd-v$ETCD_VERSION/bin/etcd
 #
 # ($XDG_CACHE_HOME defaults to ~/.cache; TROUPE_K8S_BIN_DIR / TROUPE_K8S_136_BIN_DIR /
@@ -19,6 +21,12 @@ K8S_VERSION="${K8S_VERSION:-1.37.2}"
 # Only kube-apiserver of this release is built (it serves scheduling.k8s.io/v1alpha2,
 # which 1.37 dropped); kubectl, etcd and the rest stay the ones above.
 K8S_136_VERSION="${K8S_136_VERSION:-1.36.3}"
+# kube-apiserver and kube-scheduler of the next release's beta (the 1.38 tests:
+# CompositePodGroups at v1beta1). It needs Go >= 1.27, newer than this
+# machine's: the go command fetches that toolchain (GOTOOLCHAIN, ~76 MB) for
+# these two builds only.
+K8S_138_VERSION="${K8S_138_VERSION:-1.38.0-beta.0}"
+GO_138_TOOLCHAIN="${GO_138_TOOLCHAIN:-go1.27.3}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
 force=0
 for arg in "$@"; do
@@ -33,6 +41,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/troupe"
 k8s_bin="${TROUPE_K8S_BIN_DIR:-$cache/k8s-v$K8S_VERSION/bin}"
 k8s_136_bin="${TROUPE_K8S_136_BIN_DIR:-$cache/k8s-v$K8S_136_VERSION/bin}"
+k8s_138_bin="${TROUPE_K8S_138_BIN_DIR:-$cache/k8s-v$K8S_138_VERSION/bin}"
 etcd_bin="${TROUPE_ETCD_BIN_DIR:-$cache/etcd-v$ETCD_VERSION/bin}"
 logdir="$cache/build-logs"
 
@@ -48,6 +57,12 @@ got="$(modver "$root/hack/k8s-1.36/go.mod" k8s.io/kubernetes)"
 [[ "$got" == "v$K8S_136_VERSION" ]] || {
   echo "error: hack/k8s-1.36/go.mod pins k8s.io/kubernetes $got, expected v$K8S_136_VERSION" \
     "(run hack/gen-k8s-gomod.sh $K8S_136_VERSION hack/k8s-1.36 kube-apiserver)" >&2; exit 1; }
+got="$(modver "$root/hack/k8s-1.38/go.mod" k8s.io/kubernetes)"
+[[ "$got" == "v$K8S_138_VERSION" ]] || {
+  echo "error: hack/k8s-1.38/go.mod pins k8s.io/kubernetes $got, expected v$K8S_138_VERSION" \
+    "(run GOTOOLCHAIN=$GO_138_TOOLCHAIN hack/gen-k8s-gomod.sh $K8S_138_VERSION hack/k8s-1.38 kube-apiserver kube-scheduler)" >&2
+  exit 1
+}
 got="$(modver "$root/hack/etcd/go.mod" go.etcd.io/etcd/server/v3)"
 [[ "$got" == "v$ETCD_VERSION" ]] || {
   echo "error: hack/etcd/go.mod pins go.etcd.io/etcd/server/v3 $got, expected v$ETCD_VERSION" >&2; exit 1; }
@@ -126,6 +141,7 @@ k8s_ldflags_for() {
 }
 k8s_ldflags="$(k8s_ldflags_for "$K8S_VERSION")"
 k8s_136_ldflags="$(k8s_ldflags_for "$K8S_136_VERSION")"
+k8s_138_ldflags="$(k8s_ldflags_for "$K8S_138_VERSION")"
 
 # One build at a time per cache, whoever starts it (2-core machines).
 mkdir -p "$cache"
@@ -135,11 +151,12 @@ if ! flock -n 9; then
   flock 9
 fi
 
-need=0 need_136=0
+need=0 need_136=0 need_138=0
 for n in kube-apiserver kube-controller-manager kube-scheduler kubectl; do version_ok "$n" "$k8s_bin/$n" || need=1; done
 version_ok etcd "$etcd_bin/etcd" || need=1
 version_ok kube-apiserver "$k8s_136_bin/kube-apiserver" "$K8S_136_VERSION" || need_136=1
-if (( need || need_136 || force )); then
+for n in kube-apiserver kube-scheduler; do version_ok "$n" "$k8s_138_bin/$n" "$K8S_138_VERSION" || need_138=1; done
+if (( need || need_136 || need_138 || force )); then
   command -v go >/dev/null || { echo "error: go is not on PATH (need Go >= 1.26)" >&2; exit 1; }
 fi
 if (( need || force )); then
@@ -151,6 +168,10 @@ if (( need_136 || force )); then
   echo "==> then kube-apiserver v$K8S_136_VERSION (for the scheduling.k8s.io/v1alpha2 tests): ~1700 more packages"
   echo "    (~3 min on 2 cores; what it shares with v$K8S_VERSION comes from the build cache)"
 fi
+if (( need_138 || force )); then
+  echo "==> then kube-apiserver and kube-scheduler v$K8S_138_VERSION with Go $GO_138_TOOLCHAIN (fetched from the"
+  echo "    module proxy once): a new compiler shares no build cache, so this compiles again (see the timings below)"
+fi
 build kube-apiserver          "$root/hack/k8s"  k8s.io/kubernetes/cmd/kube-apiserver          "$k8s_bin"  "$k8s_ldflags"
 build kube-controller-manager "$root/hack/k8s"  k8s.io/kubernetes/cmd/kube-controller-manager "$k8s_bin"  "$k8s_ldflags"
 build kube-scheduler          "$root/hack/k8s"  k8s.io/kubernetes/cmd/kube-scheduler          "$k8s_bin"  "$k8s_ldflags"
@@ -158,5 +179,10 @@ build kubectl                 "$root/hack/k8s"  k8s.io/kubernetes/cmd/kubectl   
 build etcd                    "$root/hack/etcd" troupe.dev/hack/etcd                          "$etcd_bin" "-s -w"
 build kube-apiserver     "$root/hack/k8s-1.36" k8s.io/kubernetes/cmd/kube-apiserver "$k8s_136_bin" "$k8s_136_ldflags" \
   "$K8S_136_VERSION" "kube-apiserver-v$K8S_136_VERSION"
+GOTOOLCHAIN="$GO_138_TOOLCHAIN" build kube-apiserver "$root/hack/k8s-1.38" k8s.io/kubernetes/cmd/kube-apiserver \
+  "$k8s_138_bin" "$k8s_138_ldflags" "$K8S_138_VERSION" "kube-apiserver-v$K8S_138_VERSION"
+GOTOOLCHAIN="$GO_138_TOOLCHAIN" build kube-scheduler "$root/hack/k8s-1.38" k8s.io/kubernetes/cmd/kube-scheduler \
+  "$k8s_138_bin" "$k8s_138_ldflags" "$K8S_138_VERSION" "kube-scheduler-v$K8S_138_VERSION"
 echo "==> control plane ready: $k8s_bin, $etcd_bin"
 echo "    kube-apiserver v$K8S_136_VERSION: $k8s_136_bin"
+echo "    kube-apiserver, kube-scheduler v$K8S_138_VERSION: $k8s_138_bin"

@@ -80,7 +80,10 @@ K8S_VERSION = "1.37.2"
 # Only kube-apiserver is built for this release (hack/k8s-1.36): it serves
 # scheduling.k8s.io/v1alpha2, the Workload API version 1.37 dropped.
 K8S_136_VERSION = "1.36.3"
-K8S_VERSIONS = (K8S_VERSION, K8S_136_VERSION)
+# kube-apiserver and kube-scheduler of the next release's beta (hack/k8s-1.38,
+# built with Go 1.27): CompositePodGroups at scheduling.k8s.io/v1beta1.
+K8S_138_VERSION = "1.38.0-beta.0"
+K8S_VERSIONS = (K8S_VERSION, K8S_136_VERSION, K8S_138_VERSION)
 ETCD_VERSION = "3.6.16"
 
 SCHEDULER_NAMESPACE = "troupe-system"
@@ -104,6 +107,7 @@ CONTROLLERS = ("job-controller", "garbage-collector-controller", "namespace-cont
 # PodGroupWorkloadExists, which stays on: a v1alpha2 PodGroup's
 # podGroupTemplateRef must name an existing Workload and template.)
 DISABLED_ADMISSION_PLUGINS_BY_MINOR = {
+    "1.38": DISABLED_ADMISSION_PLUGINS,
     "1.37": DISABLED_ADMISSION_PLUGINS,
     "1.36": DISABLED_ADMISSION_PLUGINS,
 }
@@ -156,6 +160,19 @@ WORKLOAD_API = {
         ),
         controller_manager_gates=("GenericWorkload", "WorkloadWithJob"),
     ),
+    # 1.38 (v1.38.0-beta.0): CompositePodGroup and TopologyAwareWorkloadScheduling
+    # are beta (still off by default) and compositepodgroups are served at v1beta1
+    # too; PodGroups' preemptionPolicy needs no gate of its own any more.
+    # (Only kube-apiserver and kube-scheduler are built: no Job controller.)
+    "1.38": WorkloadAPI(
+        versions=("v1beta1", "v1alpha3"),
+        feature_gates=(
+            "GenericWorkload",
+            "TopologyAwareWorkloadScheduling",
+            "DRAWorkloadResourceClaims",
+            "CompositePodGroup",
+        ),
+    ),
     # GenericWorkload (alpha): workloads/podgroups, pods' spec.schedulingGroup.
     # WorkloadAwarePreemption (needs GangScheduling): disruptionMode,
     # priorityClassName and priority. TopologyAwareWorkloadScheduling,
@@ -203,7 +220,11 @@ def _cache_home() -> Path:
 
 
 # The environment variable that overrides each version's binary directory.
-_K8S_BIN_DIR_ENV = {K8S_VERSION: "TROUPE_K8S_BIN_DIR", K8S_136_VERSION: "TROUPE_K8S_136_BIN_DIR"}
+_K8S_BIN_DIR_ENV = {
+    K8S_VERSION: "TROUPE_K8S_BIN_DIR",
+    K8S_136_VERSION: "TROUPE_K8S_136_BIN_DIR",
+    K8S_138_VERSION: "TROUPE_K8S_138_BIN_DIR",
+}
 
 
 def default_k8s_bin_dir(version: str = K8S_VERSION) -> Path:
@@ -224,8 +245,9 @@ def find_binary(directory: Path, name: str) -> Path:
     if not (path.is_file() and os.access(path, os.X_OK)):
         raise ControlPlaneNotBuilt(
             f"{name} not found at {path}: run `make controlplane` to build the control plane "
-            f"(Kubernetes v{K8S_VERSION}, etcd v{ETCD_VERSION}, kube-apiserver v{K8S_136_VERSION}), or point "
-            f"TROUPE_K8S_BIN_DIR / TROUPE_K8S_136_BIN_DIR / TROUPE_ETCD_BIN_DIR at directories that contain it"
+            f"(Kubernetes v{K8S_VERSION}, etcd v{ETCD_VERSION}, kube-apiserver v{K8S_136_VERSION}, kube-apiserver "
+            f"and kube-scheduler v{K8S_138_VERSION}), or point TROUPE_K8S_BIN_DIR / TROUPE_K8S_136_BIN_DIR / "
+            "TROUPE_K8S_138_BIN_DIR / TROUPE_ETCD_BIN_DIR at directories that contain it"
         )
     return path
 

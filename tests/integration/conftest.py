@@ -16,6 +16,8 @@
   Started on first use only.
 - `native_cluster_136`: kube-apiserver v1.36.3 serving scheduling.k8s.io/v1alpha2
   (kubectl and etcd as above, no kube-controller-manager), installed likewise.
+- `native_cluster_138`: kube-apiserver v1.38.0-beta.0 (built with Go 1.27)
+  serving CompositePodGroups at v1beta1, likewise.
 - `operator_cluster`: another session control plane (v1.37.2, like `cluster`)
   for the real operators of tests/integration/operators.py, installed like
   `installed` plus KubeRay's CRDs, the PyTorchJob CRD, the scheduler-plugins PodGroup CRD
@@ -181,6 +183,18 @@ def native_cluster_136(request: pytest.FixtureRequest, controlplane_binaries) ->
 
 
 @pytest.fixture(scope="session")
+def native_cluster_138(request: pytest.FixtureRequest, controlplane_binaries) -> LocalCluster:
+    """kube-apiserver v1.38.0-beta.0 serving scheduling.k8s.io v1beta1 (and
+    v1alpha3), CompositePodGroups at v1beta1, the 1.38 gates on (no
+    kube-controller-manager); crds/ and manifests/ applied."""
+    label = f"native Workload API control plane (kube-apiserver v{localcluster.K8S_138_VERSION})"
+    for c in _running_cluster(
+        request, label, workload_api=True, k8s_version=localcluster.K8S_138_VERSION, controller_manager=False
+    ):
+        yield install(c)
+
+
+@pytest.fixture(scope="session")
 def operator_cluster(request: pytest.FixtureRequest, controlplane_binaries) -> LocalCluster:
     """v1.37.2 with crds/ and manifests/ applied, plus the CRDs of the operators
     that tests/integration/operators.py runs (KubeRay's, the training
@@ -298,3 +312,8 @@ def native_namespace(native_cluster: LocalCluster, namespace_in) -> str:
 @pytest.fixture
 def native_namespace_136(native_cluster_136: LocalCluster, namespace_in) -> str:
     return namespace_in(native_cluster_136)
+
+
+@pytest.fixture
+def native_namespace_138(native_cluster_138: LocalCluster, namespace_in) -> str:
+    return namespace_in(native_cluster_138)
