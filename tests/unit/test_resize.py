@@ -208,3 +208,46 @@ def test_a_withdrawn_resize_lets_the_pods_go(sched: Any, clock: Any) -> None:
     assert not s.cache.resizing
     drain(s)
     assert [p for p, _ in rec.binds] == ["g-2"]
+
+
+# --------------------------------------------------------- a tree that grows
+
+
+def _composite(min_groups: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.troupe.dev/v1alpha2",
+        "kind": "CompositePodGroup",
+        "metadata": {"name": "r", "namespace": NS, "uid": "uid-cpg-r"},
+        "spec": {
+            "workloadRef": {"workloadName": "w", "templateName": "t"},
+            "schedulingPolicy": {"gang": {"minGroupCount": min_groups}},
+        },
+    }
+
+
+def _child(name: str) -> dict[str, Any]:
+    body = _group("troupe", name, 2)
+    body["spec"]["parentCompositePodGroupName"] = "r"
+    return body
+
+
+def test_a_tree_grown_by_a_child_binds_the_child_whole_or_waits(sched: Any, clock: Any) -> None:
+    """minGroupCount raised 1 -> 2 with a new child gang of 2 beside the running
+    one: the child binds whole (never 1 of 2) once there is room for it."""
+    s, rec = sched
+    s.on_node(node("a", cpu="2"))
+    s.on_node(node("b", cpu="1"))
+    s.on_composite(_composite(1))
+    s.on_podgroup(_child("x"))
+    for i in range(2):
+        s.on_pod(_pod("troupe", f"x-{i}", "x", node_name="a"))
+    s.on_composite(_composite(2))
+    s.on_podgroup(_child("y"))
+    for i in range(2):
+        s.on_pod(_pod("troupe", f"y-{i}", "y"))
+    drain(s)
+    assert rec.binds == []  # room for one of y's two pods only
+    s.on_node(node("c", cpu="1"))
+    clock.now += 30
+    drain(s)
+    assert sorted(p for p, _ in rec.binds) == ["y-0", "y-1"]
