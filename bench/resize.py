@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 import sys
 import time
 from collections import Counter
@@ -45,7 +44,7 @@ from . import e2e_procs as procs
 from .e2e import apiserver_args
 from .e2e_kube import Credentials, Kube
 from .kubelet import MERGE_PATCH, FakeKubelet, PodStream
-from .starvation import FLAVORS, Flavor, percentile
+from .starvation import FLAVORS, Flavor, empty_namespace, percentile, start_plane
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = Path(__file__).resolve().parent / "out"
@@ -168,7 +167,7 @@ async def one_run(cluster: Any, name: str, args: argparse.Namespace, workdir: Pa
         home, out, bound = await outside(kube, ns, args.size)
         load_bound = sum(1 for n in kubelet.bound_at if n.startswith("s-"))
     finally:
-        await _empty(kube, ns)
+        await empty_namespace(kube, ns)
         await kube.close()
     done = [t for t in times if t is not None]
     return {
@@ -188,16 +187,6 @@ async def one_run(cluster: Any, name: str, args: argparse.Namespace, workdir: Pa
         "load_pods_bound": load_bound,
         "scheduler_cpu_seconds": cpu,
     }
-
-
-async def _empty(kube: Kube, ns: str) -> None:
-    body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
-    await kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods", body, decode=False)
-    for _ in range(300):
-        items, _ = await kube.list_all(f"/api/v1/namespaces/{ns}/pods")
-        if not items:
-            return
-        await asyncio.sleep(0.2)
 
 
 def _s(v: float | None) -> str:
@@ -263,17 +252,9 @@ def main(argv: list[str]) -> int:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     workdir = (args.workdir or OUT_DIR / f"resize-{stamp}").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    cwd = workdir / "cluster"
-    shutil.rmtree(cwd, ignore_errors=True)
-    cluster = localcluster.LocalCluster(
-        workdir=cwd, extra_apiserver_args=apiserver_args("tas"), keep=True, controller_manager=False
-    )
-    log(f"starting etcd + kube-apiserver ({cwd})")
-    cluster.start(timeout=120)
+    cluster = start_plane(workdir / "cluster", apiserver_args("tas"), log)
     runs: list[dict[str, Any]] = []
     try:
-        cluster.kubectl("apply", "-f", str(ROOT / "crds"), timeout=120)
-        cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
 
         async def all_runs() -> None:
             kube = Kube(Credentials.from_kubeconfig(cluster.admin_kubeconfig))

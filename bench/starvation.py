@@ -28,6 +28,7 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -251,7 +252,7 @@ async def one_run(cluster: Any, name: str, load: Load, args: argparse.Namespace,
         waiting = [g for g in large if _gang_bound(kubelet, g, load.large_pods) is None]
         why = await _why_waiting(kube, ns, waiting[0]) if waiting else None
     finally:
-        await _empty(kube, ns)
+        await empty_namespace(kube, ns)
         await kube.close()
 
     waits, never = [], 0
@@ -295,7 +296,25 @@ def _gang_bound(kubelet: FakeKubelet, gang: str, size: int) -> float | None:
     return max(times) if len(times) >= size else None
 
 
-async def _empty(kube: Kube, ns: str) -> None:
+def start_plane(cwd: Path, apiserver_args: list[str], log: Callable[[str], None]) -> Any:
+    """A fresh etcd + kube-apiserver (no kube-controller-manager) in `cwd`,
+    with troupe's CRDs applied and Established; the caller stops it."""
+    shutil.rmtree(cwd, ignore_errors=True)
+    cluster = localcluster.LocalCluster(
+        workdir=cwd, extra_apiserver_args=apiserver_args, keep=True, controller_manager=False
+    )
+    log(f"starting etcd + kube-apiserver ({cwd})")
+    cluster.start(timeout=120)
+    try:
+        cluster.kubectl("apply", "-f", str(ROOT / "crds"), timeout=120)
+        cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+async def empty_namespace(kube: Kube, ns: str) -> None:
     """Every pod of the namespace gone (force-deleted), so the next run starts on empty nodes."""
     body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
     await kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods", body, decode=False)
@@ -375,17 +394,9 @@ def main(argv: list[str]) -> int:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     workdir = (args.workdir or OUT_DIR / f"starvation-{stamp}").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    cwd = workdir / "cluster"
-    shutil.rmtree(cwd, ignore_errors=True)
-    cluster = localcluster.LocalCluster(
-        workdir=cwd, extra_apiserver_args=APISERVER_ARGS, keep=True, controller_manager=False
-    )
-    log(f"starting etcd + kube-apiserver ({cwd})")
-    cluster.start(timeout=120)
+    cluster = start_plane(workdir / "cluster", APISERVER_ARGS, log)
     runs: list[dict[str, Any]] = []
     try:
-        cluster.kubectl("apply", "-f", str(ROOT / "crds"), timeout=120)
-        cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
 
         async def all_runs() -> None:
             kube = Kube(Credentials.from_kubeconfig(cluster.admin_kubeconfig))
