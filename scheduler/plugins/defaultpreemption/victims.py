@@ -155,7 +155,10 @@ def surplus_units(whole: Unit, min_count: int, snapshot: Snapshot) -> list[Unit]
     extra = whole.size - min_count
     if extra <= 0:
         return []
-    first = sorted(whole.pods, key=lambda p: (p.deletion_cost, _negated(_started(p)), p.name))[:extra]
+    # Stable sorts, last key first: by name, then newest first, then lowest cost.
+    by_name = sorted(whole.pods, key=lambda p: p.name)
+    newest_first = sorted(by_name, key=_started, reverse=True)
+    first = sorted(newest_first, key=lambda p: p.deletion_cost)[:extra]
     units = []
     for pod in first:
         node = snapshot.node_of(pod.uid)
@@ -174,11 +177,6 @@ def surplus_units(whole: Unit, min_count: int, snapshot: Snapshot) -> list[Unit]
                 )
             )
     return units
-
-
-def _negated(stamp: str) -> tuple[int, ...]:
-    """Sorts RFC 3339 times newest first (they sort as text)."""
-    return tuple(-ord(ch) for ch in stamp)
 
 
 def unique_pods(units: Iterable[Unit]) -> list[PodInfo]:
