@@ -153,12 +153,17 @@ def _gang_above_its_minimum(sched: Scheduler, costs: dict[int, int] | None = Non
         sched.on_pod(body)
 
 
+def _high_gang(sched: Scheduler, size: int) -> None:
+    """A pending gang of `size` 2-CPU pods at priority 100, its minCount its size."""
+    sched.on_podgroup(gang("high", size, priority=100))
+    for i in range(size):
+        sched.on_pod(pod(f"high-{i}", cpu="2", group="high", priority=100))
+
+
 def test_a_victim_gang_above_its_minimum_loses_its_newest_pods_first_and_keeps_running(s: Any) -> None:
     sched, rec = s
     _gang_above_its_minimum(sched)
-    sched.on_podgroup(gang("high", 2, priority=100))
-    for i in range(2):
-        sched.on_pod(pod(f"high-{i}", cpu="2", group="high", priority=100))
+    _high_gang(sched, 2)
     drain(sched)
     assert sorted(rec.preempted) == ["low-2", "low-3"]  # above its minCount of 2, the newest
     assert rec.disrupted == {}  # the gang is not disrupted: it keeps its minimum
@@ -177,9 +182,7 @@ def test_a_lone_pod_takes_one_pod_above_the_minimum_not_the_gang(s: Any) -> None
 def test_pod_deletion_cost_chooses_which_pods_are_above_the_minimum(s: Any) -> None:
     sched, rec = s
     _gang_above_its_minimum(sched, costs={3: 100, 2: 50})  # the newest two cost most: the oldest go
-    sched.on_podgroup(gang("high", 2, priority=100))
-    for i in range(2):
-        sched.on_pod(pod(f"high-{i}", cpu="2", group="high", priority=100))
+    _high_gang(sched, 2)
     drain(sched)
     assert sorted(rec.preempted) == ["low-0", "low-1"] and rec.disrupted == {}
 
@@ -187,9 +190,7 @@ def test_pod_deletion_cost_chooses_which_pods_are_above_the_minimum(s: Any) -> N
 def test_when_the_pods_above_the_minimum_are_not_enough_the_gang_goes_whole(s: Any) -> None:
     sched, rec = s
     _gang_above_its_minimum(sched)
-    sched.on_podgroup(gang("high", 3, priority=100))
-    for i in range(3):
-        sched.on_pod(pod(f"high-{i}", cpu="2", group="high", priority=100))
+    _high_gang(sched, 3)
     drain(sched)
     assert sorted(rec.preempted) == ["low-0", "low-1", "low-2", "low-3"]  # never left below minCount
     assert rec.disrupted == {"low": "preempted by PodGroup ns/high, which has a higher priority"}

@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.records import GroupKey
 from scheduler.core.scheduler import Scheduler
-from scheduler.plugins import in_tree_registry
 
-from .test_runtime_scheduler import Recorder, drain, node
+from .test_preemption import pod as lone_pod
+from .test_runtime_scheduler import drain, node, sched  # noqa: F401 (fixture)
 
 NS = "ns"
 
@@ -53,14 +52,6 @@ def _pod(source: str, name: str, group: str, node_name: str = "") -> dict[str, A
 
 
 SOURCES = ["troupe", "native", "plugins", "volcano"]
-
-
-@pytest.fixture
-def sched(clock: Any) -> tuple[Scheduler, Recorder]:
-    rec = Recorder()
-    s = Scheduler(SchedulerConfiguration(), in_tree_registry(), binder=rec, writer=rec, clock=clock, report_delay=0)
-    s.start_scheduling()
-    return s, rec
 
 
 def _running_gang(s: Scheduler, source: str) -> None:
@@ -114,14 +105,6 @@ def _rack_node(name: str, rack: str, cpu: str = "2") -> dict[str, Any]:
     return body
 
 
-def _lone(name: str, node_name: str, priority: int = 0) -> dict[str, Any]:
-    body = _pod("troupe", name, "", node_name=node_name)
-    body["metadata"]["labels"] = {}
-    body["spec"]["priority"] = priority
-    body["status"] = {"phase": "Running"}
-    return body
-
-
 def _racked_gang(s: Scheduler, minimum: int, priority: int) -> None:
     """Racks r1 and r2 of two 2-CPU nodes; the gang `g` (topology: rack) runs 2 pods on r1-0."""
     for n, r in (("r1-0", "r1"), ("r1-1", "r1"), ("r2-0", "r2"), ("r2-1", "r2")):
@@ -140,8 +123,8 @@ def test_an_increment_preempts_for_itself_inside_its_rack_only(sched: Any, clock
     s, rec = sched
     _racked_gang(s, 2, priority=100)
     for i in range(2):
-        s.on_pod(_lone(f"low-{i}", "r1-1"))
-    s.on_pod(_lone("low-r2", "r2-0"))
+        s.on_pod(lone_pod(f"low-{i}", node_name="r1-1"))
+    s.on_pod(lone_pod("low-r2", node_name="r2-0"))
     body = _group("troupe", "g", 4)
     body["spec"]["schedulingConstraints"] = {"topology": [{"key": RACK}]}
     body["spec"]["priority"] = 100
