@@ -20,8 +20,10 @@ import localcluster
 import pytest
 from objects import create
 from test_native import bound, native_podgroup, node, wait_group, worker
-from troupe_process import ROOT, TroupeProcess, supervised
+from troupe_process import TroupeProcess, supervised
 from wait import holds, wait_for
+
+from bench import e2e_procs as procs
 
 V1BETA1 = "scheduling.k8s.io/v1beta1"
 COMPOSITES = "compositepodgroups.v1beta1.scheduling.k8s.io"
@@ -37,12 +39,6 @@ def troupe(native_cluster_138, tmp_path_factory):
 def upstream(native_cluster_138, tmp_path_factory):
     """kube-scheduler v1.38.0-beta.0 with the gates the tree cases need (its
     GangScheduling and the CompositePodGroup unit), as the admin."""
-    import sys
-
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from bench import e2e_procs as procs
-
     binary = localcluster.find_binary(localcluster.default_k8s_bin_dir(localcluster.K8S_138_VERSION), "kube-scheduler")
     workdir = Path(tmp_path_factory.mktemp("upstream-138"))
     gates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true"
