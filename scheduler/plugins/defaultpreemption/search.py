@@ -115,12 +115,14 @@ def _reprieve(
     allowed: np.ndarray | None,
     pdbs: Sequence[Budget],
 ) -> Choice:
+    # A unit another victim contains (a gang's pod above its minimum, beside
+    # the whole gang) is always given back here: without it, the same pods go.
     for unit in _reprieve_order(victims, pdbs):
         rest = [u for u in victims if u is not unit]
         trial = trials.without(rest, allowed)
         if len(trial) >= needed:
             victims, placed = rest, trial
-    return Choice(without_contained(victims), placed, trials.count)
+    return Choice(victims, placed, trials.count)
 
 
 def remove_all_then_reprieve(
@@ -279,7 +281,7 @@ def search_pod(
         if not placed:
             continue
         choice = _reprieve(trials, list(here), placed, 1, mask, pdbs)
-        found.append(NodeCandidate(row, without_contained(choice.victims)))
+        found.append(NodeCandidate(row, choice.victims))
         if len(found) >= limit:
             break
     return found
