@@ -237,8 +237,9 @@ VOLCANO = crd(
                 },
                 "subGroupPolicy": {
                     "type": "array",
-                    "description": "Gangs within the group. troupe does not read it, and names it in the "
-                    "group's status message.",
+                    "description": "Gangs within the group: each sub-group (the pods a policy selects, by "
+                    "their matchLabelKeys values) of subGroupSize pods binds whole, and at least minSubGroups "
+                    "of each policy bind with the group. troupe schedules them as a tree under the group.",
                     "items": {
                         "type": "object",
                         "properties": {
@@ -250,7 +251,9 @@ VOLCANO = crd(
                             },
                             "minSubGroups": int32("The least subgroups.", default=0, minimum=0),
                             "name": {"type": "string", "maxLength": 253, "description": "The policy's name."},
-                            "networkTopology": network_topology("The subgroups' network topology."),
+                            "networkTopology": network_topology(
+                                "The subgroups' network topology (not honoured by troupe)."
+                            ),
                             "subGroupSize": int32("Pods per subgroup.", default=1, minimum=1),
                         },
                     },

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import Field
 
-from .constants import GROUP, VERSION
+from .constants import GROUP, REASON_SCHEDULER_ERROR, VERSION
 from .podgroup import CompositeSchedulingPolicy as CompositeSchedulingPolicy
 from .podgroup import Condition, ObjectMeta, PodGroupStatus, _CompositePolicy, _Model
 from .podgroup import GangCompositeSchedulingPolicy as GangCompositeSchedulingPolicy
@@ -38,6 +38,26 @@ COMPOSITE_SCHEDULED = "CompositePodGroupInitiallyScheduled"
 REASON_INVALID = "Invalid"
 # Where the served API names that reason itself (Kubernetes 1.38's v1beta1), its name.
 INVALID_REASONS = {"scheduling.k8s.io/v1beta1": "CompositePodGroupError"}
+# A PodGroup's reason for a group configured wrong (upstream's runtime
+# validation: pods of several schedulerNames, a tree's priorities or
+# Workloads that disagree), where the served API names one: its name, and the
+# first Kubernetes that does. 1.37 serves the same versions without it
+# (SchedulerError there), so the apiVersion alone does not say.
+CONFIG_ERROR_REASONS = {
+    "scheduling.k8s.io/v1beta1": ("PodGroupError", (1, 38)),
+    "scheduling.k8s.io/v1alpha3": ("PodGroupError", (1, 38)),
+}
+
+
+def config_error_reason(api_version: str, kube_version: tuple[int, int] | None) -> str:
+    """The scheduled condition's reason for a PodGroup configured wrong, in
+    the words of its API version as the served Kubernetes (major, minor)
+    has them; SchedulerError where they have none or the version is not
+    known (`troupe simulate`)."""
+    named = CONFIG_ERROR_REASONS.get(api_version)
+    if named is None or kube_version is None or kube_version < named[1]:
+        return REASON_SCHEDULER_ERROR
+    return named[0]
 
 
 class CompositeWorkloadRef(_Model):
@@ -69,6 +89,10 @@ class CompositePodGroup(_Model):
     spec: CompositePodGroupSpec
     status: PodGroupStatus = Field(default_factory=PodGroupStatus)
     problem: str | None = None
+    # A CompositePodGroup troupe made, with no API object of its own (of a
+    # Volcano PodGroup's subGroupPolicy, api/subgroups.py): the key of that
+    # PodGroup, which takes the status of the tree's root.
+    made_from: GroupKey | None = None
 
     @property
     def invalid_reason(self) -> str:

@@ -15,7 +15,6 @@ from . import shape
 from .records import (
     GroupKey,
     HostPort,
-    LabelSelector,
     NodeInfo,
     NodeSelectorTerm,
     ObjectError,
@@ -24,36 +23,21 @@ from .records import (
     PodDisruptionBudgetInfo,
     PodInfo,
     PreferredTerm,
-    Requirement,
     Taint,
     Toleration,
     TopologySpreadConstraint,
     WeightedPodAffinityTerm,
 )
 from .resources import pod_requests, resource_map
+from .selectors import parse_label_selector
+from .selectors import requirements as _requirements
 from .shape import shape_error
 from .sources import DEFAULT_SOURCES, GroupSource, pod_membership
-
-
-def _requirements(raw: list[Mapping[str, Any]] | None) -> tuple[Requirement, ...]:
-    return tuple(
-        Requirement(str(r.get("key", "")), str(r.get("operator", "")), tuple(str(v) for v in r.get("values") or ()))
-        for r in raw or ()
-    )
 
 
 def parse_node_selector_term(raw: Mapping[str, Any] | None) -> NodeSelectorTerm:
     raw = raw or {}
     return NodeSelectorTerm(_requirements(raw.get("matchExpressions")), _requirements(raw.get("matchFields")))
-
-
-def parse_label_selector(raw: Mapping[str, Any] | None) -> LabelSelector | None:
-    if raw is None:
-        return None
-    return LabelSelector(
-        tuple(sorted((str(k), str(v)) for k, v in (raw.get("matchLabels") or {}).items())),
-        _requirements(raw.get("matchExpressions")),
-    )
 
 
 def _affinity_term(raw: Mapping[str, Any]) -> PodAffinityTerm:

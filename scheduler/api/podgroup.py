@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from .constants import API_VERSION
 from .records import GroupKey
+from .subgroup_policy import SubGroupPolicy
 
 
 class _Model(BaseModel):
@@ -177,6 +178,13 @@ class PodGroup(_Model):
     ignored: tuple[str, ...] = ()
     # The source's own status fields as last read (phase, counts: api/sources).
     source_status: dict[str, Any] = Field(default_factory=dict)
+    # Volcano's subGroupPolicy: the group is scheduled as a tree of gangs
+    # troupe makes of it (api/subgroups.py).
+    sub_groups: tuple[SubGroupPolicy, ...] = ()
+    # A group troupe made, with no API object of its own (a Volcano
+    # sub-group): the key of the PodGroup it was made from, which takes its
+    # status.
+    made_from: GroupKey | None = None
 
     @property
     def key(self) -> GroupKey:

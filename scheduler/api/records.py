@@ -315,6 +315,11 @@ class PodInfo:
             return self
         return replace(self, priority=effective, own_priority=kept)
 
+    def in_group(self, group: GroupKey | None, tree: GroupKey | None) -> PodInfo:
+        """The pod in another PodGroup and tree unit (a Volcano sub-group's,
+        or back in the group it names); the same object where nothing changes."""
+        return self if (group, tree) == (self.group, self.tree) else replace(self, group=group, tree=tree)
+
     def with_tree(self, tree: GroupKey | None) -> PodInfo:
         """The pod in the tree unit `tree`; the same object where nothing changes."""
         return self if tree == self.tree else replace(self, tree=tree)

@@ -321,11 +321,22 @@ class ClusterCache:
                 nodes.append(node)
         return names, nodes
 
+    def made_leaves(self, key: GroupKey) -> list[GroupKey]:
+        """The sub-groups troupe made of the PodGroup `key` (a Volcano
+        PodGroup with subGroupPolicy, api/subgroups.py): the leaves of the tree
+        with its key, none where it has no such tree."""
+        root = self.composites.get(key)
+        if not isinstance(root, CompositePodGroup) or root.made_from != key:
+            return []
+        return self.leaves_under(key)
+
     def member_counts(self, key: GroupKey) -> MemberCounts:
-        """The group's pods as a source's status counts them (one pass)."""
+        """The group's pods as a source's status counts them (one pass), those
+        of the sub-groups troupe made of it too."""
         pods = bound = running = succeeded = failed = 0
         occupied_by = ""
-        for uid in self._members.get(key, ()):
+        uids = [u for k in (key, *self.made_leaves(key)) for u in self._members.get(k, ())]
+        for uid in uids:
             p = self.pods[uid]
             pods += 1
             if not occupied_by and p.owners:

@@ -46,7 +46,8 @@ class TreeNode:
 
     @property
     def label(self) -> str:
-        kind = "CompositePodGroup" if self.composite is not None else "PodGroup"
+        made = self.composite is not None and self.composite.made_from is not None  # a Volcano PodGroup's part
+        kind = "CompositePodGroup" if self.composite is not None and not made else "PodGroup"
         return f"{kind} {self.key.namespace}/{self.key.name}"
 
     @property
@@ -201,7 +202,8 @@ def readiness(
         if ready >= need:
             return None
         if waiting:
-            first = min(waiting)[1]
+            sub, why = min(waiting)
+            first = f"{sub.name}: {why}"
         elif short:
             leaf, want, have = min(short)
             first = f"{leaf.name}: minCount is {want}, {have} exist"

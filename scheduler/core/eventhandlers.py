@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..api import constants as C
+from ..api import subgroups
 from ..api.composite import CompositePodGroup
 from ..api.dra import group_claim_name, parse_device_class, parse_resource_claim, parse_resource_slice
 from ..api.nodepool import parse_nodepool
@@ -191,6 +192,7 @@ class EventHandlers:
             meta = body.get("metadata") or {}
             log.warning("ignoring pod %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
             return
+        pod = self._in_sub_group(pod)
         if pod.group is not None:
             self._imply_group(pod)
             pod = self.with_group_priority(pod)
@@ -296,6 +298,8 @@ class EventHandlers:
 
     def _members_changed(self, key: GroupKey) -> None:
         group = self.cache.groups.get(key)
+        if isinstance(group, PodGroup) and group.made_from is not None:
+            group = self.cache.groups.get(group.made_from)  # a sub-group's pods count in its PodGroup
         if isinstance(group, PodGroup):
             self.writer.group_members(group)
 
@@ -331,6 +335,7 @@ class EventHandlers:
             self._members_changed(old.group)
             if is_implied(old.group) and not any(True for _ in self.cache.members(old.group)):
                 self.cache.remove_group(old.group)  # the last pod of a group made of its pods
+            self._drop_empty_sub_group(old.group)
 
     # ------------------------------------------------------------------ nodes
 
@@ -390,6 +395,8 @@ class EventHandlers:
         if isinstance(group, PodGroup) and group.problem and not (isinstance(old, PodGroup) and old.problem):
             log.warning("%s is not scheduled: %s", key, group.problem)
         self.cache.upsert_group(key, group)
+        if subgroups.tree_shape(old) != subgroups.tree_shape(group):
+            self._remake_sub_groups(key)
         if _priority_of(old, self.cache.priority_classes) != _priority_of(group, self.cache.priority_classes):
             self._group_priority_changed(key)
         if parent_of(old) != parent_of(group):
@@ -407,6 +414,8 @@ class EventHandlers:
         old = self.cache.groups.get(key)
         was = self.unit_of_group(key)
         self.cache.remove_group(key)
+        if subgroups.tree_shape(old) is not None:
+            self._remake_sub_groups(key)  # its pods wait for it again, outside the tree it made
         if _priority_of(old, self.cache.priority_classes) is not None:
             self._group_priority_changed(key)  # its pods have their own again
         if parent_of(old) is not None:
@@ -425,6 +434,56 @@ class EventHandlers:
                 for claim in self.cache.dra.reserved_for(uid):
                     if claim not in made:
                         self.claim_lifecycle.release(claim, uid)
+
+    # ------------------------------------- Volcano sub-groups (api/subgroups.py)
+
+    def _in_sub_group(self, pod: PodInfo) -> PodInfo:
+        """A pod of a PodGroup with sub-groups, in its sub-group: the
+        PodGroup troupe makes of it (with its first pod) in the tree under
+        the PodGroup. Other pods as they are."""
+        group = self.cache.groups.get(pod.group) if pod.group is not None else None
+        if not isinstance(group, PodGroup) or subgroups.tree_shape(group) is None:
+            return pod
+        key, made = subgroups.leaf_key(group, pod.labels)
+        if key not in self.cache.groups:
+            self.cache.upsert_group(key, made)
+        return pod.in_group(key, group.key)
+
+    def _drop_empty_sub_group(self, key: GroupKey) -> None:
+        """A sub-group troupe made goes with its last pod."""
+        group = self.cache.groups.get(key)
+        if (
+            isinstance(group, PodGroup)
+            and group.made_from is not None
+            and not any(True for _ in self.cache.members(key))
+        ):
+            self.cache.remove_group(key)
+
+    def _remake_sub_groups(self, key: GroupKey) -> None:
+        """The PodGroup `key` was made, changed what its tree is made of, or
+        was deleted: the tree troupe made of it is made again (or dropped),
+        and every pod of it moves to its sub-group there (or back to the
+        PodGroup it names). Rare: a scan of its pods is fine."""
+        pods = [p for k in (key, *self.cache.made_leaves(key)) for p in self.cache.members(k)]
+        for unit in (group_unit(key), tree_unit(key)):
+            self.release_room(unit)  # room held for the unit as it was
+        for leaf in self.cache.made_leaves(key):
+            self.cache.remove_group(leaf)
+        for made in [k for k in (key, *self.cache.child_composites.get(key, ())) if k in self.cache.composites]:
+            composite = self.cache.composites[made]
+            if isinstance(composite, CompositePodGroup) and composite.made_from == key:
+                self.cache.remove_composite(made)
+        group = self.cache.groups.get(key)
+        if isinstance(group, PodGroup) and subgroups.tree_shape(group) is not None:
+            for composite in subgroups.skeleton(group):
+                self.cache.upsert_composite(composite.key, composite)
+        for pod in pods:
+            updated = self.with_group_priority(self._in_sub_group(pod.in_group(key, None)))
+            if updated is not pod:
+                self._replace_pod(updated)
+        for unit in (group_unit(key), tree_unit(key)):
+            self.queue.activate(unit)
+            self.reporter.report_if_gated(unit)
 
     def on_composite(self, body: Mapping[str, Any]) -> None:
         """A CompositePodGroup of any source (api/sources)."""

@@ -106,6 +106,10 @@ class GroupDecision:
     placement: str = ""  # the chosen placement's label ("" when the group took the whole cluster)
     # A tree's cycle (core/schedule_tree.py): each group's outcome in it.
     tree: TreeResult | None = None
+    # The error is the group's configuration (upstream's runtime validation:
+    # pods of several schedulerNames, a tree that disagrees with its root),
+    # which a native PodGroup says in its own word where served (composite.config_error_reason).
+    config_error: bool = False
 
     @property
     def scheduled(self) -> bool:
@@ -143,8 +147,11 @@ def order_pods(
     return needed + spare
 
 
-def error_decision(group_key: GroupKey | None, pods: Sequence[PodInfo], message: str) -> GroupDecision:
-    return GroupDecision(group_key, Outcome.SCHEDULER_ERROR, message, unplaced=[(p, message) for p in pods])
+def error_decision(
+    group_key: GroupKey | None, pods: Sequence[PodInfo], message: str, config_error: bool = False
+) -> GroupDecision:
+    unplaced = [(p, message) for p in pods]
+    return GroupDecision(group_key, Outcome.SCHEDULER_ERROR, message, unplaced=unplaced, config_error=config_error)
 
 
 def schedule_group(

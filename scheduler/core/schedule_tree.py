@@ -799,10 +799,15 @@ def schedule_tree(
     return cycle.run()
 
 
-def tree_error(tree: Tree, pods: Sequence[PodInfo], message: str, invalid: bool = False) -> GroupDecision:
+def tree_error(
+    tree: Tree, pods: Sequence[PodInfo], message: str, invalid: bool = False, config_error: bool = False
+) -> GroupDecision:
     """The tree cannot be scheduled as it is: every pod, PodGroup and
     CompositePodGroup of it says why (SchedulerError; Invalid on the
-    CompositePodGroups of a tree laid out wrong)."""
+    CompositePodGroups of a tree laid out wrong). `config_error` (implied by
+    `invalid`, as upstream writes its PodGroupError below each
+    CompositePodGroupError): the tree is configured wrong, its PodGroups' decisions say so."""
+    config_error = config_error or invalid
     result = TreeResult(tree.key, invalid=invalid)
     by_leaf: dict[GroupKey, list[PodInfo]] = {}
     for pod in pods:
@@ -813,13 +818,15 @@ def tree_error(tree: Tree, pods: Sequence[PodInfo], message: str, invalid: bool 
     for key in [leaf.key for leaf in tree.root.leaves()] + sorted(by_leaf):
         if key not in result.leaves:
             members = by_leaf.get(key, [])
+            unplaced = [(p, message) for p in members]
             result.leaves[key] = GroupDecision(
-                key, Outcome.SCHEDULER_ERROR, message, unplaced=[(p, message) for p in members]
+                key, Outcome.SCHEDULER_ERROR, message, unplaced=unplaced, config_error=config_error
             )
     for node in tree.root.composites():
         result.composites[node.key] = (Outcome.SCHEDULER_ERROR, message)
     result.composites[tree.key] = (Outcome.SCHEDULER_ERROR, message)
     where = f"CompositePodGroup {tree.key.namespace}/{tree.key.name}"
+    unplaced = [(p, f"{where}: {message}") for p in pods]
     return GroupDecision(
-        None, Outcome.SCHEDULER_ERROR, message, unplaced=[(p, f"{where}: {message}") for p in pods], tree=result
+        None, Outcome.SCHEDULER_ERROR, message, unplaced=unplaced, tree=result, config_error=config_error
     )

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 
 from ..api import constants as C
-from ..api.composite import COMPOSITE_SCHEDULED, CompositePodGroup
+from ..api.composite import COMPOSITE_SCHEDULED, CompositePodGroup, config_error_reason
 from ..api.config import SchedulerConfiguration
 from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, PodInfo
@@ -117,6 +117,9 @@ class Scheduler(EventHandlers):
         # clock; None: unknown), for backfill; and when it was reserved.
         self.reserved: dict[str, tuple[float | None, float]] = {}
         self.wall: Callable[[], float] = time.time
+        # The served Kubernetes (major, minor), set by the runtime (None: not
+        # known, as in `troupe simulate`): the reasons a native PodGroup's condition may use.
+        self.kube_version: tuple[int, int] | None = None
 
     def group_and_counts(self, key: GroupKey) -> tuple[PodGroup | None, MemberCounts]:
         """For the status writer: the cached PodGroup and its pods' counts."""
@@ -212,6 +215,7 @@ class Scheduler(EventHandlers):
                     pods,
                     f"pods of {group_key} name different schedulerName values "
                     f"({', '.join(names)}); a group is placed by one scheduler",
+                    config_error=True,
                 )
         unreadable = _unreadable(group_key, pods)
         if unreadable is not None:
@@ -252,6 +256,7 @@ class Scheduler(EventHandlers):
                 pods,
                 f"pods of {popped.key} name different schedulerName values ({', '.join(sorted(names))}); "
                 "a tree is placed by one scheduler",
+                config_error=True,
             )
         fwk = self.frameworks[pods[0].scheduler_name]
         pending = self._by_leaf(pods, popped.first_seen)
@@ -525,6 +530,8 @@ class Scheduler(EventHandlers):
         if reservation is not None and moved:  # one Event per reservation chosen, on its group
             group = self.cache.groups.get(decision.group_key) if decision.group_key else None
             root = self.cache.composites.get(decision.tree.root) if decision.tree is not None else None
+            if isinstance(root, CompositePodGroup) and root.made_from is not None:
+                group = self.cache.groups.get(root.made_from)  # a Volcano PodGroup's sub-groups: on it
             note = decision.preemption_message
             if isinstance(group, PodGroup):
                 self.writer.group_event(group, "Normal", C.EVENT_RESERVED, note, "Reserving")
@@ -547,8 +554,22 @@ class Scheduler(EventHandlers):
                 note = f"{len(decision.unplaced)} more pod(s) wait: {decision.message}"
                 self.writer.group_event(group, "Warning", C.EVENT_FAILED_SCHEDULING, note, "Scheduling")
         else:
-            self.writer.group_condition(group, "False", decision.outcome, decision.message)
+            reason: str = decision.outcome
+            if decision.config_error:  # in the served API's word where it has one (1.38: PodGroupError)
+                reason = config_error_reason(group.api_version, self.kube_version)
+            self.writer.group_condition(group, "False", reason, decision.message)
             self.writer.group_event(group, "Warning", C.EVENT_FAILED_SCHEDULING, decision.message, "Scheduling")
+
+    def _write_made_root_status(self, key: GroupKey, outcome: Outcome, message: str, placed: bool) -> None:
+        """The root of the tree troupe made of a Volcano PodGroup's
+        sub-groups is that PodGroup: the tree's word is its status, kept (as
+        a CompositePodGroup's) by a later cycle that places nothing."""
+        group = self.cache.groups.get(key)
+        if not isinstance(group, PodGroup):
+            return
+        current = group.condition(C.POD_GROUP_SCHEDULED)
+        if placed or current is None or current.status != "True":
+            self._write_group_status(group, GroupDecision(key, outcome, message))
 
     def _write_tree_status(self, tree: TreeResult, placed: bool) -> None:
         """Each PodGroup of the tree its own condition; each CompositePodGroup
@@ -558,11 +579,16 @@ class Scheduler(EventHandlers):
         for key, decision in tree.leaves.items():
             group = self.cache.groups.get(key)
             nothing_new = decision.scheduled and not decision.assignments and not decision.unplaced
-            if isinstance(group, PodGroup) and not nothing_new:  # a group placed before keeps its word
+            made = isinstance(group, PodGroup) and group.made_from is not None  # a Volcano sub-group: no object
+            if isinstance(group, PodGroup) and not nothing_new and not made:  # a group placed before keeps its word
                 self._write_group_status(group, decision)
         for key, (outcome, message) in tree.composites.items():
             composite = self.cache.composites.get(key)
             if not isinstance(composite, CompositePodGroup):
+                continue
+            if composite.made_from is not None:  # troupe's own (Volcano sub-groups): no object
+                if key == composite.made_from:
+                    self._write_made_root_status(key, outcome, message, placed)
                 continue
             current = composite.condition(COMPOSITE_SCHEDULED)
             was = current is not None and current.status == "True"

@@ -62,7 +62,8 @@ class GangScheduling(PreEnqueuePlugin, PermitPlugin):
     def _tree_ready(self, root: GroupKey) -> Status:
         """A pod of a tree waits until the whole tree is ready (cluster/tree.py)."""
         cache = self.handle.cache
-        where = f"CompositePodGroup {root.namespace}/{root.name}"
+        made = getattr(cache.composites.get(root), "made_from", None) is not None  # a Volcano PodGroup's sub-groups
+        where = str(root) if made else f"CompositePodGroup {root.namespace}/{root.name}"
         if root not in cache.composites:
             return Status.unschedulable(f"waiting for {where} to be created", plugin=self.name)
         why = cache.tree_readiness(root)

@@ -31,7 +31,7 @@ from .health import start_health_server
 from .informer import Informer
 from .initial_sync import prime
 from .jobs import JobController
-from .kube import RestClient, connection_info, load_configuration
+from .kube import RestClient, connection_info, load_configuration, served_kubernetes
 from .leaderelection import LeaderElector
 from .ratelimit import TokenBucket
 from .resync import Resync
@@ -47,11 +47,16 @@ async def _prime_until_done(
     informers: dict[Resource, Informer],
     group_sources: list[PodGroupSource],
 ) -> None:
-    """The initial listing (the PodGroups of the other sources too, where
-    served), retried (1 s doubling to 10 s) while the API server cannot answer."""
+    """The served Kubernetes version, then the initial listing (the PodGroups
+    of the other sources too, where served), retried (1 s doubling to 10 s)
+    while the API server cannot answer."""
     delay = 1.0
     while True:
         try:
+            if scheduler.kube_version is None:  # at start only: a later upgrade is seen at the next start
+                scheduler.kube_version = await served_kubernetes(api_client)
+                shown = ".".join(map(str, scheduler.kube_version or ())) or "not known (GET /version answered an error)"
+                log.info("served Kubernetes: %s", shown)
             for source in group_sources:
                 if source.informer is None:
                     await source.start()

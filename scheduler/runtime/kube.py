@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,35 @@ async def list_paged(
         cont = (page.get("metadata") or {}).get("continue") or ""
         if not cont:
             return
+
+
+async def served_kubernetes(api: client.ApiClient) -> tuple[int, int] | None:
+    """The served Kubernetes (major, minor), from GET /version: which words
+    the native API has where its versions do not say (1.38's PodGroupError).
+    None where the answer is an error (a cluster that hides /version): then
+    troupe uses the words every version has. Raises for no answer at all."""
+    try:
+        resp = await api.call_api(
+            "/version",
+            "GET",
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=30,
+        )
+        return kubernetes_version(orjson.loads(await read_checked(resp)))
+    except (ApiException, orjson.JSONDecodeError):
+        return None
+
+
+def kubernetes_version(info: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(major, minor) of a /version answer; a provider's minor such as "38+"
+    reads as 38; from gitVersion where those are empty; None where neither says."""
+    major, minor = (re.match(r"\d+", str(info.get(k) or "")) for k in ("major", "minor"))
+    if major is not None and minor is not None:
+        return int(major[0]), int(minor[0])
+    found = re.match(r"v(\d+)\.(\d+)", str(info.get("gitVersion") or ""))
+    return (int(found[1]), int(found[2])) if found else None
 
 
 async def load_configuration(kubeconfig: str | None) -> client.Configuration:

@@ -247,7 +247,7 @@ class StatusWriter:
     # ------------------------------------------------------------- PodGroups
 
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
-        if not sources.has_object(group.api_version):
+        if not _has_object(group):
             return  # a group made of its pods' labels (Kueue): its pods say it
         current = self._group_current(group, C.POD_GROUP_SCHEDULED)
         transition = (
@@ -318,7 +318,7 @@ class StatusWriter:
         queued or written and the cache does not show yet: PodGroupScheduled
         and DisruptionTarget written a moment apart do not erase each other,
         and one queued write replacing another (same key) loses neither."""
-        if not sources.has_object(group.api_version):
+        if not _has_object(group):
             return
         key = group.key
         ns, name = group.metadata.namespace, group.metadata.name
@@ -369,11 +369,14 @@ class StatusWriter:
     def composite_condition(self, composite: CompositePodGroup, status: str, reason: str, message: str) -> None:
         """CompositePodGroupInitiallyScheduled on a CompositePodGroup (upstream's
         scheduler writes none; troupe says why a tree waits)."""
-        self._composite_write(composite, COMPOSITE_SCHEDULED, status, reason, message)
+        if _has_object(composite):
+            self._composite_write(composite, COMPOSITE_SCHEDULED, status, reason, message)
 
     def composite_disrupted(self, composite: CompositePodGroup, message: str) -> None:
         """DisruptionTarget=True (PreemptionByScheduler) on a CompositePodGroup
         whose tree was preempted whole, and a Preempted Event."""
+        if not _has_object(composite):
+            return
         self._composite_write(composite, C.DISRUPTION_TARGET, "True", C.REASON_PREEMPTION_BY_SCHEDULER, message)
         self.composite_event(composite, "Normal", C.EVENT_PREEMPTED, message[:MAX_MESSAGE], "Preempting")
 
@@ -436,6 +439,8 @@ class StatusWriter:
         self._enqueue(("compositepodgroup", *key), write)
 
     def composite_event(self, composite: CompositePodGroup, type_: str, reason: str, note: str, action: str) -> None:
+        if not _has_object(composite):
+            return
         meta = composite.metadata
         regarding = {
             "apiVersion": composite.api_version,
@@ -450,7 +455,7 @@ class StatusWriter:
         """A pod of `group` changed (bound, running, finished, gone): for a
         source whose status counts its pods, write the counts and phase. Read
         when the write runs, so a burst of pod events is one write."""
-        if not sources.counts_members(group.api_version):
+        if not sources.counts_members(group.api_version) or not _has_object(group):
             return
         key = group.key
         path = sources.status_path(group.api_version, key.namespace, key.name)
@@ -702,5 +707,11 @@ class StatusWriter:
         self.events.node_event(node, type_, reason, note, action)
 
     def group_event(self, group: PodGroup, type_: str, reason: str, note: str, action: str) -> None:
-        if sources.has_object(group.api_version):  # a Kueue pod group has no object to regard
+        if _has_object(group):  # a Kueue pod group, a Volcano sub-group: no object to regard
             self.events.group_event(group, type_, reason, note, action)
+
+
+def _has_object(obj: PodGroup | CompositePodGroup) -> bool:
+    """The group is an API object that takes status and Events: not one made
+    of its pods' labels (Kueue) or by troupe (a Volcano sub-group)."""
+    return obj.made_from is None and sources.has_object(obj.api_version)

@@ -108,6 +108,8 @@ class Recorder:
         self.node_events: list[tuple[str, str, str]] = []  # (node, reason, note), in order
 
     def group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
+        if group.made_from is not None:
+            return  # a Volcano sub-group troupe made: its PodGroup says it
         cond = GroupCondition(status, reason, message)
         self.groups[group.key] = cond
         if has_object(group.api_version):  # a group made of its pods' labels (Kueue) has no status to feed back
@@ -117,6 +119,8 @@ class Recorder:
         pass  # a source's pod counts: the output's pods say them
 
     def composite_condition(self, composite: CompositePodGroup, status: str, reason: str, message: str) -> None:
+        if composite.made_from is not None:
+            return  # troupe's own (a Volcano PodGroup's sub-groups): its PodGroup says it
         cond = GroupCondition(status, reason, message)
         self.composites[composite.key] = cond
         self.composite_writes.append((composite.key, cond))
@@ -817,7 +821,8 @@ def _group_results(
     keys += [key for key in sched.cache.groups if is_implied(key)]  # Kueue: a group made of its pods
     for key in keys:
         group = sched.cache.groups.get(key)
-        members = [p for p in sched.cache.members(key) if not p.terminal]
+        # A Volcano PodGroup's pods are in the sub-groups troupe made of it.
+        members = [p for k in (key, *sched.cache.made_leaves(key)) for p in sched.cache.members(k) if not p.terminal]
         placed = sum(1 for p in members if sched.cache.placed_node(p.uid))
         condition = recorder.groups.get(key)
         policy = min_count = parent = None

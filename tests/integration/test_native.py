@@ -23,6 +23,17 @@ V1BETA1 = "scheduling.k8s.io/v1beta1"
 V1ALPHA2 = "scheduling.k8s.io/v1alpha2"
 SCHEDULER = "troupe-scheduler"
 NATIVE_PG = "podgroups.v1beta1.scheduling.k8s.io"
+# troupe's configuration here: a second profile beside the default, so that a
+# group whose pods name both is one troupe places (its configuration, not a
+# scheduler elsewhere, is wrong: upstream's PodGroupError on 1.38).
+SECOND = "troupe-second"
+TWO_PROFILES = f"""
+apiVersion: scheduling.troupe.dev/v1alpha1
+kind: SchedulerConfiguration
+profiles:
+- schedulerName: {SCHEDULER}
+- schedulerName: {SECOND}
+"""
 
 
 # ------------------------------------------------------------------ helpers
@@ -101,7 +112,8 @@ def nodes_of(request):
 
 @pytest.fixture(scope="module")
 def troupe(native_cluster, tmp_path_factory):
-    yield from supervised(TroupeProcess(native_cluster.scheduler_kubeconfig, tmp_path_factory.mktemp("troupe")))
+    workdir = tmp_path_factory.mktemp("troupe")
+    yield from supervised(TroupeProcess(native_cluster.scheduler_kubeconfig, workdir, config=TWO_PROFILES))
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +149,35 @@ def test_documentation_gangs_one_whole_the_other_waits_whole(native_cluster, tro
     # The winner goes: the waiting gang is bound whole.
     force_delete(c, ns, *placed)
     wait_for(lambda: len(b := bound(c, ns)) == 4 and all(n.startswith(loser) for n in b), timeout=30, message="loser")
+
+
+def gang_of_two_schedulers(c, ns: str) -> dict[str, Any]:
+    """A native gang of 2 whose pods name troupe's two profiles: nothing is
+    bound, the group says why (its reason: the caller's), and its pods say
+    SchedulerError (as upstream's, whatever the group's reason)."""
+    pods = [worker(ns, "g-0", "g"), worker(ns, "g-1", "g")]
+    pods[1]["spec"]["schedulerName"] = SECOND
+    create(c, native_podgroup(ns, "g", schedulingPolicy={"gang": {"minCount": 2}}), *pods)
+    cond = wait_for(
+        lambda: (g := group_condition(c, ns, "g", "PodGroupInitiallyScheduled")) and g["status"] == "False" and g,
+        timeout=30,
+        message="the group's PodGroupInitiallyScheduled=False",
+    )
+    assert f"name different schedulerName values ({SCHEDULER}, {SECOND})" in cond["message"], cond
+    why = wait_for(lambda: pod_scheduled(c, ns, "g-0"), timeout=30, message="g-0's PodScheduled")
+    assert (why["status"], why["reason"]) == ("False", "SchedulerError"), why
+    assert bound(c, ns) == {}
+    return cond
+
+
+def test_a_group_whose_pods_name_two_schedulers_says_scheduler_error_on_137(
+    native_cluster, troupe, nodes_of, native_namespace
+):
+    """1.37 serves the same v1beta1 as 1.38 but has no PodGroupError: troupe
+    learns the served version (GET /version) and writes SchedulerError."""
+    nodes_of(native_cluster, node("n1", cpu="4"))
+    cond = gang_of_two_schedulers(native_cluster, native_namespace)
+    assert cond["reason"] == "SchedulerError", cond
 
 
 def test_late_joiner_counts_bound_pods(native_cluster, troupe, nodes_of, native_namespace):

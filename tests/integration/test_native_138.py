@@ -19,7 +19,7 @@ from typing import Any
 import localcluster
 import pytest
 from objects import create
-from test_native import bound, native_podgroup, node, wait_group, worker
+from test_native import TWO_PROFILES, bound, gang_of_two_schedulers, native_podgroup, node, wait_group, worker
 from troupe_process import TroupeProcess, supervised
 from wait import holds, wait_for
 
@@ -32,7 +32,8 @@ UPSTREAM = "default-scheduler"
 
 @pytest.fixture(scope="module")
 def troupe(native_cluster_138, tmp_path_factory):
-    yield from supervised(TroupeProcess(native_cluster_138.scheduler_kubeconfig, tmp_path_factory.mktemp("troupe-138")))
+    workdir = tmp_path_factory.mktemp("troupe-138")
+    yield from supervised(TroupeProcess(native_cluster_138.scheduler_kubeconfig, workdir, config=TWO_PROFILES))
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +141,18 @@ def test_an_invalid_tree_says_composite_pod_group_error(native_cluster_138, trou
     cond = wait_group(c, ns, "x", "CompositePodGroupInitiallyScheduled", "False", "CompositePodGroupError", COMPOSITES)
     assert "cycle" in cond["message"], cond
     assert bound(c, ns) == {}
+
+
+def test_a_group_whose_pods_name_two_schedulers_says_podgroup_error(
+    native_cluster_138, troupe, nodes_138, native_namespace_138
+):
+    """Pods of one PodGroup naming two of troupe's profiles: the group is
+    configured wrong (upstream's runtime validation), which 1.38 names:
+    PodGroupInitiallyScheduled False, PodGroupError (1.37: SchedulerError,
+    test_native.py); its pods SchedulerError, as upstream's."""
+    nodes_138(node("n1", cpu="4"))
+    cond = gang_of_two_schedulers(native_cluster_138, native_namespace_138)
+    assert cond["reason"] == "PodGroupError", cond
 
 
 def test_upstream_kube_scheduler_138_binds_the_same_replica_case_whole(

@@ -239,6 +239,47 @@ def test_volcano_min_task_member_unhonoured_fields_and_status(compat_cluster, tr
     wait_status(c, VOLCANO_PG, ns, "tf", {"phase": "Completed", "succeeded": 3})
 
 
+def test_volcano_sub_groups_bind_whole_with_the_minimum_of_them(compat_cluster, troupe, two_nodes, ns):
+    """subGroupPolicy as Volcano's job controller writes it for a task with a
+    partitionPolicy (sub-groups of 2 workers by partition id, at least 1),
+    with minMember 3 (the master, and one sub-group). Two 2-CPU nodes hold 4
+    of the 5 one-CPU pods: the master and one whole sub-group bind, and the
+    other sub-group waits whole, none of it bound (one gang of minMember 3
+    would bind a fourth pod, splitting a sub-group). A third node: it binds
+    whole too. The Volcano PodGroup carries the tree's status and counts."""
+    c = compat_cluster
+    policy = {
+        "name": "worker",
+        "subGroupSize": 2,
+        "minSubGroups": 1,
+        "labelSelector": {"matchLabels": {VOLCANO_TASK: "worker"}},
+        "matchLabelKeys": ["volcano.sh/partition-id"],
+    }
+    create(c, volcano_podgroup(ns, "vj", {"minMember": 3, "subGroupPolicy": [policy]}))
+
+    def vpod(name: str, task: str, partition: str = "") -> dict[str, Any]:
+        labels = {VOLCANO_TASK: task, **({"volcano.sh/partition-id": partition} if partition else {})}
+        return member(ns, name, labels=labels, annotations={VOLCANO_ANNOTATION: "vj", VOLCANO_TASK: task})
+
+    create(c, vpod("vj-master-0", "master"))
+    create(c, *[vpod(f"vj-worker-{p}-{i}", "worker", str(p)) for p in (0, 1) for i in (0, 1)])
+    got = wait_for(lambda: len(b := bound(c, ns)) == 3 and b, timeout=30, message="master and one sub-group bound")
+    workers = sorted(n for n in got if "worker" in n)
+    part = workers[0].split("-")[2]
+    assert "vj-master-0" in got and workers == [f"vj-worker-{part}-0", f"vj-worker-{part}-1"], got
+    other = "1" if part == "0" else "0"
+    cond = wait_pod_unschedulable(c, ns, f"vj-worker-{other}-0")
+    assert f"vj/worker/{other}" in cond["message"], cond
+    assert len(bound(c, ns)) == 3, "a sub-group bound in part"
+    s = wait_status(c, VOLCANO_PG, ns, "vj", {"phase": "Running"})
+    scheduled = next(x for x in s["conditions"] if x["type"] == "Scheduled")
+    assert scheduled["status"] == "True" and "not honoured" not in scheduled.get("message", ""), scheduled
+    create(c, node("n3", cpu="2"))
+    wait_for(lambda: len(bound(c, ns)) == 5, timeout=30, message="the other sub-group bound whole")
+    set_phase(c, ns, [*bound(c, ns)], "Running")
+    wait_status(c, VOLCANO_PG, ns, "vj", {"phase": "Running", "running": 5})
+
+
 # ---------------------------------------------------------------------- Kueue
 
 

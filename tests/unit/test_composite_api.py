@@ -15,6 +15,7 @@ from scheduler.api import sources
 from scheduler.api.composite import (
     COMPOSITE_SCHEDULED,
     CompositePodGroup,
+    config_error_reason,
     parse_composite,
 )
 from scheduler.api.podgroup import (
@@ -271,6 +272,30 @@ def test_a_native_v1beta1_composite_reads_as_v1alpha3_and_names_its_error_reason
     assert parsed_beta.invalid_reason == "CompositePodGroupError"
     assert parsed_alpha.invalid_reason == "Invalid"  # 1.37's v1alpha3 names none: troupe's word
     assert sources.parse_composite(composite(C.API_VERSION)).invalid_reason == "Invalid"
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kube_version", "reason"),
+    [
+        (f"{NATIVE}/v1beta1", (1, 38), "PodGroupError"),
+        (f"{NATIVE}/v1alpha3", (1, 38), "PodGroupError"),  # 1.38 serves it too, with the same reasons
+        (f"{NATIVE}/v1beta1", (1, 39), "PodGroupError"),
+        (f"{NATIVE}/v1beta1", (2, 0), "PodGroupError"),
+        (f"{NATIVE}/v1beta1", (1, 37), "SchedulerError"),  # 1.37 serves v1beta1 without the word
+        (f"{NATIVE}/v1alpha3", (1, 37), "SchedulerError"),
+        (f"{NATIVE}/v1alpha2", (1, 38), "SchedulerError"),
+        (f"{NATIVE}/v1beta1", None, "SchedulerError"),  # not known (troupe simulate)
+        (C.API_VERSION, (1, 38), "SchedulerError"),  # troupe's own kind keeps its vocabulary
+        ("scheduling.x-k8s.io/v1alpha1", (1, 38), "SchedulerError"),
+    ],
+)
+def test_a_podgroup_configured_wrong_says_podgrouperror_where_the_served_kubernetes_has_it(
+    api_version: str, kube_version: tuple[int, int] | None, reason: str
+) -> None:
+    """Kubernetes 1.38 names the reason for a PodGroup configured wrong
+    (upstream's runtime validation); 1.37 serves the same API versions
+    without it, so the served version decides, not the apiVersion alone."""
+    assert config_error_reason(api_version, kube_version) == reason
 
 
 def test_composite_status_keeps_its_condition_name() -> None:

@@ -12,7 +12,7 @@ from aiohttp import web
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from scheduler.runtime.kube import RestClient, _env_proxy, encode
+from scheduler.runtime.kube import RestClient, _env_proxy, encode, kubernetes_version, served_kubernetes
 
 
 @pytest.fixture
@@ -29,6 +29,8 @@ async def server():
                 "authorization": request.headers.get("Authorization"),
             }
         )
+        if request.path == "/version":
+            return web.json_response({"major": "1", "minor": "38", "gitVersion": "v1.38.0-beta.0"})
         if request.path.endswith("/missing"):
             return web.json_response(
                 {"kind": "Status", "code": 404, "reason": "NotFound", "message": "gone"}, status=404
@@ -90,6 +92,29 @@ async def test_closing_it_leaves_the_api_clients_connections_open(server):
     await rest.close()
     assert not api.rest_client.pool_manager.connector.closed
     await api.close()
+
+
+async def test_the_served_kubernetes_version_is_read_from_slash_version(server):
+    url, seen = server
+    api = client.ApiClient(client.Configuration(host=url))
+    try:
+        assert await served_kubernetes(api) == (1, 38)
+    finally:
+        await api.close()
+    assert [(s["method"], s["path"]) for s in seen] == [("GET", "/version")]
+
+
+@pytest.mark.parametrize(
+    ("info", "version"),
+    [
+        ({"major": "1", "minor": "38", "gitVersion": "v1.38.0-beta.0"}, (1, 38)),
+        ({"major": "1", "minor": "37+", "gitVersion": "v1.37.2-eks-abc"}, (1, 37)),  # a provider's build
+        ({"major": "", "minor": "", "gitVersion": "v1.38.1"}, (1, 38)),
+        ({"kind": "Status"}, None),
+    ],
+)
+def test_a_version_answer_reads_as_major_and_minor(info, version):
+    assert kubernetes_version(info) == version
 
 
 def test_the_proxy_is_taken_from_the_environment_unless_no_proxy_exempts_the_host(monkeypatch):

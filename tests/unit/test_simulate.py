@@ -654,6 +654,24 @@ def test_resize_example(capsys):
     assert "shrunk: 2 pod(s) preempted by pod demo/urgent; 2 running (minCount 2)" in table
 
 
+def test_volcano_subgroups_example(capsys):
+    """A Volcano PodGroup with subGroupPolicy: the master and one whole
+    sub-group bind, the other sub-group waits whole; the PodGroup counts
+    every sub-group's pods and is Scheduled."""
+    example = EXAMPLE.parent / "simulate-volcano-subgroups.yaml"
+    assert main(["simulate", str(example), "--output", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (group,) = doc["podGroups"]
+    assert group["scheduled"] and group["message"] == "2 of 2 group(s) feasible, 3 pod(s) placed", group
+    nodes = nodes_of(doc)
+    assert nodes["team/train-master-0"] is not None
+    placed = {p for p in (0, 1) if all(nodes[f"team/train-worker-{p}-{i}"] for i in (0, 1))}
+    waiting = {p for p in (0, 1) if not any(nodes[f"team/train-worker-{p}-{i}"] for i in (0, 1))}
+    assert len(placed) == 1 and len(waiting) == 1, nodes  # one whole, one none: no sub-group in part
+    assert main(["simulate", str(example)]) == 0
+    assert "team/train   gang     5      3/3          Scheduled" in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------------ Jobs
 
 

@@ -11,11 +11,18 @@ import pytest
 import yaml
 
 from scheduler.api import constants as C
+from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.parse import parse_pod
 from scheduler.api.records import GroupKey
 from scheduler.api.sources import export_conditions, parse_group, parse_workload, pod_group
 from scheduler.cluster.cache import ClusterCache
+from scheduler.core.scheduler import Scheduler
+from scheduler.plugins import in_tree_registry
 
+from .test_runtime_scheduler import Recorder, drain
+from .test_runtime_scheduler import node as core_node
+from .test_runtime_scheduler import pod as troupe_pod
+from .test_runtime_scheduler import podgroup as troupe_podgroup
 from .test_simulate import node, priority_class, run, run_json
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "simulate-native.yaml"
@@ -283,3 +290,138 @@ def test_a_pod_with_a_null_spec_is_read_as_the_api_server_reads_it(capsys, tmp_p
     rc, out, err = run(capsys, tmp_path, docs)
     assert rc == 0, err
     assert "ns/p" in out and "not placed by this scheduler" in out
+
+
+# ------------------------------------------ a configuration error's reason, by served version
+
+TWO_PROFILES = SchedulerConfiguration.model_validate(
+    {"profiles": [{"schedulerName": "troupe-scheduler"}, {"schedulerName": "troupe-second"}]}
+)
+
+
+class ReasonRecorder(Recorder):
+    """The Recorder, with each pod's PodScheduled reason."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pod_reasons: dict[str, str] = {}
+
+    def pod_unschedulable(self, pod, message, still_waiting=None, reason="Unschedulable") -> None:
+        super().pod_unschedulable(pod, message, still_waiting, reason)
+        self.pod_reasons[pod.name] = reason
+
+
+def served(kube_version: tuple[int, int] | None) -> tuple[Scheduler, ReasonRecorder]:
+    """The core as the runtime wires it to a server of `kube_version` (None: not known, as simulate)."""
+    rec = ReasonRecorder()
+    s = Scheduler(TWO_PROFILES, in_tree_registry(), binder=rec, writer=rec, report_delay=0)
+    s.kube_version = kube_version
+    s.start_scheduling()
+    s.on_node(core_node("n1", cpu="8"))
+    return s, rec
+
+
+def native_group(name: str, version: str = "v1beta1", **spec: Any) -> dict[str, Any]:
+    body = native(version, name, **spec)
+    body["metadata"]["uid"] = f"uid-pg-{name}"
+    return body
+
+
+def member(name: str, group: str, scheduler: str = "troupe-scheduler") -> dict[str, Any]:
+    body = worker(name, group, schedulerName=scheduler)
+    body["metadata"]["uid"] = f"uid-{name}"
+    return body
+
+
+def reasons(rec: Recorder) -> dict[str, tuple[str, str]]:
+    """Each group's last condition written (PodGroups and CompositePodGroups): status, reason."""
+    return {name: (status, reason) for name, status, reason, _ in rec.groups}
+
+
+@pytest.mark.parametrize(
+    ("kube_version", "reason"),
+    [((1, 37), "SchedulerError"), ((1, 38), "PodGroupError"), ((1, 39), "PodGroupError"), (None, "SchedulerError")],
+)
+def test_a_native_gang_whose_pods_name_two_schedulers_says_podgrouperror_from_138(kube_version, reason):
+    """Pods of one group with two schedulerNames (both troupe's profiles) is
+    upstream's runtime validation error: PodGroupError on Kubernetes 1.38,
+    SchedulerError on 1.37 (the same v1beta1 without the word) and where the
+    version is not known. Its pods say SchedulerError either way, as upstream's."""
+    s, rec = served(kube_version)
+    s.on_podgroup(native_group("g"))
+    s.on_pod(member("g-0", "g"))
+    s.on_pod(member("g-1", "g", scheduler="troupe-second"))
+    drain(s)
+    assert rec.binds == []
+    assert reasons(rec) == {"g": ("False", reason)}
+    assert "name different schedulerName values (troupe-scheduler, troupe-second)" in rec.groups[-1][3]
+    assert rec.pod_reasons == {"g-0": "SchedulerError", "g-1": "SchedulerError"}
+
+
+def test_on_138_other_errors_and_troupes_own_podgroups_keep_schedulererror():
+    """A field troupe does not know is troupe's error, not the group's
+    configuration; troupe's own kind has no PodGroupError in its vocabulary."""
+    s, rec = served((1, 38))
+    s.on_podgroup(native_group("unknown", futureField={"x": 1}))
+    for i in range(2):
+        s.on_pod(member(f"unknown-{i}", "unknown"))
+    s.on_podgroup(troupe_podgroup("own", 2))
+    s.on_pod(troupe_pod("own-0", "own"))
+    s.on_pod(troupe_pod("own-1", "own", scheduler="troupe-second"))
+    drain(s)
+    assert reasons(rec) == {"unknown": ("False", "SchedulerError"), "own": ("False", "SchedulerError")}
+
+
+def native_composite(name: str, version: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"scheduling.k8s.io/{version}",
+        "kind": "CompositePodGroup",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-cpg-{name}", "generation": 1},
+        "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 2}}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("kube_version", "composite_version", "root_reason", "leaf_reason"),
+    [
+        ((1, 37), "v1alpha3", "Invalid", "SchedulerError"),  # 1.37 serves CompositePodGroups at v1alpha3 only
+        ((1, 38), "v1alpha3", "Invalid", "PodGroupError"),
+        ((1, 38), "v1beta1", "CompositePodGroupError", "PodGroupError"),
+    ],
+)
+def test_the_podgroups_of_an_invalid_native_tree_say_podgrouperror_from_138(
+    kube_version, composite_version, root_reason, leaf_reason
+):
+    """A leaf whose priority is not its root's: the CompositePodGroup says its
+    invalid reason, and on 1.38 each PodGroup below it PodGroupError (upstream
+    writes it down the tree below its CompositePodGroupError), on 1.37 SchedulerError."""
+    s, rec = served(kube_version)
+    s.on_composite(native_composite("root", composite_version))
+    for name, extra in (("a", {}), ("b", {"priority": 5})):
+        policy = {"gang": {"minCount": 1}}
+        s.on_podgroup(native_group(name, schedulingPolicy=policy, parentCompositePodGroupName="root", **extra))
+        s.on_pod(member(f"{name}-0", name))
+    drain(s)
+    assert rec.binds == []
+    assert reasons(rec) == {"root": ("False", root_reason), "a": ("False", leaf_reason), "b": ("False", leaf_reason)}
+    assert "a tree has one priority" in rec.groups[-1][3]
+    assert rec.pod_reasons == {"a-0": "SchedulerError", "b-0": "SchedulerError"}
+
+
+@pytest.mark.parametrize(("kube_version", "leaf_reason"), [((1, 37), "SchedulerError"), ((1, 38), "PodGroupError")])
+def test_the_podgroups_of_a_native_tree_whose_pods_name_two_schedulers_say_podgrouperror_from_138(
+    kube_version, leaf_reason
+):
+    """The same error across a tree's leaves: each PodGroup says it in the
+    served version's word."""
+    s, rec = served(kube_version)
+    s.on_composite(native_composite("root", "v1beta1" if kube_version >= (1, 38) else "v1alpha3"))
+    policy = {"gang": {"minCount": 1}}
+    for name, scheduler in (("a", "troupe-scheduler"), ("b", "troupe-second")):
+        s.on_podgroup(native_group(name, schedulingPolicy=policy, parentCompositePodGroupName="root"))
+        s.on_pod(member(f"{name}-0", name, scheduler))
+    drain(s)
+    assert rec.binds == []
+    got = reasons(rec)
+    assert (got["a"], got["b"]) == (("False", leaf_reason), ("False", leaf_reason))
+    assert "name different schedulerName values" in rec.groups[-1][3]

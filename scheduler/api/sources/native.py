@@ -4,11 +4,11 @@ CompositePodGroups above them.
 
 Versions, as Kubernetes serves them (behind the `GenericWorkload` gate):
 
-| version  | served by | template link | disruptionMode | scheduled condition |
-| -------- | --------- | ------------- | -------------- | ------------------- |
-| v1beta1  | 1.37      | `workloadRef{workloadName, templateName}` | `{single: {}}` / `{all: {}}` | `PodGroupInitiallyScheduled` |
-| v1alpha3 | 1.37      | as v1beta1    | as v1beta1     | as v1beta1          |
-| v1alpha2 | 1.36      | `podGroupTemplateRef.workload{workloadName, podGroupTemplateName}` | `Pod` / `PodGroup` | `PodGroupScheduled` |
+| version  | served by  | template link | disruptionMode | scheduled condition |
+| -------- | ---------- | ------------- | -------------- | ------------------- |
+| v1beta1  | 1.37, 1.38 | `workloadRef{workloadName, templateName}` | `{single: {}}` / `{all: {}}` | `PodGroupInitiallyScheduled` |
+| v1alpha3 | 1.37, 1.38 | as v1beta1    | as v1beta1     | as v1beta1          |
+| v1alpha2 | 1.36       | `podGroupTemplateRef.workload{workloadName, podGroupTemplateName}` | `Pod` / `PodGroup` | `PodGroupScheduled` |
 
 CompositePodGroups: `v1alpha3` (1.37, and 1.38 beside `v1beta1`), `v1beta1`
 (1.38), the same fields in both; discovery takes `v1beta1` where served.
@@ -29,6 +29,14 @@ CompositePodGroups (behind the `CompositePodGroup` gate) become troupe's
 invalid tree's reason is the served version's: `CompositePodGroupError` in
 `v1beta1` (1.38), troupe's `Invalid` where upstream has none (`v1alpha3`). A native
 Workload's `compositePodGroupTemplates` are read as troupe's.
+
+A PodGroup configured wrong (upstream's runtime validation: pods naming
+several schedulerNames, every PodGroup of an invalid tree) says
+`PodGroupError` where the served Kubernetes is 1.38 or later, and
+`SchedulerError` on 1.37, which serves the same versions without that word:
+the apiVersion does not say which, so the runtime reads the served version
+(`Scheduler.kube_version`, GET /version) and composite.config_error_reason
+names the reason. Pods say `SchedulerError` either way, as upstream's.
 
 What troupe cannot honour is said, not dropped: a spec field it does not
 know sets `problem` on the PodGroup or CompositePodGroup; the core then

@@ -8,7 +8,8 @@ LeaderWorkerSet, the Spark operator and Kubeflow write for Volcano.
 | `minTaskMember` | at least that many pods of each task bound with the gang; a pod's task is its `volcano.sh/task-spec` annotation or label (as Volcano's scheduler reads it) |
 | `minResources` | the group is not placed while the cluster's free room cannot hold it; preemption and reservations act for it only where it would then bind |
 | `priorityClassName` | the group's priority |
-| `queue` (other than `default`), `networkTopology`, `subGroupPolicy` | not honoured: named in every status message of the group |
+| `subGroupPolicy` | a tree of gangs under the group (api/subgroups.py): each sub-group of `subGroupSize` pods placed whole, at least `minSubGroups` of each policy, with the rest of `minMember` |
+| `queue` (other than `default`), `networkTopology` (the group's or a policy's) | not honoured: named in every status message of the group |
 
 Status, as Volcano's scheduler writes it (`framework/session.go` jobStatus,
 `plugins/gang`): `phase` Pending, Inqueue (troupe has taken the group into
@@ -27,6 +28,7 @@ from typing import Any
 
 from .. import constants as C
 from ..podgroup import PodGroup
+from ..subgroup_policy import TASK, parse_policies
 from . import foreign
 from .base import AnnotationSource, GroupKind, Source
 from .foreign import MemberCounts
@@ -35,16 +37,13 @@ GROUP = "scheduling.volcano.sh"
 VERSIONS = ("v1beta1",)
 PLURAL = "podgroups"
 ANNOTATION = "scheduling.k8s.io/group-name"
-TASK_KEY = "volcano.sh/task-spec"
+TASK_KEY = TASK
 SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
 READY = "tasks in gang are ready to be scheduled"
 NOT_ENOUGH_RESOURCES = "NotEnoughResources"
-_READ = frozenset(("minMember", "minTaskMember", "minResources", "priorityClassName", "queue"))
-_NOT_HONOURED = {
-    "networkTopology": "network topology (HyperNodes) is not honoured by troupe",
-    "subGroupPolicy": "sub-group gangs are not honoured by troupe",
-}
+_READ = frozenset(("minMember", "minTaskMember", "minResources", "priorityClassName", "queue", "subGroupPolicy"))
+_NOT_HONOURED = {"networkTopology": "network topology (HyperNodes) is not honoured by troupe"}
 _STATUS = ("phase", "running", "succeeded", "failed")
 
 
@@ -78,8 +77,10 @@ def parse_group(body: Mapping[str, Any]) -> PodGroup:
     policy, problems = foreign.gang_policy(spec.get("minMember"), "spec.minMember")
     resources, more = foreign.min_resources(spec.get("minResources"), "spec.minResources")
     per_task, more2 = _min_per_task(spec.get("minTaskMember"))
-    problems += more + more2
-    ignored = []
+    sub_groups, more3, ignored = parse_policies(spec.get("subGroupPolicy"))
+    problems += more + more2 + more3
+    if sub_groups and spec.get("minResources"):
+        ignored.append("spec.minResources: not checked with subGroupPolicy (each sub-group is placed whole instead)")
     queue = spec.get("queue")
     if queue and queue != "default":
         ignored.append(f"spec.queue {queue!r}: troupe has no Volcano queues, the group is scheduled as if in 'default'")
@@ -101,6 +102,7 @@ def parse_group(body: Mapping[str, Any]) -> PodGroup:
             "min_per_task": per_task,
             "ignored": tuple(ignored),
             "source_status": {k: status[k] for k in _STATUS if k in status},
+            "sub_groups": sub_groups,
         }
     )
 

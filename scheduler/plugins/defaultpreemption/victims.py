@@ -18,7 +18,11 @@ scale down first (the lowest `controller.kubernetes.io/pod-deletion-cost`,
 then the newest). Each is a unit of its own, so the search takes only those
 that free room the preemptor needs; the gang's whole unit contains them, and
 the search gives the whole back first where the pods above the minimum are
-enough. An explicit `disruptionMode: PodGroup` keeps the group together.
+enough. An explicit `disruptionMode: PodGroup` keeps the group together. A
+tree taken whole because its root leaves `disruptionMode` unset offers, the
+same way, each CompositePodGroup's running children beyond its
+minGroupCount (newest first, each child whole) and each gang's pods beyond
+its minCount (a Volcano PodGroup's sub-groups beyond `minSubGroups`).
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ...api.composite import CompositePodGroup
 from ...api.podgroup import PodGroup
 from ...api.records import GroupKey, LabelSelector, PodDisruptionBudgetInfo, PodInfo
 from ...cluster.cache import ClusterCache
 from ...cluster.snapshot import Snapshot
+from ...cluster.tree import TreeNode
 
 Budget = PodDisruptionBudgetInfo
 
@@ -94,6 +100,7 @@ def victim_units(cache: ClusterCache, snapshot: Snapshot, below: int, exclude: C
                     unit = _tree_unit(cache, snapshot, top, below)
                     if unit is not None:
                         units.append(unit)
+                        units.extend(tree_surplus_units(cache, snapshot, top, unit))
                 continue
             group = cache.groups.get(key) if key is not None else None
             if isinstance(group, PodGroup) and taken_whole(group):
@@ -207,6 +214,57 @@ def _tree_unit(cache: ClusterCache, snapshot: Snapshot, top: GroupKey, below: in
     start = min(_started(p) for p in members)
     name = f"CompositePodGroup {top.namespace}/{top.name}"
     return Unit(name, tuple(members), priority, None, frozenset(rows), start, composite=top)
+
+
+def tree_surplus_units(cache: ClusterCache, snapshot: Snapshot, top: GroupKey, whole: Unit) -> list[Unit]:
+    """Shrink before kill, for a tree taken whole because its root leaves
+    `disruptionMode` unset: under each CompositePodGroup, its running
+    children beyond its minGroupCount (the newest first), each whole; in
+    each gang PodGroup, its pods beyond its minCount (as a flat gang's)."""
+    root = cache.composites.get(top)
+    tree = cache.tree(top)
+    if not isinstance(root, CompositePodGroup) or root.spec.disruption_mode is not None or tree is None:
+        return []
+    running: dict[GroupKey, list[PodInfo]] = {}
+    for pod in whole.pods:
+        if pod.group is not None:
+            running.setdefault(pod.group, []).append(pod)
+    units: list[Unit] = []
+    for node in tree.root.walk():
+        if not node.is_leaf:
+            units += _children_above_min(node, running, snapshot, whole, top)
+        elif node.group is not None and node.group.is_gang:
+            pods = running.get(node.key, [])
+            gang = Unit(str(node.key), tuple(pods), whole.priority, node.key, whole.rows, whole.start)
+            units += surplus_units(gang, node.group.min_count, snapshot)
+    return units
+
+
+def _children_above_min(
+    node: TreeNode, running: Mapping[GroupKey, list[PodInfo]], snapshot: Snapshot, whole: Unit, top: GroupKey
+) -> list[Unit]:
+    """A CompositePodGroup's running children beyond its minGroupCount, each
+    whole: the newest (the latest of its pods to start) first, then by name."""
+    children = []
+    for child in node.children:
+        pods = [p for leaf in child.leaves() for p in running.get(leaf.key, ())]
+        if pods:
+            children.append((child, pods))
+    extra = len(children) - node.min_children
+    if extra <= 0:
+        return []
+    children.sort(key=lambda c: (max(_started(p) for p in c[1]), c[0].key.name), reverse=True)
+    units = []
+    for child, pods in children[:extra]:
+        rows = frozenset(r for p in pods if (r := _row(snapshot, p)) is not None)
+        start = min(_started(p) for p in pods)
+        units.append(Unit(child.label, tuple(pods), whole.priority, None, rows, start, above_min_of=top))
+    return units
+
+
+def _row(snapshot: Snapshot, pod: PodInfo) -> int | None:
+    node = snapshot.node_of(pod.uid)
+    return snapshot.row.get(node) if node is not None else None
 
 
 def budgets(cache: ClusterCache) -> list[Budget]:
