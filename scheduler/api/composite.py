@@ -95,6 +95,13 @@ class CompositePodGroup(_Model):
     made_from: GroupKey | None = None
 
     @property
+    def config_error_reason(self) -> str:
+        """The reason for a tree configured wrong other than by its layout
+        (pods of several schedulerNames): the served API's word where it has
+        one (1.38's CompositePodGroupError, as upstream), else SchedulerError."""
+        return INVALID_REASONS.get(self.api_version, REASON_SCHEDULER_ERROR)
+
+    @property
     def invalid_reason(self) -> str:
         """The CompositePodGroupInitiallyScheduled reason for a tree laid out
         wrong, in the words of the object's API version."""

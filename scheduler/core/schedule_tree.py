@@ -53,6 +53,7 @@ class TreeResult:
     leaves: dict[GroupKey, GroupDecision] = field(default_factory=dict)
     composites: dict[GroupKey, tuple[Outcome, str]] = field(default_factory=dict)
     invalid: bool = False  # laid out wrong (a cycle, too many levels): reason Invalid
+    config_error: bool = False  # configured wrong (pods of several schedulerNames too): GroupDecision's
 
 
 @dataclass
@@ -808,7 +809,7 @@ def tree_error(
     `invalid`, as upstream writes its PodGroupError below each
     CompositePodGroupError): the tree is configured wrong, its PodGroups' decisions say so."""
     config_error = config_error or invalid
-    result = TreeResult(tree.key, invalid=invalid)
+    result = TreeResult(tree.key, invalid=invalid, config_error=config_error)
     by_leaf: dict[GroupKey, list[PodInfo]] = {}
     for pod in pods:
         if pod.group is not None:

@@ -596,7 +596,11 @@ class Scheduler(EventHandlers):
                 if placed or not was:
                     self.writer.composite_condition(composite, "True", C.REASON_SCHEDULED, message)
             elif not was:
-                reason = composite.invalid_reason if tree.invalid else str(outcome)
+                reason = str(outcome)
+                if tree.invalid:
+                    reason = composite.invalid_reason
+                elif tree.config_error:
+                    reason = composite.config_error_reason
                 self.writer.composite_condition(composite, "False", reason, message)
                 if key == tree.root:
                     self.writer.composite_event(composite, "Warning", C.EVENT_FAILED_SCHEDULING, message, "Scheduling")

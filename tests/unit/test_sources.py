@@ -425,3 +425,5 @@ def test_the_podgroups_of_a_native_tree_whose_pods_name_two_schedulers_say_podgr
     got = reasons(rec)
     assert (got["a"], got["b"]) == (("False", leaf_reason), ("False", leaf_reason))
     assert "name different schedulerName values" in rec.groups[-1][3]
+    # The CompositePodGroup as upstream 1.38 writes it (v1beta1); 1.37's v1alpha3 has no such word.
+    assert got["root"] == ("False", "CompositePodGroupError" if kube_version >= (1, 38) else "SchedulerError")
