@@ -152,6 +152,9 @@ class WaitingReporter:
         """The unit's PodGroup, or its tree's root, says why it waits (the
         whole message), unless it was scheduled before."""
         group_key, tree_key = key.group_key, key.tree_key
+        made = self.cache.composites.get(tree_key) if tree_key is not None else None
+        if isinstance(made, CompositePodGroup) and made.made_from == tree_key:
+            group_key, tree_key = tree_key, None  # a Volcano PodGroup's sub-groups: it says it
         if group_key is not None:
             group = self.cache.groups.get(group_key)
             if isinstance(group, PodGroup):

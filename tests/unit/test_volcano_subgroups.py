@@ -176,6 +176,8 @@ def test_a_group_waits_for_its_sub_groups_to_exist(sched: Any, clock: Any) -> No
     assert "waiting for PodGroup ns/job (scheduling.volcano.sh) tree" in rec.pods["job-worker-0-0"], rec.pods
     why = s.cache.tree_readiness(GroupKey(NS, "job", "scheduling.volcano.sh"))
     assert why is not None and "job/worker: needs 2 group(s) ready, 1 exist" in why, why
+    name, status, reason, message = rec.groups[-1]  # the Volcano PodGroup says why its tree waits
+    assert (name, status, reason) == ("job", "False", "Unschedulable") and "job/worker" in message, rec.groups
     for i in range(2):
         s.on_pod(vc_pod(f"job-worker-1-{i}", "job", "worker", "1"))
     clock.now += 30
@@ -258,3 +260,29 @@ def test_a_victim_job_at_its_minimum_goes_whole(sched: Any) -> None:
     drain(s)
     assert sorted(rec.preempted) == ["job-master-0", "job-worker-0-0", "job-worker-0-1"], rec.preempted
     assert "job" in rec.disrupted  # DisruptionTarget on the Volcano PodGroup
+
+
+def test_raising_min_sub_groups_keeps_what_runs_and_binds_the_new_sub_group_whole(sched: Any, clock: Any) -> None:
+    """A job runs its master and one sub-group (minSubGroups 1); its policy
+    is raised to 2 and a partition is added: nothing running is touched, the
+    new sub-group binds whole, and the PodGroup stays Scheduled."""
+    s, rec = sched
+    s.on_node(node("a", cpu="3"))
+    s.on_podgroup(vc_group("job", 3, [worker_policy(minimum=1)]))
+    s.on_pod(vc_pod("job-master-0", "job", "master", node_name="a"))
+    for i in range(2):
+        s.on_pod(vc_pod(f"job-worker-0-{i}", "job", "worker", "0", node_name="a"))
+    s.on_podgroup(vc_group("job", 5, [worker_policy(minimum=2)]))
+    for i in range(2):
+        s.on_pod(vc_pod(f"job-worker-1-{i}", "job", "worker", "1"))
+    drain(s)
+    assert rec.binds == [] and rec.preempted == {}  # no room, and nothing running is evicted for it
+    s.on_node(node("b", cpu="1"))
+    clock.now += 30
+    drain(s)
+    assert rec.binds == []  # 1 CPU: the sub-group of 2 waits whole
+    s.on_node(node("c", cpu="1"))
+    clock.now += 30
+    drain(s)
+    assert sorted(p for p, _ in rec.binds) == ["job-worker-1-0", "job-worker-1-1"]
+    assert rec.groups[-1][:3] == ("job", "True", "Scheduled"), rec.groups
