@@ -213,6 +213,8 @@ class EventHandlers:
             self._release_claims(pod.uid)  # a finished pod holds no devices
         if pod.group is not None:
             self._member_updated(pod, pod.group, old)
+        if old is not None and old.group is not None and old.group != pod.group:
+            self._drop_empty_sub_group(old.group)  # its labels moved it to another sub-group
 
     def _tree_of(self, group: GroupKey) -> GroupKey | None:
         return self.cache.top_of(group)[0]
@@ -806,12 +808,13 @@ class EventHandlers:
         for binds, and the process may have stopped in between) gets it now:
         no cycle will run for it, nothing is left to place."""
         for key, group in list(self.cache.groups.items()):
-            if not isinstance(group, PodGroup) or group.metadata.deletion_timestamp:
+            if not isinstance(group, PodGroup) or group.metadata.deletion_timestamp or group.made_from is not None:
                 continue
             current = group.condition(C.POD_GROUP_SCHEDULED)
             if current is not None and current.status == "True":
                 continue
-            bound = sum(1 for p in self.cache.members(key) if p.node_name and not p.terminal and not p.deleting)
+            members = [p for k in (key, *self.cache.made_leaves(key)) for p in self.cache.members(k)]
+            bound = sum(1 for p in members if p.node_name and not p.terminal and not p.deleting)
             if bound >= group.min_count:
                 self.writer.group_condition(group, "True", C.REASON_SCHEDULED, f"{bound} pod(s) placed")
 

@@ -286,3 +286,12 @@ def test_raising_min_sub_groups_keeps_what_runs_and_binds_the_new_sub_group_whol
     drain(s)
     assert sorted(p for p, _ in rec.binds) == ["job-worker-1-0", "job-worker-1-1"]
     assert rec.groups[-1][:3] == ("job", "True", "Scheduled"), rec.groups
+
+
+def test_a_pod_relabelled_into_another_sub_group_leaves_no_empty_one_behind(sched: Any) -> None:
+    s, _ = sched
+    s.on_podgroup(vc_group("job", 2, [worker_policy(minimum=1)]))
+    s.on_pod(vc_pod("job-worker-0", "job", "worker", "0"))
+    s.on_pod(vc_pod("job-worker-0", "job", "worker", "1"))
+    made = sorted(k.name for k in s.cache.groups if k.name.startswith("job/"))
+    assert made == ["job/worker/1"]
