@@ -90,7 +90,7 @@ Kubernetes objects, as you would `kubectl apply` them:
                  them and how pods join), in these apiVersions:
 {podgroups};
                  PodGroups of any other API group are skipped with a warning
-  DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate
+  DeviceClass, ResourceSlice, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate
                  resource.k8s.io/v1 (DRA): devices are allocated as the
                  scheduler would, and a DEVICES column shows them
   Job            batch/v1, opted in with scheduling.troupe.dev/job-policy:

@@ -40,17 +40,66 @@ class Version:
 AttributeValue = bool | int | str | Version
 
 
+# A device taint's effects that keep a device from being allocated (upstream
+# taintPreventsAllocation); None and any effect not known yet do not.
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    """A taint on a device (`devices[].taints[]` of its slice, or a
+    DeviceTaintRule's), as `resource.k8s.io/v1` has it."""
+
+    key: str
+    value: str = ""
+    effect: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceToleration:
+    """A request's `tolerations[]` entry (upstream resourceclaim.ToleratesTaint)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
+
+    def to_api(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"operator": self.operator}
+        for field_name, value in (("key", self.key), ("value", self.value), ("effect", self.effect)):
+            if value:
+                out[field_name] = value
+        if self.toleration_seconds is not None:
+            out["tolerationSeconds"] = self.toleration_seconds
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class Device:
     """One device of a ResourceSlice. `attributes` and `capacity` are keyed
     by fully qualified name (`domain/id`; an unqualified name gets the
-    driver's name as domain, as upstream does)."""
+    driver's name as domain, as upstream does). `taints`: its slice's, and
+    those DeviceTaintRules put on it (cluster/dra.py)."""
 
     driver: str
     pool: str
     name: str
     attributes: Mapping[str, AttributeValue]
     capacity: Mapping[str, Decimal]
+    taints: tuple[DeviceTaint, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -187,6 +236,15 @@ class DeviceRequest:
     selectors: tuple[str, ...] = ()
     mode: str = EXACT_COUNT
     count: int = 1
+    tolerations: tuple[DeviceToleration, ...] = ()
+
+    def untolerated(self, device: Device) -> DeviceTaint | None:
+        """A taint of `device` that keeps it from this request (upstream
+        taintPreventsAllocation), None where none does."""
+        for taint in device.taints:
+            if taint.effect in BLOCKING_EFFECTS and not any(t.tolerates(taint) for t in self.tolerations):
+                return taint
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,9 +277,15 @@ class AllocationResult:
     driver: str
     pool: str
     device: str
+    # A copy of the request's tolerations when the device was allocated (as
+    # upstream writes it: what the eviction controller reads for NoExecute).
+    tolerations: tuple[DeviceToleration, ...] = ()
 
     def to_api(self) -> dict[str, Any]:
-        return {"request": self.request, "driver": self.driver, "pool": self.pool, "device": self.device}
+        out: dict[str, Any] = {"request": self.request, "driver": self.driver, "pool": self.pool, "device": self.device}
+        if self.tolerations:
+            out["tolerations"] = [t.to_api() for t in self.tolerations]
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,7 +437,8 @@ def parse_resource_slice(body: Mapping[str, Any]) -> ResourceSlice:
                 capacity[qualified(k, driver)] = parse_quantity(value)
             except QuantityError:
                 raise ObjectError(f"{w}.capacity[{k}].value: not a quantity") from None
-        devices.append(Device(driver, pool_name, _str(d, "name", w), attributes, capacity))
+        taints = tuple(_taint(t, f"{w}.taints[{j}]") for j, t in enumerate(_list(d, "taints", w)))
+        devices.append(Device(driver, pool_name, _str(d, "name", w), attributes, capacity, taints))
     selector = spec.get("nodeSelector")
     return ResourceSlice(
         name=str(meta.get("name", "")),
@@ -385,6 +450,77 @@ def parse_resource_slice(body: Mapping[str, Any]) -> ResourceSlice:
         node_selector=_selector_terms(selector, "spec.nodeSelector") if selector else None,
         all_nodes=bool(spec.get("allNodes")),
         devices=tuple(devices),
+    )
+
+
+def _taint(raw: Any, where: str) -> DeviceTaint:
+    if not isinstance(raw, Mapping):
+        raise ObjectError(f"{where}: not an object")
+    return DeviceTaint(_str(raw, "key", where), str(raw.get("value") or ""), str(raw.get("effect") or ""))
+
+
+def _tolerations(raw: Mapping[str, Any], where: str) -> tuple[DeviceToleration, ...]:
+    out = []
+    for i, t in enumerate(_list(raw, "tolerations", where)):
+        w = f"{where}.tolerations[{i}]"
+        if not isinstance(t, Mapping):
+            raise ObjectError(f"{w}: not an object")
+        seconds = t.get("tolerationSeconds")
+        if seconds is not None and not isinstance(seconds, int):
+            raise ObjectError(f"{w}.tolerationSeconds: not an integer")
+        out.append(
+            DeviceToleration(
+                str(t.get("key") or ""),
+                str(t.get("operator") or "Equal"),
+                str(t.get("value") or ""),
+                str(t.get("effect") or ""),
+                seconds,
+            )
+        )
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaintRule:
+    """A DeviceTaintRule (`resource.k8s.io/v1`, on by default in 1.37): its
+    taint on every device its selector picks. No selector picks none; an
+    empty one every device; `driver`, `pool`, `device` narrow it (all must
+    match), as upstream's ResourceSlice tracker applies them."""
+
+    name: str
+    taint: DeviceTaint
+    selects: bool
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+    def applies_to(self, device: Device) -> bool:
+        return (
+            self.selects
+            and (self.driver is None or self.driver == device.driver)
+            and (self.pool is None or self.pool == device.pool)
+            and (self.device is None or self.device == device.name)
+        )
+
+
+def parse_device_taint_rule(body: Mapping[str, Any]) -> DeviceTaintRule:
+    spec = body.get("spec") or {}
+    selector = spec.get("deviceSelector")
+    if selector is not None and not isinstance(selector, Mapping):
+        raise ObjectError("spec.deviceSelector: not an object")
+    selector = selector if isinstance(selector, Mapping) else {}
+
+    def part(key: str) -> str | None:
+        value = selector.get(key)
+        return None if value is None else str(value)
+
+    return DeviceTaintRule(
+        name=str((body.get("metadata") or {}).get("name", "")),
+        taint=_taint(spec.get("taint"), "spec.taint"),
+        selects=spec.get("deviceSelector") is not None,
+        driver=part("driver"),
+        pool=part("pool"),
+        device=part("device"),
     )
 
 
@@ -433,6 +569,7 @@ def _exact(raw: Mapping[str, Any], name: str, where: str) -> DeviceRequest:
         selectors=_selectors(raw, where),
         mode=mode,
         count=int(count) if mode == EXACT_COUNT else 0,
+        tolerations=_tolerations(raw, where),
     )
 
 
@@ -442,7 +579,11 @@ def parse_allocation(raw: Mapping[str, Any] | None) -> Allocation | None:
     devices = raw.get("devices") or {}
     results = tuple(
         AllocationResult(
-            str(r.get("request", "")), str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", ""))
+            str(r.get("request", "")),
+            str(r.get("driver", "")),
+            str(r.get("pool", "")),
+            str(r.get("device", "")),
+            _tolerations(r, "status.allocation.devices.results[]"),
         )
         for r in devices.get("results") or []
     )

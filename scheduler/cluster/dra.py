@@ -9,12 +9,14 @@ has not confirmed; the same two-phase idea as pods assumed onto nodes. No I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from ..api.dra import (
     POD_CLAIM_NAME_ANNOTATION,
     Allocation,
     Device,
     DeviceClass,
+    DeviceTaintRule,
     ResourceClaim,
     ResourceSlice,
     pool_devices,
@@ -28,6 +30,7 @@ class DraStore:
     def __init__(self) -> None:
         self.classes: dict[str, DeviceClass] = {}
         self.slices: dict[str, ResourceSlice] = {}
+        self.taint_rules: dict[str, DeviceTaintRule] = {}  # their taints are on the devices they pick
         self.claims: dict[ClaimKey, ResourceClaim] = {}
         # Allocations decided by troupe (claim -> allocation), until the
         # claim's status shows one, or the decision is dropped.
@@ -67,6 +70,15 @@ class DraStore:
 
     def remove_slice(self, name: str) -> None:
         if self.slices.pop(name, None) is not None:
+            self._slices_changed()
+
+    def upsert_taint_rule(self, rule: DeviceTaintRule) -> None:
+        if self.taint_rules.get(rule.name) != rule:
+            self.taint_rules[rule.name] = rule
+            self._slices_changed()
+
+    def remove_taint_rule(self, name: str) -> None:
+        if self.taint_rules.pop(name, None) is not None:
             self._slices_changed()
 
     def _slices_changed(self) -> None:
@@ -157,8 +169,12 @@ class DraStore:
         return self._use
 
     def usable_slices(self) -> list[ResourceSlice]:
+        """The slices of complete pools, their devices with the taints
+        DeviceTaintRules put on them (upstream's ListWithDeviceTaintRules)."""
         if self._usable is None:
-            self._usable = pool_devices(list(self.slices.values()))
+            usable = pool_devices(list(self.slices.values()))
+            rules = sorted(self.taint_rules.values(), key=lambda r: r.name)
+            self._usable = [_tainted(s, rules) for s in usable] if rules else usable
         return self._usable
 
     def _index(self) -> tuple[dict[str, list[Device]], list[ResourceSlice]]:
@@ -210,3 +226,16 @@ class DraStore:
     def slice_of(self, key: DeviceKey) -> ResourceSlice | None:
         self._index()
         return self._slice_of.get(key)
+
+
+def _tainted(s: ResourceSlice, rules: list[DeviceTaintRule]) -> ResourceSlice:
+    """The slice with each rule's taint on the devices the rule picks."""
+    devices = []
+    changed = False
+    for d in s.devices:
+        extra = tuple(r.taint for r in rules if r.applies_to(d))
+        if extra:
+            d = replace(d, taints=d.taints + extra)
+            changed = True
+        devices.append(d)
+    return replace(s, devices=tuple(devices)) if changed else s

@@ -17,7 +17,13 @@ from pydantic import ValidationError
 from ..api import constants as C
 from ..api import subgroups
 from ..api.composite import CompositePodGroup
-from ..api.dra import group_claim_name, parse_device_class, parse_resource_claim, parse_resource_slice
+from ..api.dra import (
+    group_claim_name,
+    parse_device_class,
+    parse_device_taint_rule,
+    parse_resource_claim,
+    parse_resource_slice,
+)
 from ..api.nodepool import parse_nodepool
 from ..api.parse import parse_node, parse_pdb, parse_pod
 from ..api.podgroup import PodGroup, describe_validation_error
@@ -723,6 +729,20 @@ class EventHandlers:
             except ObjectError as exc:
                 log.warning("ignoring ResourceSlice %s: %s", name, exc)
                 self.cache.dra.remove_slice(name)
+        self._cluster_event(E.RESOURCE_SLICE_CHANGE)
+
+    def on_device_taint_rule(self, body: Mapping[str, Any], deleted: bool = False) -> None:
+        """A DeviceTaintRule: its taint is on the devices it picks, as if
+        their slices said so (a taint removed may let a claim be allocated)."""
+        name = _object_key(body)[1]
+        if deleted:
+            self.cache.dra.remove_taint_rule(name)
+        else:
+            try:
+                self.cache.dra.upsert_taint_rule(parse_device_taint_rule(body))
+            except ObjectError as exc:
+                log.warning("ignoring DeviceTaintRule %s: %s", name, exc)
+                self.cache.dra.remove_taint_rule(name)
         self._cluster_event(E.RESOURCE_SLICE_CHANGE)
 
     def on_resource_claim(self, body: Mapping[str, Any], deleted: bool = False) -> None:

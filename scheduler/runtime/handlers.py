@@ -49,6 +49,8 @@ PDBS: Resource = ("policy", "v1", "poddisruptionbudgets")
 DEVICE_CLASSES: Resource = ("resource.k8s.io", "v1", "deviceclasses")
 RESOURCE_SLICES: Resource = ("resource.k8s.io", "v1", "resourceslices")
 RESOURCE_CLAIMS: Resource = ("resource.k8s.io", "v1", "resourceclaims")
+# Served from Kubernetes 1.37 (DRADeviceTaintRules GA); not served before: nothing to apply.
+DEVICE_TAINT_RULES: Resource = ("resource.k8s.io", "v1", "devicetaintrules")
 PODGROUPS: Resource = (C.GROUP, C.VERSION, C.PODGROUP_PLURAL)
 COMPOSITES: Resource = (C.GROUP, C.VERSION, COMPOSITE_PLURAL)
 # The kinds an Informer serves instead of kopf: those with an object per pod,
@@ -73,6 +75,11 @@ def watched(scheduler: Scheduler) -> list[tuple[Resource, Callable[[Body], None]
         (PDBS, scheduler.on_pdb, scheduler.on_pdb_deleted),
         (DEVICE_CLASSES, scheduler.on_device_class, lambda body: scheduler.on_device_class(body, deleted=True)),
         (RESOURCE_SLICES, scheduler.on_resource_slice, lambda body: scheduler.on_resource_slice(body, deleted=True)),
+        (
+            DEVICE_TAINT_RULES,
+            scheduler.on_device_taint_rule,
+            lambda body: scheduler.on_device_taint_rule(body, deleted=True),
+        ),
         (RESOURCE_CLAIMS, scheduler.on_resource_claim, lambda body: scheduler.on_resource_claim(body, deleted=True)),
         ((C.GROUP, C.VERSION, C.WORKLOAD_PLURAL), scheduler.on_workload, scheduler.on_workload_deleted),
         (COMPOSITES, scheduler.on_composite, scheduler.on_composite_deleted),

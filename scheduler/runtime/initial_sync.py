@@ -21,11 +21,16 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..core.scheduler import Scheduler
-from .handlers import Resource, list_path, watched
+from .handlers import DEVICE_TAINT_RULES, Resource, list_path, watched
 from .informer import Informer
 from .kube import list_paged
 
 log = logging.getLogger(__name__)
+
+# What a kind not served means, where it is not a missing CRD of troupe's.
+NOT_SERVED = {
+    DEVICE_TAINT_RULES: "Kubernetes before 1.37: no DeviceTaintRules, only the taints slices carry apply",
+}
 
 
 async def prime(scheduler: Scheduler, api: client.ApiClient, informers: dict[Resource, Informer]) -> dict[str, int]:
@@ -48,9 +53,8 @@ async def prime(scheduler: Scheduler, api: client.ApiClient, informers: dict[Res
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            log.warning(
-                "%s is not served (is the CRD installed? kubectl apply -f crds/); nothing of it is cached", path
-            )
+            advice = NOT_SERVED.get(resource, "is the CRD installed? kubectl apply -f crds/")
+            log.warning("%s is not served (%s); nothing of it is cached", path, advice)
         counts[resource[-1]] = n
     log.info(
         "initial listing in %.1fs: %s", time.monotonic() - start, ", ".join(f"{n} {kind}" for kind, n in counts.items())

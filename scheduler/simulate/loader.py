@@ -52,6 +52,7 @@ KINDS: dict[str, bool] = {
     "Pod": True,
     "DeviceClass": False,
     "ResourceSlice": False,
+    "DeviceTaintRule": False,
     "ResourceClaim": True,
     "ResourceClaimTemplate": True,
 }

@@ -64,6 +64,7 @@ FEED_ORDER = (
     "PriorityClass",
     "DeviceClass",
     "ResourceSlice",
+    "DeviceTaintRule",
     "ResourceClaim",
     "Workload",
     "CompositePodGroup",
@@ -348,6 +349,7 @@ class _Simulation:
             "Pod": sched.on_pod,
             "DeviceClass": sched.on_device_class,
             "ResourceSlice": sched.on_resource_slice,
+            "DeviceTaintRule": sched.on_device_taint_rule,
             "ResourceClaim": self.claims.add,
         }
         for kind in FEED_ORDER:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from objects import bound, create, pod, podgroup, wait_condition
+from objects import bound, create, pod, pod_condition, podgroup, wait_condition
 from troupe_process import TroupeProcess, supervised
 from wait import wait_for
 
@@ -43,7 +43,9 @@ def devices(installed):
         },
     )
 
-    def publish(node: str, count: int, memory: str = "80Gi") -> None:
+    def publish(
+        node: str, count: int, memory: str = "80Gi", taints: dict[int, list[dict[str, str]]] | None = None
+    ) -> None:
         create(
             installed,
             {
@@ -59,6 +61,7 @@ def devices(installed):
                             "name": f"gpu-{i}",
                             "attributes": {"model": {"string": "a100"}, "index": {"int": i}},
                             "capacity": {"memory": {"value": memory}},
+                            **({"taints": (taints or {})[i]} if i in (taints or {}) else {}),
                         }
                         for i in range(count)
                     ],
@@ -67,13 +70,17 @@ def devices(installed):
         )
 
     yield publish
-    installed.kubectl("delete", "resourceslices,deviceclasses", "--all", "--wait=false", check=False)
+    installed.kubectl("delete", "resourceslices,deviceclasses,devicetaintrules", "--all", "--wait=false", check=False)
 
 
-def claim(ns: str, name: str, selector: str | None = None) -> dict[str, Any]:
+def claim(
+    ns: str, name: str, selector: str | None = None, tolerations: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     exactly: dict[str, Any] = {"deviceClassName": DRIVER}
     if selector:
         exactly["selectors"] = [{"cel": {"expression": selector}}]
+    if tolerations:
+        exactly["tolerations"] = tolerations
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -266,3 +273,59 @@ def test_a_podgroup_claim_from_a_template_is_made_allocated_and_deleted_with_its
     assert made["status"]["reservedFor"][0]["resource"] == "podgroups"
     c.kubectl("delete", "podgroup", "train", "-n", ns)
     wait_for(lambda: "train-gpu" not in claims(c, ns), timeout=30, message="the group's claim deleted with it")
+
+
+UNHEALTHY = {"key": "gpu.example.com/unhealthy", "value": "ecc", "effect": "NoSchedule"}
+
+
+def test_a_tainted_gpu_goes_only_to_a_claim_that_tolerates_it(installed, troupe, nodes, devices, namespace):
+    """Kubernetes 1.37 device taints: node-0's only GPU is tainted NoSchedule
+    by its driver, node-1's is not. A claim without tolerations gets
+    node-1's; one that tolerates the taint may have node-0's, and its
+    allocation records the toleration, as upstream writes it."""
+    c, ns = installed, namespace
+    nodes("node-0", cpu="8")
+    nodes("node-1", cpu="8")
+    devices("node-0", 1, taints={0: [UNHEALTHY]})
+    devices("node-1", 1)
+    create(c, claim(ns, "plain"), gpu_pod(ns, "plain", "plain"))
+    wait_for(lambda: bound(c, ns).get("plain") == "node-1", timeout=30, message="plain bound to node-1")
+    create(c, claim(ns, "late"), gpu_pod(ns, "late", "late"))  # only the tainted GPU is left
+    wait_for(
+        lambda: (x := pod_condition(c, ns, "late")) and x.get("reason") == "Unschedulable",
+        timeout=30,
+        message="late waits: the only free GPU is tainted",
+    )
+    tolerating = [{"key": "gpu.example.com/unhealthy", "operator": "Exists", "effect": "NoSchedule"}]
+    create(c, claim(ns, "tolerant", tolerations=tolerating), gpu_pod(ns, "tolerant", "tolerant"))
+    wait_for(lambda: bound(c, ns).get("tolerant") == "node-0", timeout=30, message="tolerant bound to node-0")
+    (result,) = claims(c, ns)["tolerant"]["status"]["allocation"]["devices"]["results"]
+    assert result["pool"] == "node-0" and result["tolerations"] == tolerating, result
+    assert "late" not in bound(c, ns)
+
+
+def test_a_device_taint_rule_keeps_gpus_until_it_is_deleted(installed, troupe, nodes, devices, namespace):
+    """A DeviceTaintRule (resource.k8s.io/v1, served from 1.37) takes node-0's
+    pool out of use: the pod waits; the rule deleted, it binds there."""
+    c, ns = installed, namespace
+    nodes("node-0", cpu="8")
+    devices("node-0", 1)
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "drain-node-0"},
+        "spec": {
+            "deviceSelector": {"driver": DRIVER, "pool": "node-0"},
+            "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"},
+        },
+    }
+    create(c, rule)
+    create(c, claim(ns, "c"), gpu_pod(ns, "p", "c"))
+    wait_for(
+        lambda: (x := pod_condition(c, ns, "p")) and x.get("reason") == "Unschedulable",
+        timeout=30,
+        message="p waits while the rule taints the GPU",
+    )
+    assert not bound(c, ns)
+    c.kubectl("delete", "devicetaintrule", "drain-node-0")
+    wait_for(lambda: bound(c, ns).get("p") == "node-0", timeout=30, message="p bound once the rule is gone")

@@ -62,7 +62,7 @@ GRANTED: list[Check] = [
     *[(v, "resourceclaims.resource.k8s.io", "binding", OTHER_NS) for v in ("patch", "update")],
     *[
         (v, f"{r}.resource.k8s.io", None, None)
-        for r in ("resourceslices", "deviceclasses")
+        for r in ("resourceslices", "deviceclasses", "devicetaintrules")
         for v in ("get", "list", "watch")
     ],
 ]
@@ -101,7 +101,7 @@ DENIED: list[Check] = [
     ("deletecollection", "resourceclaims.resource.k8s.io", None, OTHER_NS),
     *[
         (v, f"{r}.resource.k8s.io", None, None)
-        for r in ("resourceslices", "deviceclasses")
+        for r in ("resourceslices", "deviceclasses", "devicetaintrules")
         for v in ("create", "update", "patch", "delete")
     ],
     # no writes to priority classes, no RBAC escalation, no CRD changes

@@ -181,6 +181,24 @@ def test_gang_needing_more_devices_than_exist_is_not_placed():
     assert "ns/g-0   g       <none>   -         PodGroup ns/g: needs 5 pods, 4 fit" in render_table(result)
 
 
+def test_tainted_devices_and_device_taint_rules_are_not_handed_out():
+    """n0's gpu-0 is tainted by its slice, n1's pool by a DeviceTaintRule:
+    a gang of 2 gets n0's gpu-1 and waits for the second (1 GPU usable)."""
+    docs = cluster()
+    docs[3]["spec"]["devices"][0]["taints"] = [{"key": "unhealthy", "effect": "NoSchedule"}]
+    rule = {
+        "apiVersion": RESOURCE,
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "drain-n1"},
+        "spec": {"deviceSelector": {"pool": "n1"}, "taint": {"key": "maintenance", "effect": "NoExecute"}},
+    }
+    result = sim([*docs, rule, *gpu_gang("one", 1)])
+    assert result.warnings == []
+    assert devices_of(result) == {"one-0": [f"{DRIVER}/n0/gpu-1"]}
+    result = sim([*docs, rule, *gpu_gang("two", 2)])
+    assert [(g.name, g.scheduled) for g in result.groups] == [("two", False)]
+
+
 def test_podgroup_template_entry_makes_one_claim_shared_by_its_pods(kept):
     group = podgroup("g", 3)
     group["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]

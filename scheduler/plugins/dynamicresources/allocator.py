@@ -52,13 +52,28 @@ class _Search:
     fixed: list[dict[str, AttributeValue]] = field(default_factory=list)
     results: list[list[AllocationResult]] = field(default_factory=list)
     candidates: dict[DeviceRequest, list[Device]] = field(default_factory=dict)
+    # Per request, the matching devices a taint keeps from it (not candidates).
+    tainted: dict[DeviceRequest, list[Device]] = field(default_factory=dict)
     first_failure: str = ""
 
     def candidates_for(self, request: DeviceRequest) -> list[Device]:
+        """The devices that match the request and whose taints it tolerates."""
         found = self.candidates.get(request)
         if found is None:
-            found = self.candidates[request] = [d for d in self.devices if self.matches(request, d)]
+            matching = [d for d in self.devices if self.matches(request, d)]
+            found = [d for d in matching if request.untolerated(d) is None]
+            if len(found) < len(matching):
+                self.tainted[request] = [d for d in matching if request.untolerated(d) is not None]
+            self.candidates[request] = found
         return found
+
+    def tainted_note(self, request: DeviceRequest) -> str:
+        """What the request's taint check left out, for its message."""
+        tainted = self.tainted.get(request)
+        if not tainted:
+            return ""
+        taint = request.untolerated(tainted[0])
+        return f"{len(tainted)} matching device(s) tainted (device {tainted[0].name}: {taint}, not tolerated)"
 
 
 class BudgetExceeded(Exception):
@@ -128,7 +143,9 @@ def _take(search: _Search, c: int, request: DeviceRequest, device: Device, newly
     for attribute in newly:
         search.fixed[c][attribute] = device.attributes[attribute]
     search.taken.add(device.key)
-    search.results[c].append(AllocationResult(request.name, device.driver, device.pool, device.name))
+    search.results[c].append(
+        AllocationResult(request.name, device.driver, device.pool, device.name, request.tolerations)
+    )
 
 
 def _untake(search: _Search, c: int, device: Device, newly: list[str]) -> None:
@@ -148,7 +165,11 @@ def _pick(
     candidates = search.candidates_for(request)
     free = sum(1 for d in candidates[start:] if d.key not in search.in_use and d.key not in search.taken)
     if free < left:
-        _note(search, f"{request.name}: {free} matching device(s) free, {left} more needed")
+        note = search.tainted_note(request)
+        _note(
+            search,
+            f"{request.name}: {free} matching device(s) free, {left} more needed" + (f"; {note}" if note else ""),
+        )
         return False
     for j in range(start, len(candidates)):
         device = candidates[j]
@@ -171,6 +192,10 @@ def _all_devices(search: _Search, slots: list[tuple[int, RequestSlot]], i: int, 
     """allocationMode All: every matching device the node reaches, none of
     them in use; at least one."""
     candidates = search.candidates_for(request)
+    if search.tainted.get(request):
+        # Upstream's too: "all" counts every matching device, and a taint keeps one from it.
+        _note(search, f"{request.name}: allocationMode All, but {search.tainted_note(request)}")
+        return False
     if not candidates:
         _note(search, f"{request.name}: no matching device (allocationMode All)")
         return False

@@ -87,7 +87,8 @@ class NodeCounts:
                 if len(slot.alternatives) != 1 or slot.alternatives[0].mode != EXACT_COUNT:
                     return None
                 requests.append(slot.alternatives[0])
-        if len({(r.device_class, r.selectors) for r in requests}) != 1 or self._store.nodes_with_devices() is None:
+        kinds = {(r.device_class, r.selectors, r.tolerations) for r in requests}
+        if len(kinds) != 1 or self._store.nodes_with_devices() is None:
             return None
         request = requests[0]
         try:
@@ -98,17 +99,23 @@ class NodeCounts:
                 for device_key in freed:
                     home = self._store.home(device_key)
                     row = snapshot.row.get(home[1]) if home is not None else None
-                    if home is not None and row is not None and self._matcher(request, home[0]):
+                    if home is not None and row is not None and self._usable(request, home[0]):
                         used[row] -= 1
         except SelectorError:
             return None  # node by node, so each node gets the selector's error
         return matching - used, sum(r.count for r in requests)
 
+    def _usable(self, request: DeviceRequest, device: Device) -> bool:
+        """The device matches the request, and no taint of it keeps it from the request."""
+        return self._matcher(request, device) and request.untolerated(device) is None
+
     def _matching_rows(self, request: DeviceRequest, snapshot: Snapshot) -> np.ndarray:
-        """Per row, the node-local devices matching the request's class and selectors."""
+        """Per row, the node-local devices matching the request's class and
+        selectors whose taints it tolerates."""
         key = (
             request.device_class,
             request.selectors,
+            request.tolerations,
             self._store.generation,
             snapshot.static_generation,
             len(snapshot),
@@ -119,7 +126,7 @@ class NodeCounts:
             for node_name, devices in self._store.local_devices().items():
                 row = snapshot.row.get(node_name)
                 if row is not None:
-                    counts[row] = sum(1 for d in devices if self._matcher(request, d))
+                    counts[row] = sum(1 for d in devices if self._usable(request, d))
             if len(self._counts) > 64:
                 self._counts.clear()
             hit = self._counts[key] = counts
@@ -130,7 +137,7 @@ class NodeCounts:
         store's usage log since the last call (a few devices per cycle), or
         counted afresh after a new epoch, slices or classes changed."""
         store = self._store
-        key = (request.device_class, request.selectors, snapshot.static_generation, len(snapshot))
+        key = (request.device_class, request.selectors, request.tolerations, snapshot.static_generation, len(snapshot))
         hit = self._used.get(key)
         if hit is None or hit[0] != store.usage_epoch or hit[1] != store.generation:
             used = np.zeros(len(snapshot), dtype=np.int64)
@@ -143,7 +150,7 @@ class NodeCounts:
             if home is None:
                 continue
             row = snapshot.row.get(home[1])
-            if row is not None and self._matcher(request, home[0]):
+            if row is not None and self._usable(request, home[0]):
                 used[row] += sign
         if len(self._used) > 64:
             self._used.clear()
