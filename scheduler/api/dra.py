@@ -100,6 +100,9 @@ class Device:
     attributes: Mapping[str, AttributeValue]
     capacity: Mapping[str, Decimal]
     taints: tuple[DeviceTaint, ...] = ()
+    # consumesCounters: per counter set of its pool, what it takes of each
+    # counter while allocated (a partition of a GPU: its share of memory).
+    consumes: tuple[tuple[str, tuple[tuple[str, Decimal], ...]], ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -194,6 +197,8 @@ class ResourceSlice:
     node_selector: NodeSelector | None = None  # devices reachable from the nodes it selects
     all_nodes: bool = False
     devices: tuple[Device, ...] = ()
+    # sharedCounters (a slice has devices or counter sets): counter set -> counter -> value.
+    shared_counters: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
 
     def reaches(self, node_name: str, labels: Mapping[str, str]) -> bool:
         if self.node_name:
@@ -438,7 +443,18 @@ def parse_resource_slice(body: Mapping[str, Any]) -> ResourceSlice:
             except QuantityError:
                 raise ObjectError(f"{w}.capacity[{k}].value: not a quantity") from None
         taints = tuple(_taint(t, f"{w}.taints[{j}]") for j, t in enumerate(_list(d, "taints", w)))
-        devices.append(Device(driver, pool_name, _str(d, "name", w), attributes, capacity, taints))
+        consumes = tuple(
+            (
+                _str(c, "counterSet", f"{w}.consumesCounters[{j}]"),
+                tuple(sorted(_counters(c, f"{w}.consumesCounters[{j}]").items())),
+            )
+            for j, c in enumerate(_list(d, "consumesCounters", w))
+        )
+        devices.append(Device(driver, pool_name, _str(d, "name", w), attributes, capacity, taints, consumes))
+    shared: dict[str, dict[str, Decimal]] = {}
+    for j, c in enumerate(_list(spec, "sharedCounters", where)):
+        w = f"spec.sharedCounters[{j}]"
+        shared[_str(c, "name", w)] = _counters(c, w)
     selector = spec.get("nodeSelector")
     return ResourceSlice(
         name=str(meta.get("name", "")),
@@ -450,7 +466,25 @@ def parse_resource_slice(body: Mapping[str, Any]) -> ResourceSlice:
         node_selector=_selector_terms(selector, "spec.nodeSelector") if selector else None,
         all_nodes=bool(spec.get("allNodes")),
         devices=tuple(devices),
+        shared_counters=shared,
     )
+
+
+def _counters(raw: Mapping[str, Any], where: str) -> dict[str, Decimal]:
+    """A counter set's or a consumption's `counters`: name -> quantity."""
+    out: dict[str, Decimal] = {}
+    counters = raw.get("counters") or {}
+    if not isinstance(counters, Mapping):
+        raise ObjectError(f"{where}.counters: not a map")
+    for name, c in counters.items():
+        value = c.get("value") if isinstance(c, Mapping) else None
+        try:
+            if not isinstance(value, (str, int, float)):
+                raise QuantityError(f"{value!r}")
+            out[str(name)] = parse_quantity(value)
+        except QuantityError:
+            raise ObjectError(f"{where}.counters[{name}].value: not a quantity") from None
+    return out
 
 
 def _taint(raw: Any, where: str) -> DeviceTaint:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from decimal import Decimal
 
 from ..api.dra import (
     POD_CLAIM_NAME_ANNOTATION,
@@ -39,6 +40,11 @@ class DraStore:
         # cached selector results are valid for one generation.
         self.generation = 0
         self._usable: list[ResourceSlice] | None = None
+        # Partitionable devices (sharedCounters): per (driver, pool), its counter
+        # sets and its devices; pools whose counters do not add up, and why.
+        self._counter_sets: dict[tuple[str, str], dict[str, Mapping[str, Decimal]]] = {}
+        self._pool_devices: dict[tuple[str, str], list[Device]] = {}
+        self.invalid_pools: dict[tuple[str, str], str] = {}
         self._by_node: dict[str, list[Device]] | None = None
         self._shared: list[ResourceSlice] | None = None
         self._homes: dict[DeviceKey, tuple[Device, str]] = {}  # node-local device -> (device, node)
@@ -174,8 +180,53 @@ class DraStore:
         if self._usable is None:
             usable = pool_devices(list(self.slices.values()))
             rules = sorted(self.taint_rules.values(), key=lambda r: r.name)
-            self._usable = [_tainted(s, rules) for s in usable] if rules else usable
+            usable = [_tainted(s, rules) for s in usable] if rules else usable
+            self._usable = self._index_counters(usable)
         return self._usable
+
+    def _index_counters(self, usable: list[ResourceSlice]) -> list[ResourceSlice]:
+        """Each pool's counter sets and devices, for partitionable devices; the
+        slices of pools whose counters are wrong are left out (upstream's
+        pool is invalid then: nothing is allocated from it)."""
+        sets: dict[tuple[str, str], dict[str, Mapping[str, Decimal]]] = {}
+        devices: dict[tuple[str, str], list[Device]] = {}
+        invalid: dict[tuple[str, str], str] = {}
+        for s in usable:
+            pool = (s.driver, s.pool)
+            devices.setdefault(pool, []).extend(s.devices)
+            for name, counters in s.shared_counters.items():
+                if name in sets.setdefault(pool, {}):
+                    invalid[pool] = f"duplicate counter set name {name}"
+                sets[pool][name] = counters
+        for pool, members in devices.items():
+            for d in members:
+                for set_name, consumed in d.consumes:
+                    known = sets.get(pool, {}).get(set_name)
+                    missing = [c for c, _ in consumed if known is None or c not in known]
+                    if missing and pool not in invalid:
+                        invalid[pool] = (
+                            f"device {d.name} consumes {set_name}/{missing[0]}, which its pool does not define"
+                        )
+        self._counter_sets = {p: v for p, v in sets.items() if p not in invalid}
+        self._pool_devices = {p: v for p, v in devices.items() if p not in invalid and p in self._counter_sets}
+        self.invalid_pools = invalid
+        return [s for s in usable if (s.driver, s.pool) not in invalid]
+
+    def counter_sets(self, pool: tuple[str, str]) -> Mapping[str, Mapping[str, Decimal]]:
+        """The pool's counter sets (sharedCounters), empty where it has none."""
+        self.usable_slices()
+        return self._counter_sets.get(pool, {})
+
+    def partitioned_devices(self, pool: tuple[str, str]) -> list[Device]:
+        """Every device of a pool with counter sets (whatever nodes reach them)."""
+        self.usable_slices()
+        return self._pool_devices.get(pool, [])
+
+    @property
+    def partitioned(self) -> bool:
+        """Some pool shares counters among its devices (per-node counting does not hold)."""
+        self.usable_slices()
+        return bool(self._counter_sets)
 
     def _index(self) -> tuple[dict[str, list[Device]], list[ResourceSlice]]:
         if self._by_node is None or self._shared is None:

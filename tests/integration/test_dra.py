@@ -329,3 +329,65 @@ def test_a_device_taint_rule_keeps_gpus_until_it_is_deleted(installed, troupe, n
     assert not bound(c, ns)
     c.kubectl("delete", "devicetaintrule", "drain-node-0")
     wait_for(lambda: bound(c, ns).get("p") == "node-0", timeout=30, message="p bound once the rule is gone")
+
+
+def test_a_whole_gpu_waits_while_its_partitions_are_allocated(installed, troupe, nodes, devices, namespace):
+    """Partitionable devices (sharedCounters / consumesCounters, on by
+    default since 1.36): node-0's GPU is published whole (80Gi of its memory
+    counter) and as two halves (40Gi each). Two pods claim a half each and
+    bind; a pod claiming the whole GPU waits (the counters are used up),
+    and binds once both halves are released."""
+    c, ns = installed, namespace
+    nodes("node-0", cpu="8")
+    pool = {"name": "node-0", "generation": 1, "resourceSliceCount": 2}
+    counter_slice = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "node-0-counters"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": "node-0",
+            "pool": pool,
+            "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}],
+        },
+    }
+
+    def part(name: str, size: str, memory: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "attributes": {"size": {"string": size}},
+            "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": memory}}}],
+        }
+
+    device_slice = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "node-0-gpus"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": "node-0",
+            "pool": pool,
+            "devices": [
+                part("gpu-0", "full", "80Gi"),
+                part("gpu-0-a", "half", "40Gi"),
+                part("gpu-0-b", "half", "40Gi"),
+            ],
+        },
+    }
+    assert devices is not None  # the fixture made the DeviceClass
+    create(c, counter_slice, device_slice)
+    size = 'device.attributes["gpu.example.com"].size == "{}"'
+    create(c, claim(ns, "h0", size.format("half")), gpu_pod(ns, "h0", "h0"))
+    create(c, claim(ns, "h1", size.format("half")), gpu_pod(ns, "h1", "h1"))
+    wait_for(lambda: {"h0", "h1"} <= set(bound(c, ns)), timeout=30, message="both halves bound")
+    create(c, claim(ns, "w", size.format("full")), gpu_pod(ns, "w", "w"))
+    wait_for(
+        lambda: (x := pod_condition(c, ns, "w")) and x.get("reason") == "Unschedulable",
+        timeout=30,
+        message="the whole GPU waits while its halves are allocated",
+    )
+    assert "w" not in bound(c, ns)
+    c.kubectl("delete", "pod", "-n", ns, "h0", "h1", "--grace-period=0", "--force")
+    wait_for(lambda: bound(c, ns).get("w") == "node-0", timeout=60, message="w bound once the halves are released")
+    (result,) = claims(c, ns)["w"]["status"]["allocation"]["devices"]["results"]
+    assert result["device"] == "gpu-0", result

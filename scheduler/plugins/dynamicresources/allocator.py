@@ -16,10 +16,12 @@ it may raise SelectorError, which fails the allocation for this node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from ...api.dra import ALL, AllocationResult, AttributeValue, Device, DeviceRequest, RequestSlot, ResourceClaim
+from ...api.quantity import format_units
 from .cel import SelectorError
 
 DeviceKey = tuple[str, str, str]
@@ -46,6 +48,7 @@ class _Search:
     in_use: Container[DeviceKey]
     matches: Matcher
     max_steps: int
+    counters: CounterBook | None = None  # partitionable devices' shared counters
     steps: int = 0
     taken: set[DeviceKey] = field(default_factory=set)
     # Per claim, attribute -> value fixed by the first device of a matchAttribute constraint.
@@ -80,17 +83,79 @@ class BudgetExceeded(Exception):
     pass
 
 
+PoolKey = tuple[str, str]  # (driver, pool)
+
+
+class CounterBook:
+    """Partitionable devices (upstream checkAvailableCounters): what each
+    pool's shared counters have left, that is its counter sets less what
+    the devices in use consume, less what this search has taken. A device
+    that consumes counters fits only while every counter of its pool stays
+    at or above zero."""
+
+    def __init__(
+        self,
+        counter_sets: Callable[[PoolKey], Mapping[str, Mapping[str, Decimal]]],
+        pool_devices: Callable[[PoolKey], Sequence[Device]],
+        in_use: Container[DeviceKey],
+    ) -> None:
+        self._sets = counter_sets
+        self._devices = pool_devices
+        self._in_use = in_use
+        self._left: dict[PoolKey, dict[tuple[str, str], Decimal]] = {}
+
+    def _pool(self, pool: PoolKey) -> dict[tuple[str, str], Decimal]:
+        left = self._left.get(pool)
+        if left is None:
+            left = {(s, c): v for s, counters in self._sets(pool).items() for c, v in counters.items()}
+            for d in self._devices(pool):
+                if d.key in self._in_use:
+                    for key, value in _consumption(d):
+                        if key in left:
+                            left[key] -= value
+            self._left[pool] = left
+        return left
+
+    def short(self, device: Device) -> str:
+        """Why the device does not fit its pool's counters now, "" if it does."""
+        left = self._pool((device.driver, device.pool))
+        for key, value in _consumption(device):
+            have = left.get(key, Decimal(0))
+            if have < value:
+                shown, rest = _quantity(value), _quantity(max(have, Decimal(0)))
+                return f"device {device.name} needs {shown} of counter {key[0]}/{key[1]}, {rest} left"
+        return ""
+
+    def take(self, device: Device, sign: int = 1) -> None:
+        left = self._pool((device.driver, device.pool))
+        for key, value in _consumption(device):
+            left[key] = left.get(key, Decimal(0)) - sign * value
+
+
+def _quantity(value: Decimal) -> str:
+    """A counter's amount as a driver would write it (80Gi, not 85899345920)."""
+    if value == value.to_integral_value():
+        return format_units("memory", int(value))  # binary suffixes where they divide it
+    return str(value.normalize())
+
+
+def _consumption(device: Device) -> list[tuple[tuple[str, str], Decimal]]:
+    return [((s, c), v) for s, counters in device.consumes for c, v in counters]
+
+
 def allocate(
     claims: Sequence[ResourceClaim],
     devices: Sequence[Device],
     in_use: Container[DeviceKey],
     matches: Matcher,
     max_steps: int = MAX_STEPS,
+    counters: CounterBook | None = None,
 ) -> Outcome:
     """Devices for every request of every claim, or why there are none.
     `devices`: what the node reaches (complete pools only), `in_use`: devices
-    allocated to any other claim."""
-    search = _Search(claims, devices, in_use, matches, max_steps)
+    allocated to any other claim; `counters`: the shared counters of pools
+    with partitionable devices (None: no such pool)."""
+    search = _Search(claims, devices, in_use, matches, max_steps, counters)
     search.fixed = [{} for _ in claims]
     search.results = [[] for _ in claims]
     slots = [(c, slot) for c, claim in enumerate(claims) for slot in claim.requests]
@@ -139,7 +204,18 @@ def _constraint_ok(search: _Search, c: int, request: DeviceRequest, device: Devi
     return newly
 
 
+def _fits_counters(search: _Search, device: Device) -> bool:
+    if search.counters is None or not device.consumes:
+        return True
+    why = search.counters.short(device)
+    if why:
+        _note(search, why)
+    return not why
+
+
 def _take(search: _Search, c: int, request: DeviceRequest, device: Device, newly: list[str]) -> None:
+    if search.counters is not None and device.consumes:
+        search.counters.take(device)
     for attribute in newly:
         search.fixed[c][attribute] = device.attributes[attribute]
     search.taken.add(device.key)
@@ -149,6 +225,8 @@ def _take(search: _Search, c: int, request: DeviceRequest, device: Device, newly
 
 
 def _untake(search: _Search, c: int, device: Device, newly: list[str]) -> None:
+    if search.counters is not None and device.consumes:
+        search.counters.take(device, -1)
     for attribute in newly:
         del search.fixed[c][attribute]
     search.taken.discard(device.key)
@@ -179,7 +257,7 @@ def _pick(
         if search.steps > search.max_steps:
             raise BudgetExceeded
         newly = _constraint_ok(search, c, request, device)
-        if newly is None:
+        if newly is None or not _fits_counters(search, device):
             continue
         _take(search, c, request, device, newly)
         if _pick(search, slots, i, c, request, left - 1, j + 1):
@@ -207,7 +285,7 @@ def _all_devices(search: _Search, slots: list[tuple[int, RequestSlot]], i: int, 
     for device in candidates:
         search.steps += 1
         newly = _constraint_ok(search, c, request, device)
-        if newly is None:
+        if newly is None or not _fits_counters(search, device):
             break
         _take(search, c, request, device, newly)
         done.append((device, newly))

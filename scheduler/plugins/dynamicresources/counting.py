@@ -88,7 +88,8 @@ class NodeCounts:
                     return None
                 requests.append(slot.alternatives[0])
         kinds = {(r.device_class, r.selectors, r.tolerations) for r in requests}
-        if len(kinds) != 1 or self._store.nodes_with_devices() is None:
+        # Partitions of one device share its counters: not countable per node.
+        if len(kinds) != 1 or self._store.nodes_with_devices() is None or self._store.partitioned:
             return None
         request = requests[0]
         try:

@@ -54,7 +54,7 @@ from ...framework.interface import (
     ReservePlugin,
     Status,
 )
-from .allocator import allocate
+from .allocator import CounterBook, allocate
 from .cel import SelectorError
 from .counting import DeviceMatcher, NodeCounts, Without, freed_by_trial, selector_rows
 
@@ -255,7 +255,10 @@ class DynamicResources(
         in_use: Container[tuple[str, str, str]] = self.store.in_use()
         if freed:
             in_use = Without(in_use, freed)
-        outcome = allocate(claims, devices, in_use, self._matcher)
+        counters = None
+        if self.store.partitioned:
+            counters = CounterBook(self.store.counter_sets, self.store.partitioned_devices, in_use)
+        outcome = allocate(claims, devices, in_use, self._matcher, counters=counters)
         if outcome.results is None:
             if outcome.reason.startswith("selector "):
                 return outcome.reason, outcome.reason
