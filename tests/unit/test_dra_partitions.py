@@ -8,6 +8,8 @@ GPU and its partitions together."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 from scheduler.api.dra import DeviceRequest, RequestSlot, ResourceClaim, parse_resource_slice
@@ -95,6 +97,20 @@ def test_counters_consumed_by_devices_in_use_are_not_there() -> None:
     assert run(st, [sized("full")], half_in_use).results is None
     out = run(st, [sized("half")], half_in_use)
     assert out.results is not None and out.results[0][0].device == "gpu-0-b"
+
+
+def test_an_overdrawn_counter_blocks_its_whole_pool_as_upstream() -> None:
+    """The pool's counters shrank under allocated devices (80Gi -> 40Gi
+    with the whole GPU allocated): no device of the pool fits, even one that
+    consumes another counter set."""
+    body = counters("node-0", memory="40Gi")
+    body["spec"]["sharedCounters"].append({"name": "gpu-1", "counters": {"memory": {"value": "80Gi"}}})
+    st = store(body, partitions("node-0"))
+    other = replace(st.devices_for("node-0", {})[1], name="gpu-1-a", consumes=(("gpu-1", (("memory", Decimal(1)),)),))
+    book = CounterBook(
+        st.counter_sets, lambda pool: [*st.partitioned_devices(pool), other], {(DRIVER, "node-0", "gpu-0")}
+    )
+    assert book.short(other) == "device gpu-1-a: counter gpu-0/memory of its pool is overdrawn"
 
 
 def test_a_pool_whose_devices_consume_an_unknown_counter_is_not_allocated_from() -> None:

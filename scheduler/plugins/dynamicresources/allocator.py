@@ -117,12 +117,18 @@ class CounterBook:
         return left
 
     def short(self, device: Device) -> str:
-        """Why the device does not fit its pool's counters now, "" if it does."""
+        """Why the device does not fit its pool's counters now, "" if it
+        does. As upstream, every counter of the pool must stay at or above
+        zero, not only those the device consumes (a pool overdrawn already,
+        after its counters shrank, gives nothing more)."""
         left = self._pool((device.driver, device.pool))
-        for key, value in _consumption(device):
-            have = left.get(key, Decimal(0))
+        takes = dict(_consumption(device))
+        for key, have in left.items():
+            value = takes.get(key, Decimal(0))
             if have < value:
                 shown, rest = _quantity(value), _quantity(max(have, Decimal(0)))
+                if not value:
+                    return f"device {device.name}: counter {key[0]}/{key[1]} of its pool is overdrawn"
                 return f"device {device.name} needs {shown} of counter {key[0]}/{key[1]}, {rest} left"
         return ""
 
