@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from .quantity import QuantityError, parse_quantity
-from .records import ObjectError
+from .records import ObjectError, tolerates
 
 GROUP = "resource.k8s.io"
 VERSION = "v1"
@@ -69,13 +69,7 @@ class DeviceToleration:
     toleration_seconds: int | None = None
 
     def tolerates(self, taint: DeviceTaint) -> bool:
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.key and self.key != taint.key:
-            return False
-        if self.operator in ("", "Equal"):
-            return self.value == taint.value
-        return self.operator == "Exists"
+        return tolerates(self, taint)
 
     def to_api(self) -> dict[str, Any]:
         out: dict[str, Any] = {"operator": self.operator}

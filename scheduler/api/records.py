@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from .constants import GROUP, POD_GROUP_LABEL
 
@@ -71,15 +71,37 @@ class Toleration:
 
     def tolerates(self, taint: Taint) -> bool:
         """Upstream v1helper.ToleratesTaint."""
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.key and self.key != taint.key:
-            return False
-        if self.operator == "Exists":
-            return True
-        if self.operator in ("Equal", ""):
-            return self.value == taint.value
+        return tolerates(self, taint)
+
+
+class _TaintFields(Protocol):
+    @property
+    def key(self) -> str: ...
+    @property
+    def value(self) -> str: ...
+    @property
+    def effect(self) -> str: ...
+
+
+class _TolerationFields(_TaintFields, Protocol):
+    @property
+    def operator(self) -> str: ...
+
+
+def tolerates(toleration: _TolerationFields, taint: _TaintFields) -> bool:
+    """A toleration matches a taint: the rule node taints (upstream
+    v1helper.ToleratesTaint) and device taints (resourceclaim.ToleratesTaint,
+    a copy of it) share. An empty effect or key matches any; `Exists` any
+    value, `Equal` (or unset) the same value."""
+    if toleration.effect and toleration.effect != taint.effect:
         return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator == "Exists":
+        return True
+    if toleration.operator in ("Equal", ""):
+        return toleration.value == taint.value
+    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -42,6 +42,7 @@ from .reporting import WaitingReporter
 from .schedule_podgroup import Assignment
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # Deleted pods remembered, for claims whose reservation arrives after the deletion.
 GONE_PODS_KEPT = 10_000
@@ -708,42 +709,51 @@ class EventHandlers:
     # ------------------------------------------------------------------- DRA
 
     def on_device_class(self, body: Mapping[str, Any], deleted: bool = False) -> None:
-        name = _object_key(body)[1]
-        if deleted:
-            self.cache.dra.remove_class(name)
-        else:
-            try:
-                self.cache.dra.upsert_class(parse_device_class(body))
-            except ObjectError as exc:
-                log.warning("ignoring DeviceClass %s: %s", name, exc)
-                self.cache.dra.remove_class(name)
+        self._cluster_dra_object(
+            "DeviceClass", body, deleted, parse_device_class, self.cache.dra.upsert_class, self.cache.dra.remove_class
+        )
         self._cluster_event(E.DEVICE_CLASS_CHANGE)
 
     def on_resource_slice(self, body: Mapping[str, Any], deleted: bool = False) -> None:
-        name = _object_key(body)[1]
-        if deleted:
-            self.cache.dra.remove_slice(name)
-        else:
-            try:
-                self.cache.dra.upsert_slice(parse_resource_slice(body))
-            except ObjectError as exc:
-                log.warning("ignoring ResourceSlice %s: %s", name, exc)
-                self.cache.dra.remove_slice(name)
+        self._cluster_dra_object(
+            "ResourceSlice",
+            body,
+            deleted,
+            parse_resource_slice,
+            self.cache.dra.upsert_slice,
+            self.cache.dra.remove_slice,
+        )
         self._cluster_event(E.RESOURCE_SLICE_CHANGE)
 
     def on_device_taint_rule(self, body: Mapping[str, Any], deleted: bool = False) -> None:
         """A DeviceTaintRule: its taint is on the devices it picks, as if
         their slices said so (a taint removed may let a claim be allocated)."""
+        dra = self.cache.dra
+        self._cluster_dra_object(
+            "DeviceTaintRule", body, deleted, parse_device_taint_rule, dra.upsert_taint_rule, dra.remove_taint_rule
+        )
+        self._cluster_event(E.RESOURCE_SLICE_CHANGE)
+
+    @staticmethod
+    def _cluster_dra_object(
+        kind: str,
+        body: Mapping[str, Any],
+        deleted: bool,
+        parse: Callable[[Mapping[str, Any]], _T],
+        upsert: Callable[[_T], None],
+        remove: Callable[[str], None],
+    ) -> None:
+        """A cluster-scoped DRA object into the store by name; one troupe
+        cannot read is dropped (with a line saying why), not kept as it was."""
         name = _object_key(body)[1]
         if deleted:
-            self.cache.dra.remove_taint_rule(name)
-        else:
-            try:
-                self.cache.dra.upsert_taint_rule(parse_device_taint_rule(body))
-            except ObjectError as exc:
-                log.warning("ignoring DeviceTaintRule %s: %s", name, exc)
-                self.cache.dra.remove_taint_rule(name)
-        self._cluster_event(E.RESOURCE_SLICE_CHANGE)
+            remove(name)
+            return
+        try:
+            upsert(parse(body))
+        except ObjectError as exc:
+            log.warning("ignoring %s %s: %s", kind, name, exc)
+            remove(name)
 
     def on_resource_claim(self, body: Mapping[str, Any], deleted: bool = False) -> None:
         key = _object_key(body)

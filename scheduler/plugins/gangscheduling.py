@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..api.composite import CompositePodGroup
 from ..api.podgroup import PodGroup
 from ..api.records import GroupKey, PodInfo
 from ..framework.interface import GroupContext, PermitPlugin, PreEnqueuePlugin, Status
@@ -62,7 +63,8 @@ class GangScheduling(PreEnqueuePlugin, PermitPlugin):
     def _tree_ready(self, root: GroupKey) -> Status:
         """A pod of a tree waits until the whole tree is ready (cluster/tree.py)."""
         cache = self.handle.cache
-        made = getattr(cache.composites.get(root), "made_from", None) is not None  # a Volcano PodGroup's sub-groups
+        composite = cache.composites.get(root)
+        made = isinstance(composite, CompositePodGroup) and composite.made_from is not None  # Volcano sub-groups
         where = str(root) if made else f"CompositePodGroup {root.namespace}/{root.name}"
         if root not in cache.composites:
             return Status.unschedulable(f"waiting for {where} to be created", plugin=self.name)

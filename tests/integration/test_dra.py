@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from objects import bound, create, pod, pod_condition, podgroup, wait_condition
+from objects import bound, create, pod, podgroup, wait_condition, wait_pod_unschedulable
 from troupe_process import TroupeProcess, supervised
 from wait import wait_for
 
@@ -291,11 +291,7 @@ def test_a_tainted_gpu_goes_only_to_a_claim_that_tolerates_it(installed, troupe,
     create(c, claim(ns, "plain"), gpu_pod(ns, "plain", "plain"))
     wait_for(lambda: bound(c, ns).get("plain") == "node-1", timeout=30, message="plain bound to node-1")
     create(c, claim(ns, "late"), gpu_pod(ns, "late", "late"))  # only the tainted GPU is left
-    wait_for(
-        lambda: (x := pod_condition(c, ns, "late")) and x.get("reason") == "Unschedulable",
-        timeout=30,
-        message="late waits: the only free GPU is tainted",
-    )
+    wait_pod_unschedulable(c, ns, "late")  # the only free GPU is tainted
     tolerating = [{"key": "gpu.example.com/unhealthy", "operator": "Exists", "effect": "NoSchedule"}]
     create(c, claim(ns, "tolerant", tolerations=tolerating), gpu_pod(ns, "tolerant", "tolerant"))
     wait_for(lambda: bound(c, ns).get("tolerant") == "node-0", timeout=30, message="tolerant bound to node-0")
@@ -321,11 +317,7 @@ def test_a_device_taint_rule_keeps_gpus_until_it_is_deleted(installed, troupe, n
     }
     create(c, rule)
     create(c, claim(ns, "c"), gpu_pod(ns, "p", "c"))
-    wait_for(
-        lambda: (x := pod_condition(c, ns, "p")) and x.get("reason") == "Unschedulable",
-        timeout=30,
-        message="p waits while the rule taints the GPU",
-    )
+    wait_pod_unschedulable(c, ns, "p")  # while the rule taints the GPU
     assert not bound(c, ns)
     c.kubectl("delete", "devicetaintrule", "drain-node-0")
     wait_for(lambda: bound(c, ns).get("p") == "node-0", timeout=30, message="p bound once the rule is gone")
@@ -381,11 +373,7 @@ def test_a_whole_gpu_waits_while_its_partitions_are_allocated(installed, troupe,
     create(c, claim(ns, "h1", size.format("half")), gpu_pod(ns, "h1", "h1"))
     wait_for(lambda: {"h0", "h1"} <= set(bound(c, ns)), timeout=30, message="both halves bound")
     create(c, claim(ns, "w", size.format("full")), gpu_pod(ns, "w", "w"))
-    wait_for(
-        lambda: (x := pod_condition(c, ns, "w")) and x.get("reason") == "Unschedulable",
-        timeout=30,
-        message="the whole GPU waits while its halves are allocated",
-    )
+    wait_pod_unschedulable(c, ns, "w")  # its halves use up the counters
     assert "w" not in bound(c, ns)
     c.kubectl("delete", "pod", "-n", ns, "h0", "h1", "--grace-period=0", "--force")
     wait_for(lambda: bound(c, ns).get("w") == "node-0", timeout=60, message="w bound once the halves are released")

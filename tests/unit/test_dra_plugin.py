@@ -294,10 +294,9 @@ def test_reserve_refuses_a_node_the_groups_claim_does_not_reach(s) -> None:
     assert fwk.run_reserve(states[1], sched.cache.pods["uid-p1"], "a").ok
 
 
-def test_a_high_priority_pod_preempts_the_pod_holding_the_only_gpu(s, clock: Clock) -> None:
-    sched, rec, releases = s
-    sched.on_node(node("a", cpu="8"))
-    sched.on_resource_slice(gpus("a", 1))
+def low_holds_gpu_0_and_high_wants_it(sched: Scheduler) -> None:
+    """Pod `low` runs on node a with claim c-low holding its gpu-0; pod
+    `high` (priority 100) asks claim c-high for a GPU."""
     held = {
         "allocation": {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "a", "device": "gpu-0"}]}},
         "reservedFor": [{"resource": "pods", "name": "low", "uid": "uid-low"}],
@@ -310,6 +309,13 @@ def test_a_high_priority_pod_preempts_the_pod_holding_the_only_gpu(s, clock: Clo
     high = gpu_pod("high", "c-high")
     high["spec"]["priority"] = 100
     sched.on_pod(high)
+
+
+def test_a_high_priority_pod_preempts_the_pod_holding_the_only_gpu(s, clock: Clock) -> None:
+    sched, rec, releases = s
+    sched.on_node(node("a", cpu="8"))
+    sched.on_resource_slice(gpus("a", 1))
+    low_holds_gpu_0_and_high_wants_it(sched)
     drain(sched)
     assert list(rec.preempted) == ["low"], rec.pods  # cpu is plenty: only the device makes room
     assert rec.nominated == {"high": "a"}

@@ -165,7 +165,7 @@ def test_device_taint_rules_put_their_taint_on_the_devices_they_pick() -> None:
 # ------------------------------------------------------ in the scheduler core
 
 
-from .test_dra_plugin import claim, gpu_pod, gpus, s  # noqa: E402, F401 (fixture)
+from .test_dra_plugin import claim, gpu_pod, gpus, low_holds_gpu_0_and_high_wants_it, s  # noqa: E402, F401 (fixture)
 from .test_runtime_scheduler import drain, node, podgroup  # noqa: E402
 
 
@@ -219,17 +219,6 @@ def test_evicting_the_user_of_a_tainted_device_frees_nothing(s) -> None:
     sched, rec, _ = s
     sched.on_node(node("a", cpu="8"))
     sched.on_resource_slice(_tainted(gpus("a", 1), 0))
-    held = {
-        "allocation": {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "a", "device": "gpu-0"}]}},
-        "reservedFor": [{"resource": "pods", "name": "low", "uid": "uid-low"}],
-    }
-    sched.on_resource_claim(claim("c-low", held))
-    low = gpu_pod("low", "c-low")
-    low["spec"]["nodeName"] = "a"
-    sched.on_pod(low)
-    sched.on_resource_claim(claim("c-high"))
-    high = gpu_pod("high", "c-high")
-    high["spec"]["priority"] = 100
-    sched.on_pod(high)
+    low_holds_gpu_0_and_high_wants_it(sched)
     drain(sched)
     assert rec.preempted == {} and rec.binds == []

@@ -229,20 +229,25 @@ def _high_gang(s: Any, n: int) -> None:
         s.on_pod(lone_pod(f"hi-{i}", group="hi", priority=1000))
 
 
+def _running_job(s: Any, partitions: int) -> None:
+    """A Volcano job running on node a: minMember 3, its master and
+    `partitions` worker sub-groups of 2 (at least 1), sub-group p started at minute p."""
+    s.on_podgroup(vc_group("job", 3, [worker_policy(minimum=1)]))
+    s.on_pod(vc_pod("job-master-0", "job", "master", node_name="a"))
+    for p in range(partitions):
+        for i in range(2):
+            body = vc_pod(f"job-worker-{p}-{i}", "job", "worker", str(p), node_name="a")
+            body["status"] = {"startTime": f"2026-12-07T00:0{p}:00Z", "phase": "Running"}
+            s.on_pod(body)
+
+
 def test_a_victim_job_loses_a_whole_sub_group_above_its_minimum_first(sched: Any) -> None:
     """A running Volcano job (a master, 3 worker sub-groups of 2; at least 1)
     fills node a. A higher-priority gang of 2 takes one whole sub-group
     above the minimum (the newest), not the job, and never half of two."""
     s, rec = sched
     s.on_node(node("a", cpu="7"))
-    s.on_podgroup(vc_group("job", 3, [worker_policy(minimum=1)]))
-    s.on_pod(vc_pod("job-master-0", "job", "master", node_name="a"))
-    for p in range(3):
-        for i in range(2):
-            start = f"2026-12-07T00:0{p}:00Z"
-            body = vc_pod(f"job-worker-{p}-{i}", "job", "worker", str(p), node_name="a")
-            body["status"] = {"startTime": start, "phase": "Running"}
-            s.on_pod(body)
+    _running_job(s, partitions=3)
     _high_gang(s, 2)
     drain(s)
     assert sorted(rec.preempted) == ["job-worker-2-0", "job-worker-2-1"], rec.preempted
@@ -252,10 +257,7 @@ def test_a_victim_job_loses_a_whole_sub_group_above_its_minimum_first(sched: Any
 def test_a_victim_job_at_its_minimum_goes_whole(sched: Any) -> None:
     s, rec = sched
     s.on_node(node("a", cpu="3"))
-    s.on_podgroup(vc_group("job", 3, [worker_policy(minimum=1)]))
-    s.on_pod(vc_pod("job-master-0", "job", "master", node_name="a"))
-    for i in range(2):
-        s.on_pod(vc_pod(f"job-worker-0-{i}", "job", "worker", "0", node_name="a"))
+    _running_job(s, partitions=1)
     _high_gang(s, 2)
     drain(s)
     assert sorted(rec.preempted) == ["job-master-0", "job-worker-0-0", "job-worker-0-1"], rec.preempted
@@ -268,10 +270,7 @@ def test_raising_min_sub_groups_keeps_what_runs_and_binds_the_new_sub_group_whol
     new sub-group binds whole, and the PodGroup stays Scheduled."""
     s, rec = sched
     s.on_node(node("a", cpu="3"))
-    s.on_podgroup(vc_group("job", 3, [worker_policy(minimum=1)]))
-    s.on_pod(vc_pod("job-master-0", "job", "master", node_name="a"))
-    for i in range(2):
-        s.on_pod(vc_pod(f"job-worker-0-{i}", "job", "worker", "0", node_name="a"))
+    _running_job(s, partitions=1)
     s.on_podgroup(vc_group("job", 5, [worker_policy(minimum=2)]))
     for i in range(2):
         s.on_pod(vc_pod(f"job-worker-1-{i}", "job", "worker", "1"))
